@@ -103,7 +103,7 @@ function fmt(n, unit) {
 }
 
 // ---------- FNV-1a 64 ----------
-const IRIS = Array.from({ length: 1000 }, (_, i) => `vt:orders/${String(i).padStart(6, '0')}-eu-west-shard-x9`);
+const IRIS = Array.from({ length: 1000 }, (_, i) => `vt:orders/${String(i).padStart(6, '0')}-eu-west-shard-x9/line01`);
 if (IRIS.some((s) => s.length !== 40)) throw new Error('IRIs must be 40 bytes');
 bcase('fnv1a64', '40B IRIs x1000 (UTF-8 included)', 1000, 40, [
   { impl: 'plexus wasm (batch)', fn: () => wasm.fnv1a64Batch(IRIS) },
