@@ -81,7 +81,7 @@ async function runCase(c) {
   const rows = [];
   for (const t of bench.tasks) {
     const r = t.result;
-    if (!r || r.state !== 'completed') {
+    if (r?.state !== 'completed') {
       console.log(`  ${t.name}: failed ${r?.error?.message ?? r?.state ?? ''}`);
       continue;
     }
@@ -210,7 +210,10 @@ for (const [label, size] of [
   for (const [t, op, Ctor] of REDUCE) {
     // Floats: keep values finite and small so sums stay ordinary numbers.
     if (t === 'f64' || t === 'f32') {
-      for (const arr of [new Ctor(plainA.buffer, 0, size / Ctor.BYTES_PER_ELEMENT), new Ctor(plainB.buffer, 0, size / Ctor.BYTES_PER_ELEMENT)])
+      for (const arr of [
+        new Ctor(plainA.buffer, 0, size / Ctor.BYTES_PER_ELEMENT),
+        new Ctor(plainB.buffer, 0, size / Ctor.BYTES_PER_ELEMENT),
+      ])
         arr.fill(1.5);
       new Ctor(dst.u8.buffer, dst.ptr, size / Ctor.BYTES_PER_ELEMENT).fill(1.5);
       new Ctor(src.u8.buffer, src.ptr, size / Ctor.BYTES_PER_ELEMENT).fill(0.25);
@@ -283,7 +286,15 @@ for (const [label, size] of [
     const type = 1 + (i % 11);
     encodeHeader(
       schema,
-      { length: lens[i], type, job: new Uint8Array(16).fill(9), src: i % 64, dst: 3, incarnation: 2, tag: type === 1 ? i : 0 },
+      {
+        length: lens[i],
+        type,
+        job: new Uint8Array(16).fill(9),
+        src: i % 64,
+        dst: 3,
+        incarnation: 2,
+        tag: type === 1 ? i : 0,
+      },
       u8.subarray(off, off + 52),
     );
     off += 52 + lens[i];
@@ -297,7 +308,9 @@ for (const [label, size] of [
 
 // ---------- run ----------
 const selected = suites.filter((c) => !opts.filter || c.suite.includes(opts.filter) || c.name.includes(opts.filter));
-console.log(`plexus bench on node ${process.version} ${process.arch}; ${selected.length} cases, ~${TIME} ms per task; medians`);
+console.log(
+  `plexus bench on node ${process.version} ${process.arch}; ${selected.length} cases, ~${TIME} ms per task; medians`,
+);
 for (const c of selected) {
   process.stdout.write(`\n${c.suite}: ${c.name}\n`);
   const rows = await runCase(c);
@@ -319,13 +332,33 @@ function target(name, want, num, den, field = 'opsPerSec', denScale = 1) {
 }
 {
   const iri = '40B IRIs x1000 (UTF-8 included)';
-  target('FNV 40B IRIs batch vs fnv-plus', 1.5, get('fnv1a64', iri, 'plexus wasm (batch)'), get('fnv1a64', iri, 'fnv-plus fast1a64'));
-  target('FNV 40B IRIs batch vs @sindresorhus/fnv1a', 20, get('fnv1a64', iri, 'plexus wasm (batch)'), get('fnv1a64', iri, '@sindresorhus/fnv1a'));
+  target(
+    'FNV 40B IRIs batch vs fnv-plus',
+    1.5,
+    get('fnv1a64', iri, 'plexus wasm (batch)'),
+    get('fnv1a64', iri, 'fnv-plus fast1a64'),
+  );
+  target(
+    'FNV 40B IRIs batch vs @sindresorhus/fnv1a',
+    20,
+    get('fnv1a64', iri, 'plexus wasm (batch)'),
+    get('fnv1a64', iri, '@sindresorhus/fnv1a'),
+  );
   const kib = entries.filter((e) => e.case === '1KiB buffer');
   const bestJs = kib.filter((e) => !e.impl.startsWith('plexus wasm')).sort((a, b) => b.opsPerSec - a.opsPerSec)[0];
   target(`FNV 1KiB wasm vs fastest JS (${bestJs?.impl})`, 1.8, get('fnv1a64', '1KiB buffer', 'plexus wasm'), bestJs);
-  target('SHA-256 wasm vs as-sha256 at 64B', 1.0, get('sha256', '64B', 'plexus wasm kernel'), get('sha256', '64B', '@chainsafe/as-sha256'));
-  target('SHA-256 wasm vs hash-wasm at 1MiB', 1.0, get('sha256', '1MiB', 'plexus wasm kernel'), get('sha256', '1MiB', 'hash-wasm'));
+  target(
+    'SHA-256 wasm vs as-sha256 at 64B',
+    1.0,
+    get('sha256', '64B', 'plexus wasm kernel'),
+    get('sha256', '64B', '@chainsafe/as-sha256'),
+  );
+  target(
+    'SHA-256 wasm vs hash-wasm at 1MiB',
+    1.0,
+    get('sha256', '1MiB', 'plexus wasm kernel'),
+    get('sha256', '1MiB', 'hash-wasm'),
+  );
   target(
     'SHA-256 batch 64B vs as-sha256 one at a time',
     2.0,
@@ -335,7 +368,12 @@ function target(name, want, num, den, field = 'opsPerSec', denScale = 1) {
   for (const size of ['64B', '1KiB', '64KiB', '1MiB']) {
     const peers = entries.filter((e) => e.suite === 'sha256' && e.case === size && !e.impl.startsWith('plexus'));
     const best = peers.sort((a, b) => b.opsPerSec - a.opsPerSec)[0];
-    target(`SHA-256 sha256() vs best peer at ${size} (${best?.impl})`, 0.95, get('sha256', size, 'plexus sha256()'), best);
+    target(
+      `SHA-256 sha256() vs best peer at ${size} (${best?.impl})`,
+      0.95,
+      get('sha256', size, 'plexus sha256()'),
+      best,
+    );
   }
   for (const [t, op, want] of [
     ['u8', 'bxor', 2],
@@ -345,14 +383,30 @@ function target(name, want, num, den, field = 'opsPerSec', denScale = 1) {
     ['i64', 'sum', 1],
   ]) {
     const cs = `${t} ${op} 64KiB`;
-    target(`reduce ${cs} wasm vs ts twin`, want, get('reduce', cs, 'plexus wasm (shared)'), get('reduce', cs, 'plexus ts twin'));
+    target(
+      `reduce ${cs} wasm vs ts twin`,
+      want,
+      get('reduce', cs, 'plexus wasm (shared)'),
+      get('reduce', cs, 'plexus ts twin'),
+    );
   }
   const set16 = get('reduce', 'Uint8Array.set 16MiB', 'Uint8Array.prototype.set');
   for (const [t, op] of REDUCE) {
-    target(`reduce ${t} ${op} 16MiB bytes/s vs Uint8Array.set`, 0.8, get('reduce', `${t} ${op} 16MiB`, 'plexus wasm (shared)'), set16, 'bytesPerSec');
+    target(
+      `reduce ${t} ${op} 16MiB bytes/s vs Uint8Array.set`,
+      0.8,
+      get('reduce', `${t} ${op} 16MiB`, 'plexus wasm (shared)'),
+      set16,
+      'bytesPerSec',
+    );
   }
   const hc = 'batch decode 100k frames (52B headers)';
-  target('header batch decode wasm vs ts twin', 3, get('header', hc, 'plexus wasm (shared)'), get('header', hc, 'plexus ts twin (DataView)'));
+  target(
+    'header batch decode wasm vs ts twin',
+    3,
+    get('header', hc, 'plexus wasm (shared)'),
+    get('header', hc, 'plexus ts twin (DataView)'),
+  );
 }
 if (targets.length > 0) {
   console.log('\ntargets (ratios within this run):');

@@ -7,7 +7,8 @@ import { fnv1a64 } from '../../ts/core/index.js';
 import { ROOT } from '../helpers/paths.js';
 
 const BIN = join(ROOT, 'dist/cli/main.js');
-const plexus = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
+const plexus = (...args: string[]) =>
+  spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
 const tmp = mkdtempSync(join(tmpdir(), 'plexus-cli-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 

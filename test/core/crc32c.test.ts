@@ -50,7 +50,9 @@ describe('crc32c (public API)', () => {
   });
 
   it('refuses bad arguments', () => {
-    expect(() => crc32c('abc' as unknown as Uint8Array)).toThrow(expect.objectContaining({ code: 'PLX_CORE_BAD_INPUT' }));
+    expect(() => crc32c('abc' as unknown as Uint8Array)).toThrow(
+      expect.objectContaining({ code: 'PLX_CORE_BAD_INPUT' }),
+    );
     expect(() => crc32c(new Uint8Array(1), -1)).toThrow(expect.objectContaining({ code: 'PLX_CORE_BAD_INPUT' }));
     expect(() => crc32c(new Uint8Array(1), 2 ** 32)).toThrow(/32-bit/);
   });

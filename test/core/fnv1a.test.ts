@@ -1,6 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { fnv1a64, fnv1a64Batch, isPlexusError, kernels, MAX_SHARDS, shardOf, shardOfBatch } from '../../ts/core/index.js';
+import {
+  fnv1a64,
+  fnv1a64Batch,
+  isPlexusError,
+  kernels,
+  MAX_SHARDS,
+  shardOf,
+  shardOfBatch,
+} from '../../ts/core/index.js';
 import { sharedVectors } from '../helpers/paths.js';
 import { randomBytes, rng } from '../helpers/rng.js';
 
@@ -68,7 +76,12 @@ describe.each(kernels())('FNV-1a 64 ($name)', (k) => {
       const len = next() % 60;
       for (let j = 0; j < len; j++) {
         const r = next() % 100;
-        s += r < 90 ? String.fromCharCode(0x21 + (next() % 94)) : r < 97 ? String.fromCharCode(0xa0 + (next() % 0x700)) : '😀';
+        s +=
+          r < 90
+            ? String.fromCharCode(0x21 + (next() % 94))
+            : r < 97
+              ? String.fromCharCode(0xa0 + (next() % 0x700))
+              : '😀';
       }
       items.push(s);
     }
@@ -104,6 +117,8 @@ describe('shard hash version 1 (public API)', () => {
     }
     expect(() => shardOf(7 as unknown as string, 4)).toThrow(expect.objectContaining({ code: 'PLX_CORE_BAD_INPUT' }));
     expect(() => fnv1a64Batch(['a', 3 as unknown as string])).toThrow(/item 1/);
-    expect(() => fnv1a64Batch('abc' as unknown as string[])).toThrow(expect.objectContaining({ code: 'PLX_CORE_BAD_INPUT' }));
+    expect(() => fnv1a64Batch('abc' as unknown as string[])).toThrow(
+      expect.objectContaining({ code: 'PLX_CORE_BAD_INPUT' }),
+    );
   });
 });

@@ -180,15 +180,33 @@ describe('frame header public API', () => {
       expect(isPlexusError(err, code), String(err)).toBe(true);
     };
     bad(
-      () => defineHeader({ size: 4, fields: [{ name: 'l', offset: 2, width: 4 }], length: { field: 'l', max: 1, verdictTooLong: 1 }, checks: [] }),
+      () =>
+        defineHeader({
+          size: 4,
+          fields: [{ name: 'l', offset: 2, width: 4 }],
+          length: { field: 'l', max: 1, verdictTooLong: 1 },
+          checks: [],
+        }),
       'PLX_CORE_HEADER_SCHEMA',
     );
     bad(
-      () => defineHeader({ size: 4, fields: [{ name: 'l', offset: 0, width: 3 }], length: { field: 'l', max: 1, verdictTooLong: 1 }, checks: [] }),
+      () =>
+        defineHeader({
+          size: 4,
+          fields: [{ name: 'l', offset: 0, width: 3 }],
+          length: { field: 'l', max: 1, verdictTooLong: 1 },
+          checks: [],
+        }),
       'PLX_CORE_HEADER_SCHEMA',
     );
     bad(
-      () => defineHeader({ size: 4, fields: [{ name: 'l', offset: 0, width: 2 }], length: { field: 'l', max: 70000, verdictTooLong: 1 }, checks: [] }),
+      () =>
+        defineHeader({
+          size: 4,
+          fields: [{ name: 'l', offset: 0, width: 2 }],
+          length: { field: 'l', max: 70000, verdictTooLong: 1 },
+          checks: [],
+        }),
       'PLX_CORE_HEADER_SCHEMA',
     );
     const s = schema();

@@ -13,7 +13,9 @@ export function sharedVectors(file: string): string {
   const base = process.env.PLEXUS_SHARED_DIR ?? resolve(ROOT, '../shared');
   const p = resolve(base, 'vectors', file);
   if (!existsSync(p)) {
-    throw new Error(`external vectors not found at ${p}: check out shared/ beside the project or set PLEXUS_SHARED_DIR`);
+    throw new Error(
+      `external vectors not found at ${p}: check out shared/ beside the project or set PLEXUS_SHARED_DIR`,
+    );
   }
   return p;
 }

@@ -18,7 +18,7 @@ export class UsageError extends Error {
   }
 }
 
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 /** parseArgs that turns its errors into UsageError for `command`. */
 export function parse<T extends ParseArgsConfig>(command: string, config: T): ReturnType<typeof parseArgs<T>> {

@@ -5,10 +5,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { PlexusError } from '../core/errors.js';
+import { type Command, UsageError } from './command.js';
 import { demo } from './commands/demo.js';
 import { hash } from './commands/hash.js';
 import { shard } from './commands/shard.js';
-import { type Command, UsageError } from './command.js';
 
 const commands: readonly Command[] = [demo, shard, hash];
 
@@ -71,7 +71,9 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`plexus: error ${err.code}: ${err.message}\n`);
       process.exitCode = 1;
     } else {
-      process.stderr.write(`plexus: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.stderr.write(
+        `plexus: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+      );
       process.exitCode = 1;
     }
   },

@@ -44,12 +44,15 @@ export const demo: Command = {
     const n = values.quick ? 20_000 : 200_000;
     const [wasm, js] = kernels() as [ReturnType<typeof kernels>[number], ReturnType<typeof kernels>[number]];
     const out = (s = '') => process.stdout.write(`${s}\n`);
-    out(`plexus demo: the core kernels on ${process.release?.name ?? 'this runtime'} ${process.version} ${process.arch}`);
+    out(
+      `plexus demo: the core kernels on ${process.release?.name ?? 'this runtime'} ${process.version} ${process.arch}`,
+    );
     out(`backend in use: ${backend().name} (PLEXUS_BACKEND selects; both are shown below)`);
     out();
 
     out('[1/5] Shard hash version 1: FNV-1a 64 of the IRI, mod the shard count (256 here)');
-    for (const iri of ['vt:orders/1234', 'vt:users/ada', 'vt:sensors/β-7']) out(`      ${iri.padEnd(16)} -> shard ${shardOf(iri, 256)}`);
+    for (const iri of ['vt:orders/1234', 'vt:users/ada', 'vt:sensors/β-7'])
+      out(`      ${iri.padEnd(16)} -> shard ${shardOf(iri, 256)}`);
     const iris = Array.from({ length: n }, (_, i) => `vt:orders/${i.toString(36).padStart(8, '0')}-region-eu`);
     let a: Uint32Array = new Uint32Array(0);
     let b: Uint32Array = new Uint32Array(0);
@@ -69,7 +72,9 @@ export const demo: Command = {
     const d2 = js.sha256(msg);
     out(`      wasm ${hex(d1)}`);
     out(`      twin ${hex(d2)}  identical: ${hex(d1) === hex(d2)}`);
-    out(`      sha256() (picks node:crypto for large inputs): ${hex(sha256(msg)) === hex(d1) ? 'same digest' : 'DIFFERENT'}`);
+    out(
+      `      sha256() (picks node:crypto for large inputs): ${hex(sha256(msg)) === hex(d1) ? 'same digest' : 'DIFFERENT'}`,
+    );
     out();
 
     out('[3/5] Reduce kernels: four ranks contribute a Float64Array, summed in place in shared memory');
@@ -91,7 +96,9 @@ export const demo: Command = {
     out();
 
     out('[4/5] CRC-32C (Castagnoli), the checksum of every stored record');
-    out(`      crc32c("123456789") = 0x${crc32c(new TextEncoder().encode('123456789')).toString(16)} (check value e3069283)`);
+    out(
+      `      crc32c("123456789") = 0x${crc32c(new TextEncoder().encode('123456789')).toString(16)} (check value e3069283)`,
+    );
     out();
 
     out('[5/5] Length-first frame decoding: the length is checked before anything else');

@@ -1,5 +1,5 @@
 import { open } from 'node:fs/promises';
-import { createSha256, crc32c } from '../../core/index.js';
+import { crc32c, createSha256 } from '../../core/index.js';
 import { type Command, parse, UsageError } from '../command.js';
 
 const ALGS = ['sha256', 'crc32c'] as const;

@@ -24,14 +24,17 @@ export const shard: Command = {
       options: { shards: { type: 'string', short: 'n' }, json: { type: 'boolean' } },
     });
     if (values.shards === undefined) throw new UsageError('shard', 'missing --shards N');
-    if (!/^\d+$/.test(values.shards)) throw new UsageError('shard', `--shards takes a whole number, got "${values.shards}"`);
+    if (!/^\d+$/.test(values.shards))
+      throw new UsageError('shard', `--shards takes a whole number, got "${values.shards}"`);
     if (positionals.length === 0) throw new UsageError('shard', 'give at least one IRI');
     const n = Number(values.shards);
     const { fnv1a64 } = await import('../../core/index.js');
     for (const iri of positionals) {
       const s = shardOf(iri, n);
       if (values.json) {
-        process.stdout.write(`${JSON.stringify({ iri, shard: s, fnv1a64: fnv1a64(iri).toString(16).padStart(16, '0') })}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ iri, shard: s, fnv1a64: fnv1a64(iri).toString(16).padStart(16, '0') })}\n`,
+        );
       } else process.stdout.write(`${s}\t${iri}\n`);
     }
     return 0;
