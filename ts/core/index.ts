@@ -18,7 +18,7 @@ import {
 } from './codes.js';
 import { PlexusError } from './errors.js';
 import type { HeaderSchema, HeaderVerdicts, Int } from './header-schema.js';
-import { nativeSha256, nativeSha256Threshold } from './native.js';
+import { NATIVE_SHA256_MIN, nativeSha256 } from './native.js';
 import type { Sha256Stream } from './types.js';
 
 export { backend, kernels, useBackend } from './backend.js';
@@ -125,13 +125,15 @@ const utf8 = new TextEncoder();
 
 /**
  * SHA-256 (FIPS 180-4) of bytes or of a string's UTF-8 encoding. With the wasm backend,
- * inputs of nativeSha256Threshold() bytes and more go to node:crypto where it exists
+ * inputs of NATIVE_SHA256_MIN (512) bytes and more go to node:crypto where it exists
  * (faster there, with the CPU's SHA instructions); smaller ones to the WASM kernel.
+ * The result is a Uint8Array (a Buffer where node:crypto made it).
  */
 export function sha256(input: Uint8Array | string): Uint8Array {
-  const data = typeof input === 'string' ? utf8.encode(input) : bytesOf(input, 'sha256');
+  const data =
+    input instanceof Uint8Array ? input : typeof input === 'string' ? utf8.encode(input) : bytesOf(input, 'sha256');
   const k = backend();
-  if (k.name === 'wasm' && nativeSha256 && data.length >= nativeSha256Threshold()) return nativeSha256(data);
+  if (data.length >= NATIVE_SHA256_MIN && nativeSha256 !== undefined && k.name === 'wasm') return nativeSha256(data);
   return k.sha256(data);
 }
 

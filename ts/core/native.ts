@@ -15,17 +15,12 @@ function pick(): HashFn | undefined {
   };
   if (typeof c.hash === 'function') {
     const h = c.hash;
-    return (data) => {
-      const b = h('sha256', data, 'buffer');
-      return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-    };
+    // A Buffer is a Uint8Array: returned as it is.
+    return (data) => h('sha256', data, 'buffer');
   }
   if (typeof c.createHash === 'function') {
     const ch = c.createHash;
-    return (data) => {
-      const b = ch('sha256').update(data).digest();
-      return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-    };
+    return (data) => ch('sha256').update(data).digest();
   }
   return undefined;
 }
@@ -34,8 +29,5 @@ const env = typeof process !== 'undefined' ? process.env.PLEXUS_SHA256_NATIVE_MI
 export const nativeSha256: HashFn | undefined = env === 'off' ? undefined : pick();
 
 const DEFAULT_THRESHOLD = 512;
-const threshold = env !== undefined && /^\d+$/.test(env) ? Number(env) : DEFAULT_THRESHOLD;
-
-export function nativeSha256Threshold(): number {
-  return threshold;
-}
+/** Inputs of this many bytes and more go to node:crypto (with the wasm backend). */
+export const NATIVE_SHA256_MIN = env !== undefined && /^\d+$/.test(env) ? Number(env) : DEFAULT_THRESHOLD;
