@@ -10,7 +10,7 @@
 // the diff of golden/ before committing it. Runs on the built package (dist/), so it
 // needs nothing but a JavaScript runtime: Node.js 18+ (also arm64 under emulation) or Bun.
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -429,6 +429,13 @@ if (mode === 'write') {
     }
   }
   console.log(`golden: ${passed} passed, ${failures} failed`);
+  // Counts for scripts/test-summary.mjs, one file per runtime and architecture.
+  const tag = `${typeof Bun !== 'undefined' ? 'bun' : 'node'}-${process.arch}`;
+  mkdirSync(resolve(root, '.tmp'), { recursive: true });
+  writeFileSync(
+    resolve(root, '.tmp', `golden-${tag}.json`),
+    JSON.stringify({ runtime: `${runtime} ${process.arch}`, passed, failed: failures }),
+  );
   process.exit(failures > 0 ? 1 : 0);
 } else {
   console.error('usage: golden.mjs check|write');
