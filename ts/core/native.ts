@@ -1,5 +1,5 @@
 /**
- * node:crypto's SHA-256 where the runtime has it (Node.js, Bun), used by sha256() for
+ * node:crypto's SHA-256 on Node.js, used by sha256() for
  * inputs at and above a size threshold. The threshold comes from `npm run bench`
  * (docs/core.md) and can be overridden with PLEXUS_SHA256_NATIVE_MIN (bytes; "off" to
  * never use node:crypto).
@@ -26,7 +26,9 @@ function pick(): HashFn | undefined {
 }
 
 const env = typeof process !== 'undefined' ? process.env.PLEXUS_SHA256_NATIVE_MIN : undefined;
-export const nativeSha256: HashFn | undefined = env === 'off' ? undefined : pick();
+// Node.js only: under Bun (and in browsers) sha256() stays on the WebAssembly kernel.
+const isNode = typeof process !== 'undefined' && process.versions?.node !== undefined && !('bun' in process.versions);
+export const nativeSha256: HashFn | undefined = env === 'off' || !isNode ? undefined : pick();
 
 const DEFAULT_THRESHOLD = 512;
 /** Inputs of this many bytes and more go to node:crypto (with the wasm backend). */
