@@ -18,7 +18,7 @@ const S_FIELDS = 32;
 const S_NCHECKS = 36;
 const S_CHECKS = 40;
 
-// Check record: 40 bytes.
+// Check record: 48 bytes.
 const C_OFF = 0; // u16 field offset
 const C_WIDTH = 2; // u8 field width
 const C_OP = 3; // u8 operation
@@ -26,11 +26,12 @@ const C_VERDICT = 4; // i16
 const C_VERDICT2 = 6; // i16
 const C_WHEN_OFF = 8; // u16
 const C_WHEN_WIDTH = 10; // u8, 0 = unconditional
-const C_WHEN_OP = 11; // u8: 1 = applies when equal, 2 = when not equal
+const C_WHEN_OP = 11; // u8: 1 = applies when equal, 2 = not equal, 3 = inside [value, max], 4 = outside it
 const C_A = 16; // u64
 const C_B = 24; // u64
 const C_WHEN_VALUE = 32; // u64
-const CHECK_SIZE: usize = 40;
+const C_WHEN_MAX = 40; // u64
+const CHECK_SIZE: usize = 48;
 
 const OP_RANGE = 1;
 const OP_EQ = 2;
@@ -66,8 +67,10 @@ function verdictOf(schema: usize, p: usize): i32 {
     const whenWidth = <u32>load<u8>(c + C_WHEN_WIDTH);
     if (whenWidth != 0) {
       const w = readUint(p + <usize>load<u16>(c + C_WHEN_OFF), whenWidth);
-      const eq = w == load<u64>(c + C_WHEN_VALUE);
-      if ((load<u8>(c + C_WHEN_OP) == 1) != eq) continue;
+      const whenOp = <u32>load<u8>(c + C_WHEN_OP);
+      const lo = load<u64>(c + C_WHEN_VALUE);
+      const hit = whenOp <= 2 ? w == lo : w >= lo && w <= load<u64>(c + C_WHEN_MAX);
+      if ((whenOp == 1 || whenOp == 3) != hit) continue;
     }
     const op = <u32>load<u8>(c + C_OP);
     const fp = p + <usize>load<u16>(c + C_OFF);

@@ -98,6 +98,67 @@ describe.each(kernels())('frame header codec ($name)', (k) => {
     expect(k.headerCheck(s, h)).toBe(V.job);
   });
 
+  it('applies checks under equals, notEquals, inside and outside conditions', () => {
+    const s = defineHeader({
+      size: 8,
+      fields: [
+        { name: 'length', offset: 0, width: 2 },
+        { name: 'type', offset: 2, width: 1 },
+        { name: 'epoch', offset: 4, width: 4 },
+      ],
+      length: { field: 'length', max: 100, verdictTooLong: 1 },
+      checks: [
+        { name: 'eq', field: 'epoch', op: 'range', min: 0, max: 100, verdict: 2, when: { field: 'type', equals: 1 } },
+        {
+          name: 'ne',
+          field: 'epoch',
+          op: 'range',
+          min: 0,
+          max: 200,
+          verdict: 3,
+          when: { field: 'type', notEquals: 1 },
+        },
+        {
+          name: 'in',
+          field: 'epoch',
+          op: 'range',
+          min: 1,
+          max: 150,
+          verdict: 4,
+          when: { field: 'type', inside: [6, 10] },
+        },
+        { name: 'out', field: 'epoch', op: 'eq', value: 0, verdict: 5, when: { field: 'type', outside: [6, 10] } },
+      ],
+    });
+    const v = (type: number, epoch: number) => {
+      const b = new Uint8Array(8);
+      k.headerEncode(s, s.normalize({ type, epoch }), b);
+      return k.headerCheck(s, b);
+    };
+    expect(v(1, 0)).toBe(0);
+    expect(v(1, 101)).toBe(2);
+    expect(v(2, 150)).toBe(5);
+    expect(v(2, 201)).toBe(3);
+    expect(v(6, 0)).toBe(4);
+    expect(v(10, 150)).toBe(0);
+    expect(v(10, 151)).toBe(4);
+    expect(v(5, 0)).toBe(0);
+    expect(v(11, 1)).toBe(5);
+    expect(() =>
+      defineHeader({
+        size: 8,
+        fields: [
+          { name: 'length', offset: 0, width: 2 },
+          { name: 'type', offset: 2, width: 1 },
+        ],
+        length: { field: 'length', max: 1, verdictTooLong: 1 },
+        checks: [
+          { field: 'type', op: 'eq', value: 1, verdict: 2, when: { field: 'type', equals: 1, outside: [1, 2] } },
+        ],
+      }),
+    ).toThrow(/exactly one of/);
+  });
+
   it('walks many frames and stops at an incomplete one or a refused length', () => {
     const s = schema();
     const parts = [frame(s, good, 5), frame(s, { ...good, type: 0 }, 0), frame(s, good, 100)];

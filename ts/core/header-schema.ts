@@ -15,9 +15,10 @@
  *   16 length includes header (0/1) | 20 verdict: too long | 24 verdict: shorter than header
  *   28 field count | 32 field table offset | 36 check count | 40 check table offset
  *   field record (8 bytes): u16 offset, u8 width, u8 kind (0 integer, 1 bytes), u32 0
- *   check record (40 bytes): u16 offset, u8 width, u8 op, i16 verdict, i16 verdict2,
- *     u16 when-offset, u8 when-width (0 = always), u8 when-op (1 equal, 2 not equal),
- *     u32 0, u64 a, u64 b, u64 when-value
+ *   check record (48 bytes): u16 offset, u8 width, u8 op, i16 verdict, i16 verdict2,
+ *     u16 when-offset, u8 when-width (0 = always), u8 when-op (1 equal, 2 not equal,
+ *     3 inside [when-value, when-max], 4 outside it), u32 0, u64 a, u64 b, u64 when-value,
+ *     u64 when-max
  *   then the expected bytes of bytes-equality checks (check.a holds their offset).
  */
 import { PlexusError } from './errors.js';
@@ -83,10 +84,15 @@ export type HeaderCheckDef =
       readonly when?: HeaderCondition;
     };
 
+/** When a check applies: exactly one of the four forms. */
 export interface HeaderCondition {
   readonly field: string;
   readonly equals?: Int;
   readonly notEquals?: Int;
+  /** Applies when min <= field <= max. */
+  readonly inside?: readonly [Int, Int];
+  /** Applies when the field is below min or above max. */
+  readonly outside?: readonly [Int, Int];
 }
 
 export interface HeaderDef {
@@ -117,7 +123,7 @@ export interface HeaderVerdicts {
 }
 
 const OPS = { range: 1, eq: 2, order: 3, 'bytes-eq': 4, 'mask-zero': 5 } as const;
-const CHECK_SIZE = 40;
+const CHECK_SIZE = 48;
 const U64_MAX = (1n << 64n) - 1n;
 
 function bad(message: string, details: Record<string, unknown> = {}): PlexusError {
@@ -226,13 +232,20 @@ export class HeaderSchema {
       if (c.when) {
         const wf = this.field(c.when.field);
         if (wf.kind === 'bytes') throw bad(`condition on bytes field "${wf.name}" is not supported`);
-        const eq = c.when.equals !== undefined;
-        const value = eq ? c.when.equals : c.when.notEquals;
-        if (value === undefined) throw bad(`condition on "${wf.name}" needs equals or notEquals`);
+        const w = c.when;
+        const forms = [w.equals, w.notEquals, w.inside, w.outside].filter((x) => x !== undefined);
+        if (forms.length !== 1) {
+          throw bad(`condition on "${wf.name}" needs exactly one of equals, notEquals, inside, outside`);
+        }
+        const what = `condition on "${wf.name}"`;
+        const range = w.inside ?? w.outside;
+        const whenOp = w.equals !== undefined ? 1 : w.notEquals !== undefined ? 2 : w.inside ? 3 : 4;
+        const lo = range ? range[0] : ((w.equals ?? w.notEquals) as Int);
         dv.setUint16(at + 8, wf.offset, true);
         dv.setUint8(at + 10, wf.width);
-        dv.setUint8(at + 11, eq ? 1 : 2);
-        dv.setBigUint64(at + 32, toU64(value, `condition on "${wf.name}"`), true);
+        dv.setUint8(at + 11, whenOp);
+        dv.setBigUint64(at + 32, toU64(lo, what), true);
+        if (range) dv.setBigUint64(at + 40, toU64(range[1], what), true);
       }
       if (c.op === 'bytes-eq') {
         dv.setBigUint64(at + 16, BigInt(bytesOff), true);

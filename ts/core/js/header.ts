@@ -25,12 +25,14 @@ function verdictOf(s: DataView, sb: Uint8Array, dv: DataView, p: number): number
   if (s.getUint32(16, true) !== 0 && len < size) return s.getInt32(24, true);
   const n = s.getUint32(36, true);
   let c = s.getUint32(40, true);
-  for (let i = 0; i < n; i++, c += 40) {
+  for (let i = 0; i < n; i++, c += 48) {
     const whenWidth = s.getUint8(c + 10);
     if (whenWidth !== 0) {
       const w = readUint(dv, p + s.getUint16(c + 8, true), whenWidth);
-      const eq = w === s.getBigUint64(c + 32, true);
-      if ((s.getUint8(c + 11) === 1) !== eq) continue;
+      const whenOp = s.getUint8(c + 11);
+      const lo = s.getBigUint64(c + 32, true);
+      const hit = whenOp <= 2 ? w === lo : w >= lo && w <= s.getBigUint64(c + 40, true);
+      if ((whenOp === 1 || whenOp === 3) !== hit) continue;
     }
     const op = s.getUint8(c + 3);
     const fp = p + s.getUint16(c, true);
