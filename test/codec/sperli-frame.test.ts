@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -20,7 +18,7 @@ import {
   splitMessage,
 } from '../../ts/codec/sperli-frame.js';
 import { backend, isPlexusError, kernels, useBackend } from '../../ts/core/index.js';
-import { ROOT } from '../helpers/paths.js';
+import { vectors } from '../helpers/sperli-vectors.js';
 
 const JOB = Uint8Array.from({ length: 16 }, (_, i) => 0xa0 + i);
 const EXPECT = { jobId: JOB, peerRank: 3, ownRank: 5, incarnation: 7 };
@@ -515,23 +513,6 @@ describe('messages larger than one frame', () => {
 
 // ---------------------------------------------------------------------------------------
 // vectors/sperli-vectors.txt (written by scripts/sperli-vectors.py, independent of these codecs)
-
-type VectorRecord = { readonly name: string; readonly f: Readonly<Record<string, string>> };
-let vectorText: string | undefined;
-
-function vectors(kind: string): VectorRecord[] {
-  vectorText ??= readFileSync(resolve(ROOT, 'vectors/sperli-vectors.txt'), 'utf8');
-  const out: VectorRecord[] = [];
-  for (const line of vectorText.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const [k, name, ...pairs] = line.split('\t');
-    if (k !== kind) continue;
-    const f: Record<string, string> = {};
-    for (const p of pairs) f[p.slice(0, p.indexOf('='))] = p.slice(p.indexOf('=') + 1);
-    out.push({ name: name as string, f });
-  }
-  return out;
-}
 
 describe('vectors/sperli-vectors.txt: frame headers', () => {
   it('encodes the header of every frame record to its bytes', () => {

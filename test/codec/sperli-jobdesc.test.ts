@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
@@ -11,7 +9,7 @@ import {
 } from '../../ts/codec/sperli-jobdesc.js';
 import { assembleJoinToken, encodeJoinTokenMessage } from '../../ts/codec/sperli-payloads.js';
 import { isPlexusError, type PlexusError } from '../../ts/core/index.js';
-import { ROOT } from '../helpers/paths.js';
+import { vectors, verdictOf } from '../helpers/sperli-vectors.js';
 
 const enc = new TextEncoder();
 const JOB = Uint8Array.from({ length: 16 }, (_, i) => i * 17);
@@ -316,34 +314,6 @@ describe('job description', () => {
 
 // ---------------------------------------------------------------------------------------
 // vectors/sperli-vectors.txt (written by scripts/sperli-vectors.py, independent of these codecs)
-
-type VectorRecord = { readonly name: string; readonly f: Readonly<Record<string, string>> };
-let vectorText: string | undefined;
-
-function vectors(kind: string): VectorRecord[] {
-  vectorText ??= readFileSync(resolve(ROOT, 'vectors/sperli-vectors.txt'), 'utf8');
-  const out: VectorRecord[] = [];
-  for (const line of vectorText.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const [k, name, ...pairs] = line.split('\t');
-    if (k !== kind) continue;
-    const f: Record<string, string> = {};
-    for (const p of pairs) f[p.slice(0, p.indexOf('='))] = p.slice(p.indexOf('=') + 1);
-    out.push({ name: name as string, f });
-  }
-  return out;
-}
-
-/** The verdict a call gives, as the vectors write it: ok, or the code (and H1610's reason). */
-function verdictOf(f: () => unknown): string {
-  try {
-    f();
-    return 'ok';
-  } catch (e) {
-    if (!isPlexusError(e)) throw e;
-    return e.code === 'H1610' ? `H1610:${String(e.details.reason)}` : e.code;
-  }
-}
 
 describe('vectors/sperli-vectors.txt: jobdesc records', () => {
   const unhex = (s: string) => Uint8Array.from(Buffer.from(s, 'hex'));

@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -29,7 +27,7 @@ import {
 } from '../../ts/codec/sperli-payloads.js';
 import { FrameStream, type StreamEvent } from '../../ts/codec/sperli-stream.js';
 import { backend, isPlexusError, kernels, sha256, useBackend } from '../../ts/core/index.js';
-import { ROOT } from '../helpers/paths.js';
+import { type VectorRecord, vectors } from '../helpers/sperli-vectors.js';
 
 const JOB = Uint8Array.from({ length: 16 }, (_, i) => 0x40 + i);
 const EXPECT = { jobId: JOB, peerRank: 1, ownRank: 0, incarnation: 4 };
@@ -295,23 +293,6 @@ describe.each(kernels().map((k) => k.name))('SPERLI frame stream (%s)', (name) =
 // ---------------------------------------------------------------------------------------
 // vectors/sperli-vectors.txt (written by scripts/sperli-vectors.py, independent of these
 // codecs): every frame record, fed to a receiver in the record's position.
-
-type VectorRecord = { readonly name: string; readonly f: Readonly<Record<string, string>> };
-let vectorText: string | undefined;
-
-function vectors(kind: string): VectorRecord[] {
-  vectorText ??= readFileSync(resolve(ROOT, 'vectors/sperli-vectors.txt'), 'utf8');
-  const out: VectorRecord[] = [];
-  for (const line of vectorText.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const [k, name, ...pairs] = line.split('\t');
-    if (k !== kind) continue;
-    const f: Record<string, string> = {};
-    for (const p of pairs) f[p.slice(0, p.indexOf('='))] = p.slice(p.indexOf('=') + 1);
-    out.push({ name: name as string, f });
-  }
-  return out;
-}
 
 const unhex = (s: string) => Uint8Array.from(Buffer.from(s, 'hex'));
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
