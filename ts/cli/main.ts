@@ -9,8 +9,9 @@ import { type Command, UsageError } from './command.js';
 import { demo } from './commands/demo.js';
 import { hash } from './commands/hash.js';
 import { shard } from './commands/shard.js';
+import { sperli } from './commands/sperli.js';
 
-const commands: readonly Command[] = [demo, shard, hash];
+const commands: readonly Command[] = [demo, shard, hash, sperli];
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };

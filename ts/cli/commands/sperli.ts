@@ -1,0 +1,79 @@
+import { launch, readHostsFile } from '../../sperli/launcher.js';
+import { type Command, parse, UsageError } from '../command.js';
+
+const HELP = [
+  'Usage: plexus sperli launch -n N [options] -- PROGRAM [ARGS...]',
+  '',
+  'Starts a SPERLI job of N ranks, each running PROGRAM, connected by mutually',
+  'authenticated TLS 1.3. Each rank gets its job description on standard input (one',
+  'hex line; `init()` from plexus/sperli reads it). Output is forwarded with a',
+  '[rank n] prefix. The exit status is 0 when every rank exits 0; when a rank fails,',
+  'is lost or the job aborts, every rank is stopped and the status is 1, with the',
+  'reason and its H-code.',
+  '',
+  'Options:',
+  '  -n, --np N           number of ranks (default: the number of hosts in --hosts)',
+  '      --hosts FILE     one host[:port] per rank; without it every rank runs here',
+  '                       (127.0.0.x addresses count as distinct hosts)',
+  '      --deny-hosts FILE  more hosts that must never run a rank (one per line), added',
+  '                       to SPERLI_REFUSED_HOSTS and the reserved host-a/host-b.invalid',
+  '      --silence-ms N   a peer silent this long is lost (default 5000)',
+  '      --remote CMD     how to start a rank on another host, {host} replaced,',
+  "                       e.g. --remote 'ssh {host}'",
+  '      --json           print the result as JSON on the last line',
+  '',
+  'Example:',
+  '  plexus sperli launch -n 4 -- node examples/sperli/pi.mjs',
+].join('\n');
+
+export const sperli: Command = {
+  name: 'sperli',
+  summary: 'run an MPI-like job over mutual TLS 1.3 (sperli launch)',
+  help: HELP,
+  async run(args) {
+    const [sub, ...rest] = args;
+    if (sub !== 'launch')
+      throw new UsageError('sperli', sub ? `unknown subcommand "${sub}"` : 'missing subcommand: launch');
+    const dd = rest.indexOf('--');
+    const own = dd >= 0 ? rest.slice(0, dd) : rest;
+    const command = dd >= 0 ? rest.slice(dd + 1) : [];
+    const { values, positionals } = parse('sperli', {
+      args: own,
+      allowPositionals: true,
+      options: {
+        np: { type: 'string', short: 'n' },
+        hosts: { type: 'string' },
+        'deny-hosts': { type: 'string' },
+        'silence-ms': { type: 'string' },
+        remote: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+    });
+    if (positionals.length > 0 && command.length === 0) {
+      throw new UsageError('sperli', `put the program after --: plexus sperli launch -n N -- ${positionals.join(' ')}`);
+    }
+    if (command.length === 0) throw new UsageError('sperli', 'give the program to run after --');
+    const num = (name: string, v: string | undefined) => {
+      if (v === undefined) return undefined;
+      if (!/^\d+$/.test(v)) throw new UsageError('sperli', `--${name} takes a whole number, got "${v}"`);
+      return Number(v);
+    };
+    const result = await launch({
+      size: num('np', values.np),
+      command,
+      hostsText: values.hosts === undefined ? undefined : readHostsFile(values.hosts),
+      denyFile: values['deny-hosts'],
+      silenceMs: num('silence-ms', values['silence-ms']),
+      remote: values.remote,
+    });
+    const f = result.failure;
+    if (f) {
+      const lost = typeof f.details?.peer === 'number' ? ` (lost rank ${f.details.peer})` : '';
+      process.stderr.write(
+        `plexus sperli: job ${result.jobId} failed at rank ${f.rank}: ${f.code ? `${f.code} ` : ''}${f.message}${lost}\n`,
+      );
+    }
+    if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+    return result.exitCode;
+  },
+};

@@ -1,0 +1,47 @@
+/**
+ * The seam between a rank's communicator (ts/sperli/comm.ts: messages and collectives)
+ * and the connections to its peers. The real implementation is the TLS 1.3 mesh
+ * (ts/sperli/mesh.ts); an in-memory one (ts/sperli/memory-transport.ts) runs the same
+ * communicator in one process for fast tests. Both pass test/compliance/transport.suite.ts.
+ *
+ * Frames of one peer are delivered in the order that peer sent them. HELLO, HEARTBEAT,
+ * ABORT and BYE are the transport's own business and never reach `onFrame`.
+ */
+import type { PlexusError } from '../core/errors.js';
+
+/** One accepted frame as the communicator sees it. */
+export interface TransportFrame {
+  /** DATA, COLLECTIVE or a checkpoint type (docs/sperli.md frame type codes). */
+  readonly type: number;
+  readonly tag: number;
+  readonly epoch: bigint;
+  readonly payload: Uint8Array;
+}
+
+export interface RankTransport {
+  readonly rank: number;
+  readonly size: number;
+  /**
+   * Sends one frame to `peer` (not to itself). Resolves once the frame is handed to the
+   * connection and the connection can take more (its backpressure); rejects with the
+   * job's failure if the job has failed.
+   */
+  send(peer: number, type: number, tag: number, payload: Uint8Array, epoch?: bigint): Promise<void>;
+  /** Installs the receiver of every accepted DATA, COLLECTIVE and checkpoint frame. */
+  onFrame(handler: (peer: number, frame: TransportFrame) => void): void;
+  /**
+   * Installs the handler called once when the job fails: a refused frame (H1610; ABORT
+   * reason 2 was sent to every peer), a lost peer (ABORT reason 1 sent), an ABORT received
+   * (H1612), or a local `abort()`.
+   */
+  onFailure(handler: (error: PlexusError) => void): void;
+  /** The failure, once there is one. */
+  readonly failure: PlexusError | undefined;
+  /**
+   * Ends the job: ABORT with `reason` (1..5), the H-code number and a text to every peer,
+   * then closes every connection. The failure handler runs with `error`.
+   */
+  abort(reason: number, error: PlexusError): Promise<void>;
+  /** Leaves normally: BYE to every peer, then closes every connection. */
+  close(): Promise<void>;
+}
