@@ -15,13 +15,15 @@ import { PlexusError } from '../core/errors.js';
 import { jobIdHex } from '../crypto/x509.js';
 import { refusedHosts } from './hosts.js';
 import { makeJob } from './job.js';
+import { DEFAULT_SILENCE_MS } from './mesh.js';
+
+export { DEFAULT_SILENCE_MS };
 
 /** A rank that fails prints this prefix and a JSON object on standard error. */
 export const FAILURE_PREFIX = 'sperli-failure ';
 /** Environment passed to local ranks. */
 export const SILENCE_VARIABLE = 'SPERLI_SILENCE_MS';
 export const DENY_FILE_VARIABLE = 'SPERLI_DENY_HOSTS';
-export const DEFAULT_SILENCE_MS = 5000;
 
 export interface LaunchOptions {
   /** Number of ranks; with a hosts file, defaults to its number of entries. */
@@ -58,8 +60,13 @@ export interface LaunchResult {
   readonly exitCode: number;
   /** The first failure seen, if any. */
   readonly failure?: RankFailure;
-  /** Per rank: exit code, or the signal that ended it. */
-  readonly ranks: readonly { readonly rank: number; readonly code: number | null; readonly signal: string | null }[];
+  /** Per rank: exit code, or the signal that ended it, and when (ms since 1970). */
+  readonly ranks: readonly {
+    readonly rank: number;
+    readonly code: number | null;
+    readonly signal: string | null;
+    readonly endedAt: number;
+  }[];
 }
 
 function usage(message: string, details: Record<string, unknown> = {}): PlexusError {
@@ -188,7 +195,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
   const size = hosts.length;
 
   const children: ChildProcess[] = [];
-  const exits: { rank: number; code: number | null; signal: string | null }[] = [];
+  const exits: { rank: number; code: number | null; signal: string | null; endedAt: number }[] = [];
   let failure: RankFailure | undefined;
   let stopTimer: NodeJS.Timeout | undefined;
   let alive = size;
@@ -234,8 +241,9 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
         err(`[rank ${rank}] ${l}\n`);
       });
       child.on('close', async (code, signal) => {
+        const endedAt = Date.now();
         await Promise.all([pOut, pErr]);
-        exits.push({ rank, code, signal });
+        exits.push({ rank, code, signal, endedAt });
         if (code !== 0) {
           note({
             rank,

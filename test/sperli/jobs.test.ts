@@ -1,0 +1,133 @@
+// Whole SPERLI jobs: real processes started by `plexus sperli launch`, real TLS 1.3 on
+// loopback. Every process is stopped by the launcher or by the test, by its PID.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/paths.js';
+
+const BIN = join(ROOT, 'dist/cli/main.js');
+const FIX = join(ROOT, 'test/fixtures/sperli');
+const started: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of started.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
+function launchSync(n: number, file: string, extra: string[] = [], args: string[] = []) {
+  return spawnSync(
+    process.execPath,
+    [BIN, 'sperli', 'launch', '-n', String(n), ...extra, '--', process.execPath, file, ...args],
+    {
+      encoding: 'utf8',
+      timeout: 120_000,
+      cwd: ROOT,
+    },
+  );
+}
+
+describe('collectives across processes', () => {
+  it.each([1, 2, 3, 8])('every collective and element type on %i ranks', (n) => {
+    const r = launchSync(n, join(FIX, 'collectives-job.mjs'));
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`\\[rank 0\\] collectives ok: \\d+ checks on ${n} ranks`));
+  });
+
+  it('an uneven scatter: H1618 at the root, H1612 on the others, the launcher exits non-zero', () => {
+    const r = launchSync(3, join(FIX, 'scatter-uneven-job.mjs'), ['--json']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/\[rank 0\] failed: H1618/);
+    expect(r.stderr).toMatch(/\[rank 1\] failed: H1612/);
+    expect(r.stderr).toMatch(/\[rank 2\] failed: H1612/);
+    expect(r.stdout).not.toContain('not reached');
+  });
+});
+
+describe('the examples', () => {
+  it('pi by integration', () => {
+    const r = launchSync(4, join(ROOT, 'examples/sperli/pi.mjs'), [], ['200000']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/\[rank 0\] pi ~ 3\.14159/);
+  });
+  it('ping-pong', () => {
+    const r = launchSync(2, join(ROOT, 'examples/sperli/ping-pong.mjs'), [], ['20']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/\[rank 0\] 8 bytes: [\d.]+ us per round trip/);
+  });
+  it('allreduce of a large Float64Array (split across frames)', () => {
+    const r = launchSync(3, join(ROOT, 'examples/sperli/allreduce.mjs'), [], [String(3 * 1024 * 1024)]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/\[rank 0\] allreduce of 3145728 float64 .* result checked/);
+  });
+});
+
+/** Starts a loop job, waits for every rank's pid, and hands back the pids and the launcher. */
+async function loopJob(n: number, silenceMs: number) {
+  const child = spawn(
+    process.execPath,
+    [
+      BIN,
+      'sperli',
+      'launch',
+      '-n',
+      String(n),
+      '--silence-ms',
+      String(silenceMs),
+      '--json',
+      '--',
+      process.execPath,
+      join(FIX, 'loop-job.mjs'),
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  started.push(child);
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
+  const pids = await new Promise<Map<number, number>>((resolve, reject) => {
+    const m = new Map<number, number>();
+    const timer = setTimeout(() => reject(new Error(`no pids in time:\n${out}\n${err}`)), 60_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      for (const x of out.matchAll(/\[rank (\d+)\] pid (\d+)/g)) m.set(Number(x[1]), Number(x[2]));
+      if (m.size === n) {
+        clearTimeout(timer);
+        resolve(m);
+      }
+    });
+  });
+  const exited = new Promise<{ code: number | null; result: { ranks: { rank: number; endedAt: number }[] } }>(
+    (resolve) => {
+      child.on('close', (code) => {
+        const last = out.trim().split('\n').pop() ?? '{}';
+        resolve({ code, result: JSON.parse(last) });
+      });
+    },
+  );
+  return { pids, exited, stderr: () => err };
+}
+
+describe('a lost rank', () => {
+  const silence = 1500;
+  for (const signal of ['SIGKILL', 'SIGSTOP'] as const) {
+    it(`${signal} on one rank: the others stop within the silence limit plus one second, the launcher names it`, async () => {
+      const job = await loopJob(4, silence);
+      const victim = job.pids.get(2) as number;
+      const t0 = Date.now();
+      process.kill(victim, signal);
+      const { code, result } = await job.exited;
+      if (signal === 'SIGSTOP') {
+        try {
+          process.kill(victim, 'SIGKILL');
+        } catch {
+          // already gone: the launcher stopped it
+        }
+      }
+      expect(code).toBe(1);
+      for (const r of result.ranks.filter((x) => x.rank !== 2)) {
+        expect(r.endedAt - t0, `rank ${r.rank}`).toBeLessThanOrEqual(silence + 1000);
+      }
+      expect(job.stderr()).toMatch(/rank 2/);
+    }, 60_000);
+  }
+});

@@ -1,0 +1,619 @@
+/**
+ * The collectives of a SPERLI rank (docs/sperli-comm.md): barrier, bcast, reduce,
+ * allreduce, gather, scatter and the raw `bytes` exchange, all a star at the root as
+ * the SPERLI protocol text has it. Calls run one at a time in the order they were made;
+ * each takes the next sequence number when it is called, before its arguments are
+ * checked, so a refused call still counts. Reduce arithmetic runs on the reduce kernels
+ * of plexus/core, into an accumulator in the shared arena.
+ *
+ * This module knows nothing of connections: it sends and receives through a
+ * CollectiveLink, which the communicator (comm.ts) provides.
+ */
+
+import { SperliCode, sperliError } from '../codec/sperli-errors.js';
+import { endsMessage, MAX_COLLECTIVE_DATA } from '../codec/sperli-frame.js';
+import {
+  AbortReason,
+  type CollectiveHeader,
+  CollectiveOp,
+  CollectivePhase,
+  decodeCollective,
+  matchCollective,
+} from '../codec/sperli-payloads.js';
+import {
+  allocShared,
+  combine,
+  ELEMENT_TYPE_NAMES,
+  ELEMENT_WIDTH,
+  ElementType,
+  type ElementTypeName,
+  isPlexusError,
+  type PlexusError,
+  REDUCE_OP_NAMES,
+  ReduceOp,
+  reduceAllowed,
+} from '../core/index.js';
+import { HeldBytes } from './comm-bytes.js';
+
+/** What the collectives need of the communicator. */
+export interface CollectiveLink {
+  readonly rank: number;
+  readonly size: number;
+  /** The job's failure, or the error of a finalized communicator; undefined while it runs. */
+  stopped(): PlexusError | undefined;
+  /**
+   * Sends one collective message to `peer` as COLLECTIVE frames that all carry `header`
+   * (split at MAX_COLLECTIVE_DATA), after every earlier send to that rank.
+   */
+  sendCollective(peer: number, header: CollectiveHeader, data: HeldBytes): Promise<void>;
+  /** The next COLLECTIVE payload from `peer`, in arrival order. */
+  nextCollective(peer: number): Promise<Uint8Array>;
+  /** Ends the job with ABORT `reason`; resolves to the error the call rejects with. */
+  abort(reason: number, error: PlexusError): Promise<PlexusError>;
+}
+
+/** The arrays whose element type a reduce can tell from the array itself. */
+export type ReduceArray =
+  | Float64Array
+  | Float32Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array
+  | Uint8Array;
+
+/** The array type of a reduce result: the type of the array passed in (Uint8Array for a DataView). */
+export type Reduced<T> = T extends Float64Array
+  ? Float64Array
+  : T extends Float32Array
+    ? Float32Array
+    : T extends Int32Array
+      ? Int32Array
+      : T extends Uint32Array
+        ? Uint32Array
+        : T extends BigInt64Array
+          ? BigInt64Array
+          : T extends BigUint64Array
+            ? BigUint64Array
+            : T extends Int8Array
+              ? Int8Array
+              : T extends Int16Array
+                ? Int16Array
+                : T extends Uint16Array
+                  ? Uint16Array
+                  : T extends Uint8ClampedArray
+                    ? Uint8ClampedArray
+                    : Uint8Array;
+
+/** The data a scatter root passes: `size` blocks of equal length, or one buffer cut into `size` such blocks. */
+export type ScatterData = readonly ArrayBufferView[] | ArrayBufferView;
+
+type ViewCtor = {
+  new (buffer: ArrayBuffer, byteOffset: number, length: number): ArrayBufferView;
+  readonly BYTES_PER_ELEMENT: number;
+};
+
+/** Element type of each array type a reduce takes without an explicit type. */
+const TYPE_OF: readonly [ViewCtor, number][] = [
+  [Float64Array, ElementType.f64],
+  [Float32Array, ElementType.f32],
+  [Int32Array, ElementType.i32],
+  [Uint32Array, ElementType.u32],
+  [BigInt64Array, ElementType.i64],
+  [BigUint64Array, ElementType.u64],
+  [Uint8Array, ElementType.u8],
+];
+
+/** Array types a result is given back as (the type of the input). */
+const VIEW_TYPES: readonly ViewCtor[] = [
+  Uint8Array,
+  Float64Array,
+  Float32Array,
+  Int32Array,
+  Uint32Array,
+  BigInt64Array,
+  BigUint64Array,
+  Int8Array,
+  Int16Array,
+  Uint16Array,
+  Uint8ClampedArray,
+];
+
+const EMPTY = new Uint8Array(0);
+const noop = (): void => {};
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (v === undefined) return 'undefined';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return `a ${(v as object).constructor?.name ?? 'object'}`;
+  return `a ${typeof v}`;
+}
+
+function refused(reason: string, message: string, details: Record<string, unknown> = {}): PlexusError {
+  return sperliError(SperliCode.collectiveArgs, reason, message, details);
+}
+
+function bytesOf(v: unknown, what: string): Uint8Array {
+  if (v instanceof Uint8Array) return v;
+  if (ArrayBuffer.isView(v)) return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  throw refused('data', `${what} takes bytes (a Uint8Array or another typed array), got ${describe(v)}`);
+}
+
+function viewLike(like: ArrayBufferView, bytes: Uint8Array<ArrayBuffer>): ArrayBufferView {
+  for (const C of VIEW_TYPES) {
+    if (like instanceof C) return new C(bytes.buffer, bytes.byteOffset, bytes.byteLength / C.BYTES_PER_ELEMENT);
+  }
+  return bytes;
+}
+
+function typeCode(type: unknown): number {
+  const code = typeof type === 'string' ? (ElementType as Record<string, number>)[type] : type;
+  if (typeof code !== 'number' || !Number.isInteger(code) || code < 0 || code > 6) {
+    throw refused(
+      'type',
+      `element type ${JSON.stringify(type) ?? String(type)} is not defined: use ${ELEMENT_TYPE_NAMES.join(', ')} or codes 0..6`,
+      { type },
+    );
+  }
+  return code;
+}
+
+function opCode(op: unknown): number {
+  const code = typeof op === 'string' ? (ReduceOp as Record<string, number>)[op] : op;
+  if (typeof code !== 'number' || !Number.isInteger(code) || code < 1 || code > 10) {
+    throw refused(
+      'op',
+      `reduce operation ${JSON.stringify(op) ?? String(op)} is not defined: use ${REDUCE_OP_NAMES.join(', ')} or codes 1..10`,
+      { op },
+    );
+  }
+  return code;
+}
+
+interface ReduceArgs {
+  readonly data: HeldBytes;
+  readonly like: ArrayBufferView;
+  readonly type: number;
+  readonly op: number;
+}
+
+/**
+ * The checks of reduce and allreduce that every rank makes alone (H1618): the element
+ * type (from the array, or given), the operation, the pair, and a whole number of
+ * elements.
+ */
+function reduceArgs(data: unknown, typeOrOp: unknown, op: unknown, what: string): ReduceArgs {
+  if (!ArrayBuffer.isView(data)) {
+    throw refused('data', `${what} takes a typed array, got ${describe(data)}`);
+  }
+  let type: number;
+  let o: number;
+  if (op === undefined) {
+    const found = TYPE_OF.find(([C]) => data instanceof C);
+    if (found === undefined) {
+      throw refused(
+        'type',
+        `${what}: the element type of ${describe(data)} cannot be told from the array; pass it (${what}(..., data, type, op))`,
+      );
+    }
+    type = found[1];
+    o = opCode(typeOrOp);
+  } else {
+    type = typeCode(typeOrOp);
+    o = opCode(op);
+  }
+  const typeName = ELEMENT_TYPE_NAMES[type] as ElementTypeName;
+  if (!reduceAllowed(o, type)) {
+    const hint = type === ElementType.u8 ? 'bytes take band, bor and bxor' : 'floats take sum, prod, min and max';
+    throw refused('op-type', `${what}: ${REDUCE_OP_NAMES[o - 1]} is not defined on ${typeName} (${hint})`, {
+      op: o,
+      type,
+    });
+  }
+  const width = ELEMENT_WIDTH[type] as number;
+  if (data.byteLength % width !== 0) {
+    throw refused(
+      'length',
+      `${what}: ${data.byteLength} bytes are not a whole number of ${width}-byte ${typeName} elements`,
+      { length: data.byteLength, width },
+    );
+  }
+  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return { data: HeldBytes.of(bytes), like: data, type, op: o };
+}
+
+function header(
+  op: number,
+  phase: number,
+  root: number,
+  sequence: bigint,
+  elementType = 0,
+  reduceOp = 0,
+): CollectiveHeader {
+  return { op, elementType, reduceOp, phase, root, sequence };
+}
+
+function callName(h: CollectiveHeader): string {
+  const name = Object.entries(CollectiveOp).find(([, c]) => c === h.op)?.[0] ?? `operation ${h.op}`;
+  return `${name} #${h.sequence} (root ${h.root}, phase ${h.phase})`;
+}
+
+/** Splits the data of a scatter root into blocks, or says why it cannot be split. */
+function scatterBlocks(data: unknown, size: number): HeldBytes[] | PlexusError {
+  const bad = (message: string, details: Record<string, unknown> = {}) =>
+    refused('scatter-blocks', `scatter at the root: ${message}`, details);
+  if (Array.isArray(data)) {
+    if (data.length !== size) return bad(`${data.length} blocks for ${size} ranks; pass one block per rank`);
+    const blocks: HeldBytes[] = [];
+    for (let i = 0; i < data.length; i++) {
+      const b = data[i] as unknown;
+      if (!ArrayBuffer.isView(b)) return bad(`block ${i} is ${describe(b)}, not bytes`, { block: i });
+      blocks.push(HeldBytes.of(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
+    }
+    const n = blocks[0]?.length ?? 0;
+    const other = blocks.findIndex((b) => b.length !== n);
+    if (other >= 0) {
+      return bad(`block ${other} has ${blocks[other]?.length} bytes and block 0 has ${n}; blocks must be equal`, {
+        block: other,
+      });
+    }
+    return blocks;
+  }
+  if (!ArrayBuffer.isView(data)) return bad(`the data is ${describe(data)}, not bytes or an array of blocks`);
+  if (data.byteLength % size !== 0) {
+    return bad(`${data.byteLength} bytes are not a whole number of blocks for ${size} ranks`, {
+      length: data.byteLength,
+    });
+  }
+  const n = data.byteLength / size;
+  const all = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return Array.from({ length: size }, (_, r) => HeldBytes.of(all.subarray(r * n, (r + 1) * n)));
+}
+
+/** A length fault: the error for a message that has (at least, when `more`) `got` bytes. */
+type LengthFault = (got: number, more: boolean) => PlexusError;
+
+export class Collectives {
+  private seq = 0n;
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly link: CollectiveLink) {}
+
+  /** Collective calls made so far (the sequence number of the last one). */
+  get sequence(): bigint {
+    return this.seq;
+  }
+
+  /** Settles once every call made so far has settled. */
+  idle(): Promise<void> {
+    return this.chain.then(noop);
+  }
+
+  /**
+   * Takes the next sequence number, runs `prepare` (the checks every rank makes alone,
+   * before anything is sent) and queues the runner it returns behind earlier calls.
+   */
+  private call<T>(prepare: (seq: bigint) => () => Promise<T>): Promise<T> {
+    const seq = ++this.seq;
+    let run: () => Promise<T>;
+    try {
+      const stopped = this.link.stopped();
+      if (stopped !== undefined) throw stopped;
+      run = prepare(seq);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const p = this.chain.then(() => {
+      const stopped = this.link.stopped();
+      if (stopped !== undefined) throw stopped;
+      return run();
+    });
+    this.chain = p.then(noop, noop);
+    return p;
+  }
+
+  private root(root: unknown, what: string): number {
+    const size = this.link.size;
+    if (typeof root !== 'number' || !Number.isInteger(root) || root < 0 || root >= size) {
+      throw refused('root', `${what}: root ${String(root)} is not a rank of this job (0..${size - 1})`, { root });
+    }
+    return root;
+  }
+
+  private others(root: number): number[] {
+    const out: number[] = [];
+    for (let r = 0; r < this.link.size; r++) if (r !== root) out.push(r);
+    return out;
+  }
+
+  private toAll(root: number, h: CollectiveHeader, data: (r: number) => HeldBytes): Promise<void> {
+    return Promise.all(this.others(root).map((r) => this.link.sendCollective(r, h, data(r)))).then(noop);
+  }
+
+  /** One frame of the call from `peer`: its data, or the end of the job (H1617, ABORT reason 3). */
+  private async accept(peer: number, expected: CollectiveHeader): Promise<Uint8Array> {
+    const payload = await this.link.nextCollective(peer);
+    let got: ReturnType<typeof decodeCollective>;
+    try {
+      got = decodeCollective(payload);
+      matchCollective(got.header, expected);
+    } catch (e) {
+      if (!isPlexusError(e)) throw e;
+      const cut = e.code !== SperliCode.collectiveMismatch;
+      const reason = cut ? 'cut' : String(e.details.reason);
+      const message = cut
+        ? `a COLLECTIVE frame from rank ${peer} has ${payload.length} bytes, fewer than its 16-byte collective header`
+        : `${e.message} (frame from rank ${peer}; this rank is in ${callName(expected)})`;
+      const error = sperliError(SperliCode.collectiveMismatch, reason, message, { ...e.details, rank: peer }, e);
+      throw await this.link.abort(AbortReason.collectiveMismatch, error);
+    }
+    return got.data;
+  }
+
+  /**
+   * Receives one message of the call from `peer` that must have exactly `length` bytes.
+   * With `write`, each frame's data is handed to it at its offset; without, the message
+   * is returned (the frame's own bytes when it came in one frame). Another length ends
+   * the job with `fault` (ABORT reason 3), checked before any byte of the frame is used.
+   */
+  private async receiveExact(
+    peer: number,
+    h: CollectiveHeader,
+    length: number,
+    fault: LengthFault,
+    write?: (at: number, chunk: Uint8Array) => void,
+  ): Promise<Uint8Array> {
+    let out: Uint8Array | undefined;
+    let at = 0;
+    for (;;) {
+      const data = await this.accept(peer, h);
+      const last = endsMessage(data.length, MAX_COLLECTIVE_DATA);
+      const end = at + data.length;
+      if (end > length || (last && end !== length)) {
+        throw await this.link.abort(AbortReason.collectiveMismatch, fault(end, !last));
+      }
+      if (write !== undefined) {
+        if (data.length > 0) write(at, data);
+      } else if (last && at === 0) {
+        return data;
+      } else {
+        out ??= new Uint8Array(length);
+        out.set(data, at);
+      }
+      at = end;
+      if (last) return out ?? EMPTY;
+    }
+  }
+
+  /** Receives one message of the call from `peer`, of any length. */
+  private async receiveAny(peer: number, h: CollectiveHeader): Promise<Uint8Array> {
+    const first = await this.accept(peer, h);
+    if (endsMessage(first.length, MAX_COLLECTIVE_DATA)) return first;
+    const parts = [first];
+    let total = first.length;
+    for (;;) {
+      const data = await this.accept(peer, h);
+      parts.push(data);
+      total += data.length;
+      if (endsMessage(data.length, MAX_COLLECTIVE_DATA)) break;
+    }
+    const out = new Uint8Array(total);
+    let at = 0;
+    for (const p of parts) {
+      out.set(p, at);
+      at += p.length;
+    }
+    return out;
+  }
+
+  private dataFault(peer: number, h: CollectiveHeader, length: number): LengthFault {
+    return (got, more) =>
+      sperliError(
+        SperliCode.collectiveMismatch,
+        'data-length',
+        `${callName(h)}: rank ${peer} sent ${more ? 'more than ' : ''}${got} bytes where ${length} belong`,
+        { rank: peer, got, expected: length },
+      );
+  }
+
+  /**
+   * The reduction at the root: the contributions in ascending rank order, the root's own
+   * value as its rank's, each folded into an accumulator in the shared arena as its
+   * frames arrive (the first contribution is the left operand). Contributions of another
+   * length than the root's end the job (H1618, ABORT reason 3).
+   */
+  private async reduceAtRoot(
+    h: CollectiveHeader,
+    own: HeldBytes,
+    type: number,
+    op: number,
+  ): Promise<Uint8Array<ArrayBuffer>> {
+    const length = own.length;
+    const acc = allocShared(length);
+    try {
+      for (let r = 0; r < this.link.size; r++) {
+        if (r === h.root) {
+          if (r === 0) acc.u8.set(own.bytes);
+          else combine(acc.u8, own.bytes, op, type);
+          continue;
+        }
+        const fault: LengthFault = (got, more) =>
+          sperliError(
+            SperliCode.collectiveArgs,
+            'contribution-length',
+            `${callName(h)}: rank ${r} contributed ${more ? 'more than ' : ''}${got} bytes and the root ${length}; every rank must contribute the same number of elements`,
+            { rank: r, got, expected: length },
+          );
+        const write =
+          r === 0
+            ? (at: number, chunk: Uint8Array) => acc.u8.set(chunk, at)
+            : (at: number, chunk: Uint8Array) => combine(acc.u8.subarray(at, at + chunk.length), chunk, op, type);
+        await this.receiveExact(r, h, length, fault, write);
+      }
+      return acc.u8.slice();
+    } finally {
+      acc.free();
+    }
+  }
+
+  /** Every rank waits until every rank has called it. Root 0. */
+  barrier(): Promise<void> {
+    return this.call((seq) => async () => {
+      const up = header(CollectiveOp.barrier, CollectivePhase.toRoot, 0, seq);
+      const down = header(CollectiveOp.barrier, CollectivePhase.fromRoot, 0, seq);
+      const none = HeldBytes.of(EMPTY);
+      if (this.link.rank === 0) {
+        for (const r of this.others(0)) await this.receiveExact(r, up, 0, this.dataFault(r, up, 0));
+        await this.toAll(0, down, () => none);
+        return;
+      }
+      await Promise.all([
+        this.link.sendCollective(0, up, none),
+        this.receiveExact(0, down, 0, this.dataFault(0, down, 0)),
+      ]);
+    });
+  }
+
+  /** The root's bytes on every rank (the root gets its own bytes back; the others' `data` is not used). */
+  bcast(root: number, data?: ArrayBufferView): Promise<Uint8Array> {
+    return this.call((seq) => {
+      const r0 = this.root(root, 'bcast');
+      const h = header(CollectiveOp.bcast, CollectivePhase.fromRoot, r0, seq);
+      if (this.link.rank !== r0) return () => this.receiveAny(r0, h);
+      const held = HeldBytes.of(bytesOf(data, 'bcast at the root'));
+      return async () => {
+        await this.toAll(r0, h, () => held);
+        return held.bytes;
+      };
+    });
+  }
+
+  /** Reduces every rank's array into the root's result; the other ranks get null. */
+  reduce(root: number, data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView | null> {
+    return this.call((seq) => {
+      const r0 = this.root(root, 'reduce');
+      const a = reduceArgs(data, typeOrOp, op, 'reduce');
+      const h = header(CollectiveOp.reduce, CollectivePhase.toRoot, r0, seq, a.type, a.op);
+      if (this.link.rank !== r0) {
+        return async () => {
+          await this.link.sendCollective(r0, h, a.data);
+          return null;
+        };
+      }
+      return async () => viewLike(a.like, await this.reduceAtRoot(h, a.data, a.type, a.op));
+    });
+  }
+
+  /** Reduces every rank's array at rank 0 and gives the result to every rank. */
+  allreduce(data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView> {
+    return this.call((seq) => {
+      const a = reduceArgs(data, typeOrOp, op, 'allreduce');
+      const up = header(CollectiveOp.allreduce, CollectivePhase.toRoot, 0, seq, a.type, a.op);
+      const down = header(CollectiveOp.allreduce, CollectivePhase.fromRoot, 0, seq, a.type, a.op);
+      if (this.link.rank === 0) {
+        return async () => {
+          const result = await this.reduceAtRoot(up, a.data, a.type, a.op);
+          const held = HeldBytes.of(result);
+          await this.toAll(0, down, () => held);
+          return viewLike(a.like, result);
+        };
+      }
+      return async () => {
+        const length = a.data.length;
+        const [, result] = await Promise.all([
+          this.link.sendCollective(0, up, a.data),
+          this.receiveExact(0, down, length, this.dataFault(0, down, length)),
+        ]);
+        return viewLike(a.like, ownAligned(result));
+      };
+    });
+  }
+
+  /** The root gets every rank's block (all of one length), in rank order; the others get null. */
+  gather(root: number, data: ArrayBufferView): Promise<Uint8Array[] | null> {
+    return this.call((seq) => {
+      const r0 = this.root(root, 'gather');
+      const held = HeldBytes.of(bytesOf(data, 'gather'));
+      const h = header(CollectiveOp.gather, CollectivePhase.toRoot, r0, seq);
+      if (this.link.rank !== r0) {
+        return async () => {
+          await this.link.sendCollective(r0, h, held);
+          return null;
+        };
+      }
+      return async () => {
+        const length = held.length;
+        const blocks: Uint8Array[] = [];
+        for (let r = 0; r < this.link.size; r++) {
+          if (r === r0) {
+            blocks.push(held.bytes);
+            continue;
+          }
+          const fault: LengthFault = (got, more) =>
+            sperliError(
+              SperliCode.collectiveMismatch,
+              'block-length',
+              `${callName(h)}: rank ${r} sent a block of ${more ? 'more than ' : ''}${got} bytes and the root's has ${length}; gather blocks must be of one length`,
+              { rank: r, got, expected: length },
+            );
+          blocks.push(await this.receiveExact(r, h, length, fault));
+        }
+        return blocks;
+      };
+    });
+  }
+
+  /**
+   * Each rank gets its block of the root's data: `size` equal blocks, or one buffer cut
+   * into `size` equal blocks. The others' `data` is not used. Data at the root that
+   * cannot be cut so ends the job (H1618 at the root, ABORT reason 4).
+   */
+  scatter(root: number, data?: ScatterData): Promise<Uint8Array> {
+    return this.call((seq) => {
+      const r0 = this.root(root, 'scatter');
+      const h = header(CollectiveOp.scatter, CollectivePhase.fromRoot, r0, seq);
+      if (this.link.rank !== r0) return () => this.receiveAny(r0, h);
+      const blocks = scatterBlocks(data, this.link.size);
+      return async () => {
+        if (!Array.isArray(blocks)) throw await this.link.abort(AbortReason.badScatter, blocks);
+        await this.toAll(r0, h, (r) => blocks[r] as HeldBytes);
+        return (blocks[r0] as HeldBytes).bytes;
+      };
+    });
+  }
+
+  /**
+   * The raw exchange: every rank sends its bytes (any length, lengths may differ) to the
+   * root, which gets them all in rank order; the others get null.
+   */
+  bytes(root: number, data: ArrayBufferView): Promise<Uint8Array[] | null> {
+    return this.call((seq) => {
+      const r0 = this.root(root, 'bytes');
+      const held = HeldBytes.of(bytesOf(data, 'bytes'));
+      const h = header(CollectiveOp.bytes, CollectivePhase.toRoot, r0, seq);
+      if (this.link.rank !== r0) {
+        return async () => {
+          await this.link.sendCollective(r0, h, held);
+          return null;
+        };
+      }
+      return async () => {
+        const all: Uint8Array[] = [];
+        for (let r = 0; r < this.link.size; r++) all.push(r === r0 ? held.bytes : await this.receiveAny(r, h));
+        return all;
+      };
+    });
+  }
+}
+
+/**
+ * The bytes themselves when they start on an 8-byte boundary of an ArrayBuffer (so any
+ * typed array can view them), else a copy that does.
+ */
+function ownAligned(b: Uint8Array): Uint8Array<ArrayBuffer> {
+  if (b.buffer instanceof ArrayBuffer && b.byteOffset % 8 === 0) return b as Uint8Array<ArrayBuffer>;
+  const out = new Uint8Array(b.length);
+  out.set(b);
+  return out;
+}

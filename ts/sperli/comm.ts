@@ -1,0 +1,386 @@
+/**
+ * The communicator of a SPERLI rank (docs/sperli-comm.md): point-to-point messages
+ * matched by (source, tag), and the collectives of collectives.ts, on top of a
+ * RankTransport (transport.ts) and nothing else, so the same code runs over the TLS
+ * mesh and in memory.
+ *
+ * Sending: every frame to one rank goes through one send queue per rank, one message at
+ * a time, so the frames of a message larger than one frame are consecutive. A send joins
+ * the queue when it is called; a collective when it runs (after the collectives before
+ * it). Receiving: DATA frames go to the mailbox, COLLECTIVE frames to a queue per peer,
+ * checkpoint frames to another queue per peer; whoever waits for one kind leaves the
+ * others where they are.
+ */
+
+import { endsMessage, FrameType, MAX_COLLECTIVE_DATA, MAX_PAYLOAD, MAX_USER_TAG } from '../codec/sperli-frame.js';
+import { type CollectiveHeader, encodeCollective } from '../codec/sperli-payloads.js';
+import type { ElementTypeName, ReduceOpName } from '../core/codes.js';
+import { PlexusError } from '../core/errors.js';
+import { type CollectiveLink, Collectives, type ReduceArray, type Reduced, type ScatterData } from './collectives.js';
+import { HeldBytes } from './comm-bytes.js';
+import { ANY_SOURCE, ANY_TAG, FrameQueue, Mailbox, type Message } from './comm-queues.js';
+import type { RankTransport, TransportFrame } from './transport.js';
+
+export type { ReduceArray, Reduced, ScatterData } from './collectives.js';
+export { ANY_SOURCE, ANY_TAG, type Message } from './comm-queues.js';
+
+/** A local argument of a point-to-point call is refused. */
+const BAD_ARGUMENT = 'PLX_SPERLI_BAD_ARGUMENT';
+/** A call on a communicator after `finalize()` (the code the transport gives a send after `close()`). */
+const CLOSED = 'PLX_SPERLI_CLOSED';
+
+/** A reduce operation by name or code (1..10). */
+export type ReduceOperation = ReduceOpName | number;
+/** An element type by name or code (0..6). */
+export type ElementTypeArg = ElementTypeName | number;
+
+/** A send or receive started with `isend` or `irecv`. */
+export interface Request<T> {
+  /** True once the operation has completed or failed. */
+  readonly done: boolean;
+  /** Settles with the operation (the same promise every time). */
+  wait(): Promise<T>;
+}
+
+const noop = (): void => {};
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (v === undefined) return 'undefined';
+  if (typeof v === 'object') return `a ${(v as object).constructor?.name ?? 'object'}`;
+  return `a ${typeof v}`;
+}
+
+function badArgument(message: string, details: Record<string, unknown>): PlexusError {
+  return new PlexusError(BAD_ARGUMENT, message, details);
+}
+
+export class Comm {
+  readonly rank: number;
+  readonly size: number;
+  private readonly transport: RankTransport;
+  private failure: PlexusError | undefined;
+  private ended: PlexusError | undefined;
+  private finalizing: Promise<void> | undefined;
+  private readonly mailbox = new Mailbox();
+  private readonly collectiveFrames: FrameQueue<Uint8Array>[] = [];
+  private readonly checkpointFrames: FrameQueue<TransportFrame>[] = [];
+  /** Per peer: the last queued send, settled either way. */
+  private readonly sendQueue: Promise<void>[] = [];
+  private readonly collectives: Collectives;
+  private open = 0;
+  private readonly failureListeners: ((error: PlexusError) => void)[] = [];
+  private failureNotified = false;
+
+  constructor(transport: RankTransport) {
+    this.transport = transport;
+    this.rank = transport.rank;
+    this.size = transport.size;
+    for (let r = 0; r < this.size; r++) {
+      this.collectiveFrames.push(new FrameQueue());
+      this.checkpointFrames.push(new FrameQueue());
+      this.sendQueue.push(Promise.resolve());
+    }
+    const link: CollectiveLink = {
+      rank: this.rank,
+      size: this.size,
+      stopped: () => this.stopped(),
+      sendCollective: (peer, h, data) => this.sendCollective(peer, h, data),
+      nextCollective: (peer) => this.collectiveFrames[peer]!.next(this.stopped()),
+      abort: (reason, error) => this.abort(reason, error),
+    };
+    this.collectives = new Collectives(link);
+    transport.onFrame((peer, frame) => this.onFrame(peer, frame));
+    transport.onFailure((error) => this.fail(error));
+    if (transport.failure !== undefined) this.fail(transport.failure);
+  }
+
+  /** The job's failure, once there is one (every later call rejects with it). */
+  get failed(): PlexusError | undefined {
+    return this.failure;
+  }
+
+  /**
+   * Calls `listener` once when the job fails, after this rank's ABORT (if it sent one)
+   * has been handed to its peers. `init()` uses it to end the process.
+   */
+  onFailure(listener: (error: PlexusError) => void): void {
+    this.failureListeners.push(listener);
+    if (this.failureNotified && this.failure) listener(this.failure);
+  }
+
+  private notifyFailure(error: PlexusError): void {
+    if (this.failureNotified) return;
+    this.failureNotified = true;
+    for (const l of this.failureListeners) l(error);
+  }
+
+  /** Collective calls made so far: the sequence number of the last one (refused calls count). */
+  get collectiveSequence(): bigint {
+    return this.collectives.sequence;
+  }
+
+  /** `isend` and `irecv` requests that have not completed yet. */
+  get openRequests(): number {
+    return this.open;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Point to point
+
+  /**
+   * Sends `data` to rank `dest` with `tag` (0 ..= 2^31 - 1). Resolves when every frame is
+   * handed to the transport (not when it is received); the bytes must stay unchanged
+   * until then. A message to this rank itself is copied into its own mailbox.
+   */
+  async send(dest: number, tag: number, data: ArrayBufferView): Promise<void> {
+    return this.startSend(dest, tag, data);
+  }
+
+  /** Receives the first message that matches `source` and `tag` (ANY_SOURCE, ANY_TAG match all). */
+  async recv(source: number = ANY_SOURCE, tag: number = ANY_TAG): Promise<Message> {
+    return this.startRecv(source, tag);
+  }
+
+  /** `send` as a request; refused arguments throw at once. */
+  isend(dest: number, tag: number, data: ArrayBufferView): Request<void> {
+    return this.request(this.startSend(dest, tag, data));
+  }
+
+  /** `recv` as a request; refused arguments throw at once. */
+  irecv(source: number = ANY_SOURCE, tag: number = ANY_TAG): Request<Message> {
+    return this.request(this.startRecv(source, tag));
+  }
+
+  private startSend(dest: number, tag: number, data: ArrayBufferView): Promise<void> {
+    this.checkRank(dest, 'send: destination', false);
+    this.checkTag(tag, 'send', false);
+    if (!ArrayBuffer.isView(data)) {
+      throw badArgument(`send takes bytes (a Uint8Array or another typed array), got ${describe(data)}`, {
+        reason: 'data',
+      });
+    }
+    const stopped = this.stopped();
+    if (stopped !== undefined) return Promise.reject(stopped);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (dest === this.rank) {
+      this.mailbox.deliver({ source: this.rank, tag, data: bytes.slice() });
+      return Promise.resolve();
+    }
+    const held = HeldBytes.of(bytes);
+    return this.enqueue(dest, async () => {
+      for (let at = 0; ; ) {
+        const part = held.bytes.subarray(at, at + MAX_PAYLOAD);
+        await this.transport.send(dest, FrameType.DATA, tag, part);
+        at += part.length;
+        if (endsMessage(part.length, MAX_PAYLOAD)) return;
+        if (this.failure !== undefined) throw this.failure;
+      }
+    });
+  }
+
+  private startRecv(source: number, tag: number): Promise<Message> {
+    this.checkRank(source, 'recv: source', true);
+    this.checkTag(tag, 'recv', true);
+    const stopped = this.stopped();
+    if (stopped !== undefined) return Promise.reject(stopped);
+    return this.mailbox.take(source, tag, undefined);
+  }
+
+  private request<T>(p: Promise<T>): Request<T> {
+    let done = false;
+    this.open++;
+    const settle = () => {
+      done = true;
+      this.open--;
+    };
+    p.then(settle, settle);
+    return {
+      get done() {
+        return done;
+      },
+      wait: () => p,
+    };
+  }
+
+  private checkRank(v: unknown, what: string, any: boolean): void {
+    if (any && v === ANY_SOURCE) return;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= this.size) {
+      throw badArgument(
+        `${what} ${String(v)} is not a rank of this job (0..${this.size - 1}${any ? ' or ANY_SOURCE' : ''})`,
+        { reason: 'rank', rank: v },
+      );
+    }
+  }
+
+  private checkTag(v: unknown, what: string, any: boolean): void {
+    if (any && v === ANY_TAG) return;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_USER_TAG) {
+      throw badArgument(
+        `${what}: tag ${String(v)} is not a user tag (0..${MAX_USER_TAG}${any ? ' or ANY_TAG' : ''}); tags from 2^31 are reserved`,
+        { reason: 'tag', tag: v },
+      );
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Collectives (collectives.ts)
+
+  /** Waits until every rank has called barrier. */
+  barrier(): Promise<void> {
+    return this.collectives.barrier();
+  }
+
+  /** The root's bytes on every rank; `data` is needed at the root only. */
+  bcast(root: number, data?: ArrayBufferView): Promise<Uint8Array> {
+    return this.collectives.bcast(root, data);
+  }
+
+  /**
+   * Reduces the arrays of every rank with `op` in ascending rank order; the root gets
+   * the result (an array of the type passed in), the others null. The element type comes
+   * from the array type, or is given before `op`.
+   */
+  reduce<T extends ReduceArray>(root: number, data: T, op: ReduceOperation): Promise<Reduced<T> | null>;
+  reduce<T extends ArrayBufferView>(
+    root: number,
+    data: T,
+    type: ElementTypeArg,
+    op: ReduceOperation,
+  ): Promise<Reduced<T> | null>;
+  reduce(root: number, data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView | null> {
+    return this.collectives.reduce(root, data, typeOrOp, op);
+  }
+
+  /** `reduce` at rank 0, with the result on every rank. */
+  allreduce<T extends ReduceArray>(data: T, op: ReduceOperation): Promise<Reduced<T>>;
+  allreduce<T extends ArrayBufferView>(data: T, type: ElementTypeArg, op: ReduceOperation): Promise<Reduced<T>>;
+  allreduce(data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView> {
+    return this.collectives.allreduce(data, typeOrOp, op);
+  }
+
+  /** The root gets every rank's block (all of one length) in rank order; the others get null. */
+  gather(root: number, data: ArrayBufferView): Promise<Uint8Array[] | null> {
+    return this.collectives.gather(root, data);
+  }
+
+  /** Each rank gets its block of the root's data (`size` equal blocks, or one buffer cut into them). */
+  scatter(root: number, data?: ScatterData): Promise<Uint8Array> {
+    return this.collectives.scatter(root, data);
+  }
+
+  /** The raw exchange: the root gets every rank's bytes (of any length) in rank order; the others get null. */
+  bytes(root: number, data: ArrayBufferView): Promise<Uint8Array[] | null> {
+    return this.collectives.bytes(root, data);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Checkpoint frames (for the checkpoint layer)
+
+  /** Sends one checkpoint frame (CKPT_BEGIN ..= RESUME) to `peer`, after every earlier send to it. */
+  sendCheckpointFrame(peer: number, type: number, payload: Uint8Array, epoch: bigint): Promise<void> {
+    this.checkRank(peer, 'sendCheckpointFrame: peer', false);
+    if (peer === this.rank || !Number.isInteger(type) || type < FrameType.CKPT_BEGIN || type > FrameType.RESUME) {
+      throw badArgument(`sendCheckpointFrame: type ${type} to rank ${peer} is not a checkpoint frame to a peer`, {
+        reason: 'type',
+        type,
+      });
+    }
+    const stopped = this.stopped();
+    if (stopped !== undefined) return Promise.reject(stopped);
+    return this.enqueue(peer, () => this.transport.send(peer, type, 0, payload, epoch));
+  }
+
+  /** The next checkpoint frame from `peer`, in arrival order. */
+  nextCheckpointFrame(peer: number): Promise<TransportFrame> {
+    this.checkRank(peer, 'nextCheckpointFrame: peer', false);
+    return this.checkpointFrames[peer]!.next(this.stopped());
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Lifecycle
+
+  /**
+   * Leaves the job normally: later calls are refused (PLX_SPERLI_CLOSED), receives
+   * still waiting end with that error (a collective still waiting too), the sends already
+   * made are handed to the transport, and then the transport says BYE to every peer and
+   * closes. After a failure it rejects with the failure.
+   */
+  finalize(): Promise<void> {
+    if (this.finalizing !== undefined) return this.finalizing;
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    this.ended = new PlexusError(CLOSED, `rank ${this.rank} has finalized its communicator; no call can follow`, {
+      reason: 'finalized',
+    });
+    this.stopReceives(this.ended);
+    this.finalizing = (async () => {
+      await this.collectives.idle();
+      await Promise.all(this.sendQueue);
+      if (this.failure !== undefined) throw this.failure;
+      await this.transport.close();
+    })();
+    return this.finalizing;
+  }
+
+  private stopped(): PlexusError | undefined {
+    return this.failure ?? this.ended;
+  }
+
+  private stopReceives(error: PlexusError): void {
+    this.mailbox.fail(error);
+    for (const q of this.collectiveFrames) q.fail(error);
+    for (const q of this.checkpointFrames) q.fail(error);
+  }
+
+  /** The job has failed: every waiting and later call rejects with `error`. */
+  private fail(error: PlexusError, notify = true): void {
+    if (this.failure === undefined) {
+      this.failure = error;
+      this.stopReceives(error);
+    }
+    if (notify) this.notifyFailure(this.failure);
+  }
+
+  /** Ends the job with ABORT `reason` (unless it has failed already); returns the job's failure. */
+  private async abort(reason: number, error: PlexusError): Promise<PlexusError> {
+    if (this.failure !== undefined) return this.failure;
+    this.fail(error, false);
+    try {
+      await this.transport.abort(reason, error);
+    } catch {
+      // The job ends either way; the call rejects with its own error.
+    }
+    this.notifyFailure(error);
+    return error;
+  }
+
+  private onFrame(peer: number, frame: TransportFrame): void {
+    if (this.stopped() !== undefined) return;
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) return;
+    if (frame.type === FrameType.DATA) this.mailbox.frame(peer, frame.tag, frame.payload);
+    else if (frame.type === FrameType.COLLECTIVE) this.collectiveFrames[peer]!.push(frame.payload);
+    else this.checkpointFrames[peer]!.push(frame);
+  }
+
+  /** Queues `job` behind every earlier send to `peer`; it does not run once the job has failed. */
+  private enqueue(peer: number, job: () => Promise<void>): Promise<void> {
+    const p = this.sendQueue[peer]!.then(() => {
+      if (this.failure !== undefined) throw this.failure;
+      return job();
+    });
+    this.sendQueue[peer] = p.then(noop, noop);
+    return p;
+  }
+
+  private sendCollective(peer: number, h: CollectiveHeader, data: HeldBytes): Promise<void> {
+    return this.enqueue(peer, async () => {
+      for (let at = 0; ; ) {
+        const part = data.bytes.subarray(at, at + MAX_COLLECTIVE_DATA);
+        await this.transport.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
+        at += part.length;
+        if (endsMessage(part.length, MAX_COLLECTIVE_DATA)) return;
+        if (this.failure !== undefined) throw this.failure;
+      }
+    });
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * `init()`: what a rank program calls first. It reads the job description the launcher
+ * wrote to standard input (one hex line), refuses it if anything is wrong (H1610
+ * job-description, refused hosts included), opens the TLS 1.3 mesh to every other rank
+ * and returns the communicator.
+ *
+ * By default a failure of the job ends the process, as MPI's default error handler does:
+ * the rank prints one `sperli-failure {json}` line on standard error (the launcher reads
+ * it and names the cause) and exits with status 3. With `onFailure: 'throw'` the process
+ * stays up and every pending and later call rejects with the failure.
+ */
+import { decodeJobLine, type JobDescription } from '../codec/sperli-jobdesc.js';
+import { PlexusError } from '../core/errors.js';
+import { Comm } from './comm.js';
+import { refusedHosts } from './hosts.js';
+import { DEFAULT_SILENCE_MS, DENY_FILE_VARIABLE, FAILURE_PREFIX, SILENCE_VARIABLE } from './launcher.js';
+import { openMesh } from './mesh.js';
+
+export interface InitOptions {
+  /** Where the job description comes from (default: standard input). */
+  readonly input?: NodeJS.ReadableStream;
+  /** Silence limit in ms (default: SPERLI_SILENCE_MS from the launcher, else 5000). */
+  readonly silenceMs?: number;
+  /** 'exit' (default): a failed job ends the process with status 3; 'throw': calls reject. */
+  readonly onFailure?: 'exit' | 'throw';
+}
+
+/** Exit status of a rank whose job failed. */
+export const FAILURE_EXIT_CODE = 3;
+
+/** Reads the first line of a stream (at most 1 MiB: a job description is far smaller). */
+export function readFirstLine(input: NodeJS.ReadableStream, limit = 1 << 20): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const onData = (chunk: Buffer | string) => {
+      text += typeof chunk === 'string' ? chunk : chunk.toString('latin1');
+      const nl = text.indexOf('\n');
+      if (nl >= 0) {
+        cleanup();
+        resolve(text.slice(0, nl));
+      } else if (text.length > limit) {
+        cleanup();
+        reject(
+          new PlexusError('H1610', 'the job description line is longer than 1 MiB', { reason: 'job-description' }),
+        );
+      }
+    };
+    const onEnd = () => {
+      cleanup();
+      if (text.length > 0) resolve(text);
+      else {
+        reject(
+          new PlexusError(
+            'H1610',
+            'no job description on standard input: start rank programs with `plexus sperli launch`',
+            { reason: 'job-description' },
+          ),
+        );
+      }
+    };
+    const cleanup = () => {
+      input.off('data', onData);
+      input.off('end', onEnd);
+      input.off('error', onError);
+      input.pause?.();
+    };
+    const onError = (e: unknown) => {
+      cleanup();
+      reject(e);
+    };
+    input.on('data', onData);
+    input.on('end', onEnd);
+    input.on('error', onError);
+  });
+}
+
+function report(rank: number | undefined, e: unknown): void {
+  const err = e instanceof PlexusError ? e : undefined;
+  const line = {
+    code: err?.code ?? 'PLX_SPERLI_FAILED',
+    reason: err?.details.reason,
+    message: e instanceof Error ? e.message : String(e),
+    details: err?.details,
+    rank,
+  };
+  process.stderr.write(
+    `${FAILURE_PREFIX}${JSON.stringify(line, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))}\n`,
+  );
+}
+
+/** Reports the failure for the launcher and ends the process once stderr is flushed. */
+function reportAndExit(rank: number | undefined, e: unknown): void {
+  report(rank, e);
+  process.exitCode = FAILURE_EXIT_CODE;
+  // Give the sockets a moment to hand over the ABORT frames, then stop for good.
+  setTimeout(() => process.exit(FAILURE_EXIT_CODE), 100).unref?.();
+  process.stderr.write('', () => setTimeout(() => process.exit(FAILURE_EXIT_CODE), 50));
+}
+
+export async function init(options: InitOptions = {}): Promise<Comm> {
+  const exitOnFailure = (options.onFailure ?? 'exit') === 'exit';
+  let desc: JobDescription | undefined;
+  try {
+    const line = await readFirstLine(options.input ?? process.stdin);
+    const refused = refusedHosts({
+      env: process.env.SPERLI_REFUSED_HOSTS,
+      denyFile: process.env[DENY_FILE_VARIABLE],
+    });
+    desc = decodeJobLine(`${line.replace(/\r$/, '')}\n`, refused);
+    const envSilence = Number(process.env[SILENCE_VARIABLE]);
+    const silenceMs =
+      options.silenceMs ?? (Number.isInteger(envSilence) && envSilence > 0 ? envSilence : DEFAULT_SILENCE_MS);
+    const transport = await openMesh(desc, { silenceMs, refused });
+    const comm = new Comm(transport);
+    const rank = desc.rank;
+    if (exitOnFailure) comm.onFailure((e) => reportAndExit(rank, e));
+    return comm;
+  } catch (e) {
+    if (exitOnFailure) {
+      reportAndExit(desc?.rank, e);
+      // The process ends in a moment; nothing after init() runs.
+      await new Promise(() => {});
+    }
+    throw e;
+  }
+}

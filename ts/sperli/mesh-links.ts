@@ -1,0 +1,471 @@
+/**
+ * One rank's links to its peers, over any ordered byte pipe: the part of a RankTransport
+ * that the TLS mesh (ts/sperli/mesh.ts) and the in-memory transport
+ * (ts/sperli/memory-transport.ts) share. The owner of the pipes attaches one `Link` per
+ * peer and feeds what arrives to `receive`; everything else happens here:
+ *
+ * - Each peer's bytes go through its own FrameStream (a FrameContext whose only allowed
+ *   source rank is that peer), so frames of one peer reach `onFrame` in the order sent.
+ * - HELLO goes to the owner's `onHello` (the mesh checks the join token there); HEARTBEAT
+ *   counters must start at 1 and grow by one; ABORT ends the job with H1612 and is not
+ *   forwarded; BYE marks the peer as gone normally.
+ * - A refused frame ends the job: ABORT reason 2 to every peer, H1610. A peer that sends
+ *   nothing for `silenceMs`, or whose link closes without BYE, is lost: ABORT reason 1,
+ *   H1612 `lost-peer`.
+ * - A HEARTBEAT goes out on a link every `heartbeatMs` when nothing else went out on it.
+ *
+ * Timers use a monotonic clock and are cleared when the job ends or closes.
+ */
+import { performance } from 'node:perf_hooks';
+import { SperliCode, sperliError } from '../codec/sperli-errors.js';
+import { encodeFrame, FrameContext, type FrameHeader, FrameType } from '../codec/sperli-frame.js';
+import { type Abort, decodeAbort, decodeHeartbeat, encodeAbort, encodeHeartbeat } from '../codec/sperli-payloads.js';
+import { FrameStream, type StreamEvent } from '../codec/sperli-stream.js';
+import { isPlexusError, type PlexusError } from '../core/errors.js';
+import {
+  AbortReason,
+  abortFor,
+  abortReceivedError,
+  checkAbort,
+  checkSend,
+  closedError,
+  type LostCause,
+  lostPeerError,
+} from './mesh-errors.js';
+import type { RankTransport, TransportFrame } from './transport.js';
+
+/** One ordered byte pipe to a peer, as its owner provides it. */
+export interface Link {
+  /** Writes bytes; resolves when the pipe can take more (its backpressure), rejects when it is gone. */
+  write(bytes: Uint8Array): Promise<void>;
+  /** Ends the pipe once everything written is on its way; resolves when it is closed. */
+  end(): Promise<void>;
+}
+
+export interface PeerLinksOptions {
+  readonly jobId: Uint8Array;
+  readonly rank: number;
+  readonly size: number;
+  readonly incarnation: number;
+  /** A HEARTBEAT after this many ms without a frame sent on a link; 0: none. */
+  readonly heartbeatMs: number;
+  /** A peer silent for this many ms is lost; 0: never. */
+  readonly silenceMs: number;
+  /**
+   * How long a close without BYE waits before it counts as a lost peer, so that an
+   * ABORT already on its way over another link is the failure reported.
+   */
+  readonly closeGraceMs: number;
+  /**
+   * The HELLO payload this rank sends first on every link, and the check of each peer's
+   * HELLO (throws the refusal). Without them, links start as if HELLOs were exchanged.
+   */
+  readonly hello?: {
+    readonly payload: Uint8Array;
+    readonly check: (peer: number, header: FrameHeader, payload: Uint8Array) => void;
+  };
+  /** Runs once when the job fails or closes; what it returns is awaited by `close()` and `abort()`. */
+  readonly onShutdown?: () => Promise<void>;
+  /** Monotonic milliseconds (default performance.now). */
+  readonly clock?: () => number;
+}
+
+interface Peer {
+  readonly rank: number;
+  link: Link | undefined;
+  stream: FrameStream | undefined;
+  helloDone: boolean;
+  /** The peer sent BYE. */
+  bye: boolean;
+  /** The pipe is closed. */
+  closed: boolean;
+  heartbeatIn: bigint;
+  heartbeatOut: bigint;
+  lastReceived: number;
+  lastSent: number;
+  heartbeatTimer: NodeJS.Timeout | undefined;
+  silenceTimer: NodeJS.Timeout | undefined;
+  ending: Promise<void> | undefined;
+}
+
+type State = 'open' | 'failed' | 'closed';
+
+function noop(): void {}
+
+export class PeerLinks implements RankTransport {
+  readonly rank: number;
+  readonly size: number;
+  private readonly peers: Peer[] = [];
+  private state: State = 'open';
+  private failureError: PlexusError | undefined;
+  private frameHandler: ((peer: number, frame: TransportFrame) => void) | undefined;
+  private failureHandler: ((error: PlexusError) => void) | undefined;
+  private failureReported = false;
+  private readonly pending: [number, TransportFrame][] = [];
+  private flushing = false;
+  private graceTimers = new Set<NodeJS.Timeout>();
+  private shutdown: Promise<void> | undefined;
+  private readonly clock: () => number;
+  /** Called when every peer's HELLO has been accepted. */
+  private readyListener: (() => void) | undefined;
+  /** Called with the failure, before the failure handler (the mesh's setup listens here). */
+  private failureListener: ((error: PlexusError) => void) | undefined;
+
+  constructor(private readonly opts: PeerLinksOptions) {
+    this.rank = opts.rank;
+    this.size = opts.size;
+    this.clock = opts.clock ?? (() => performance.now());
+    for (let r = 0; r < opts.size; r++) {
+      this.peers.push({
+        rank: r,
+        link: undefined,
+        stream: undefined,
+        helloDone: false,
+        bye: false,
+        closed: false,
+        heartbeatIn: 0n,
+        heartbeatOut: 0n,
+        lastReceived: 0,
+        lastSent: 0,
+        heartbeatTimer: undefined,
+        silenceTimer: undefined,
+        ending: undefined,
+      });
+    }
+  }
+
+  get failure(): PlexusError | undefined {
+    return this.failureError;
+  }
+
+  /** Whether every peer's link is attached and its HELLO accepted. */
+  get ready(): boolean {
+    return this.peers.every((p) => p.rank === this.rank || p.helloDone);
+  }
+
+  /** Whether `peer` already has a link. */
+  hasLink(peer: number): boolean {
+    return this.peers[peer]?.link !== undefined;
+  }
+
+  /** Listeners for the owner's setup: all HELLOs accepted, or the job failed. */
+  watch(onReady: () => void, onFailure: (error: PlexusError) => void): void {
+    this.readyListener = onReady;
+    this.failureListener = onFailure;
+    if (this.failureError) onFailure(this.failureError);
+    else if (this.ready) onReady();
+  }
+
+  /**
+   * Attaches the pipe to `peer` (once). With `hello`, sends this rank's HELLO at once;
+   * starts the heartbeat and silence timers.
+   */
+  attach(peer: number, link: Link): void {
+    const p = this.peers[peer];
+    if (p === undefined || peer === this.rank || p.link !== undefined) {
+      throw new RangeError(`rank ${peer} cannot be attached to rank ${this.rank}`);
+    }
+    p.link = link;
+    const hello = this.opts.hello;
+    p.stream = new FrameStream(
+      new FrameContext(
+        { jobId: this.opts.jobId, peerRank: peer, ownRank: this.rank, incarnation: this.opts.incarnation },
+        { helloReceived: hello === undefined },
+      ),
+    );
+    p.helloDone = hello === undefined;
+    const now = this.clock();
+    p.lastReceived = now;
+    p.lastSent = now;
+    if (this.state !== 'open') {
+      p.ending = link.end().catch(noop);
+      return;
+    }
+    if (hello !== undefined) this.write(p, FrameType.HELLO, hello.payload);
+    this.armHeartbeat(p, this.opts.heartbeatMs);
+    this.armSilence(p, this.opts.silenceMs);
+  }
+
+  /** Feeds bytes that arrived from `peer`. */
+  receive(peer: number, bytes: Uint8Array): void {
+    const p = this.peers[peer];
+    if (p?.stream === undefined || this.state !== 'open') return;
+    for (const event of p.stream.push(bytes)) {
+      if (this.state !== 'open') return;
+      this.onEvent(p, event);
+    }
+  }
+
+  /** The pipe to `peer` closed (or failed). Without a BYE before, the peer is lost. */
+  linkClosed(peer: number, error?: unknown): void {
+    const p = this.peers[peer];
+    if (p === undefined || p.closed) return;
+    p.closed = true;
+    this.stopTimers(p);
+    if (this.state !== 'open' || p.bye) return;
+    const t = setTimeout(() => {
+      this.graceTimers.delete(t);
+      this.lose(peer, 'close', error);
+    }, this.opts.closeGraceMs);
+    t.unref?.();
+    this.graceTimers.add(t);
+  }
+
+  /** Ends the job with `error`; `abort`, when given, goes to every peer first. */
+  failWith(error: PlexusError, abort?: Abort): void {
+    if (this.state !== 'open') return;
+    this.state = 'failed';
+    this.failureError = error;
+    this.stopAll();
+    for (const p of this.peers) {
+      if (p.link === undefined || p.closed || p.ending) continue;
+      if (abort !== undefined && !p.bye) this.write(p, FrameType.ABORT, encodeAbort(abort));
+      p.ending = p.link.end().catch(noop);
+    }
+    this.startShutdown();
+    this.failureListener?.(error);
+    this.reportFailure();
+  }
+
+  // ----------------------------------------------------------------------------------
+  // RankTransport
+
+  async send(peer: number, type: number, tag: number, payload: Uint8Array, epoch: bigint = 0n): Promise<void> {
+    checkSend(this.rank, this.size, peer, type, tag, payload, epoch);
+    if (this.failureError) throw this.failureError;
+    if (this.state === 'closed') throw closedError();
+    const p = this.peers[peer] as Peer;
+    if (p.bye || p.link === undefined) throw closedError(peer);
+    if (p.closed) throw lostPeerError(peer, 'close');
+    try {
+      await this.write(p, type, payload, tag, epoch);
+    } catch {
+      throw (
+        this.failureError ??
+        (p.bye || (this.state as State) === 'closed' ? closedError(peer) : lostPeerError(peer, 'close'))
+      );
+    }
+  }
+
+  onFrame(handler: (peer: number, frame: TransportFrame) => void): void {
+    this.frameHandler = handler;
+    if (this.pending.length > 0) queueMicrotask(() => this.flush());
+  }
+
+  onFailure(handler: (error: PlexusError) => void): void {
+    this.failureHandler = handler;
+    if (this.failureError && !this.failureReported) queueMicrotask(() => this.reportFailure());
+  }
+
+  async abort(reason: number, error: PlexusError): Promise<void> {
+    checkAbort(reason, error);
+    this.failWith(error, abortFor(reason, error, this.rank));
+    await this.settled();
+  }
+
+  async close(): Promise<void> {
+    if (this.state === 'open') {
+      this.state = 'closed';
+      this.stopAll();
+      for (const p of this.peers) {
+        if (p.link === undefined || p.closed || p.ending) continue;
+        this.write(p, FrameType.BYE, new Uint8Array(0));
+        p.ending = p.link.end().catch(noop);
+      }
+      this.startShutdown();
+    }
+    await this.settled();
+  }
+
+  // ----------------------------------------------------------------------------------
+
+  /** Resolves when every link has closed and the owner's shutdown is done. */
+  private async settled(): Promise<void> {
+    await Promise.all(this.peers.map((p) => p.ending));
+    await this.shutdown;
+  }
+
+  private startShutdown(): void {
+    this.shutdown ??= (this.opts.onShutdown?.() ?? Promise.resolve()).catch(noop);
+  }
+
+  private reportFailure(): void {
+    const error = this.failureError;
+    const handler = this.failureHandler;
+    if (error === undefined || handler === undefined || this.failureReported) return;
+    this.failureReported = true;
+    handler(error);
+  }
+
+  private write(p: Peer, type: number, payload: Uint8Array, tag = 0, epoch = 0n): Promise<void> {
+    const link = p.link as Link;
+    const bytes = encodeFrame(
+      {
+        type,
+        jobId: this.opts.jobId,
+        sourceRank: this.rank,
+        targetRank: p.rank,
+        incarnation: this.opts.incarnation,
+        tag,
+        epoch,
+      },
+      payload,
+    );
+    p.lastSent = this.clock();
+    const done = link.write(bytes);
+    // The transport's own frames are not awaited; a failed write shows as a closed link.
+    done.catch(noop);
+    return done;
+  }
+
+  private onEvent(p: Peer, event: StreamEvent): void {
+    if (event.kind === 'refuse') {
+      this.refuse(event.error);
+      return;
+    }
+    p.lastReceived = this.clock();
+    if (event.kind === 'drop') return;
+    const { header, payload } = event;
+    if (p.bye) {
+      this.refuse(
+        sperliError(SperliCode.frame, 'bye-order', `rank ${p.rank} sent a ${header.type} frame after its BYE`, {
+          type: header.type,
+          sourceRank: p.rank,
+        }),
+      );
+      return;
+    }
+    try {
+      switch (header.type) {
+        case FrameType.HELLO:
+          this.opts.hello?.check(p.rank, header, payload);
+          p.helloDone = true;
+          if (this.ready) this.readyListener?.();
+          return;
+        case FrameType.HEARTBEAT: {
+          const counter = decodeHeartbeat(payload);
+          if (counter !== p.heartbeatIn + 1n) {
+            throw sperliError(
+              SperliCode.frame,
+              'payload-size',
+              `HEARTBEAT counter ${counter} from rank ${p.rank} does not follow ${p.heartbeatIn}; counters start at 1 and grow by one`,
+              { rule: 'heartbeat-counter', counter, previous: p.heartbeatIn, sourceRank: p.rank },
+            );
+          }
+          p.heartbeatIn = counter;
+          return;
+        }
+        case FrameType.ABORT: {
+          const a = decodeAbort(payload);
+          this.failWith(abortReceivedError(p.rank, a));
+          return;
+        }
+        case FrameType.BYE:
+          p.bye = true;
+          this.stopTimers(p);
+          return;
+        default:
+          this.deliver(p.rank, { type: header.type, tag: header.tag, epoch: header.epoch, payload });
+      }
+    } catch (e) {
+      if (!isPlexusError(e)) throw e;
+      this.refuse(e);
+    }
+  }
+
+  private refuse(error: PlexusError): void {
+    this.failWith(error, abortFor(AbortReason.protocolViolation, error, this.rank));
+  }
+
+  private lose(peer: number, cause: LostCause, error?: unknown): void {
+    const e = lostPeerError(peer, cause, this.opts.silenceMs, error);
+    this.failWith(e, abortFor(AbortReason.lostPeer, e, peer));
+  }
+
+  private deliver(peer: number, frame: TransportFrame): void {
+    if (this.frameHandler === undefined || this.pending.length > 0) {
+      this.pending.push([peer, frame]);
+      return;
+    }
+    this.frameHandler(peer, frame);
+  }
+
+  private flush(): void {
+    if (this.flushing) return;
+    this.flushing = true;
+    try {
+      while (this.pending.length > 0 && this.frameHandler !== undefined) {
+        const [peer, frame] = this.pending.shift() as [number, TransportFrame];
+        this.frameHandler(peer, frame);
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  private armHeartbeat(p: Peer, delay: number): void {
+    const every = this.opts.heartbeatMs;
+    if (every <= 0) return;
+    p.heartbeatTimer = setTimeout(
+      () => {
+        p.heartbeatTimer = undefined;
+        if (this.state !== 'open' || p.closed || p.bye) return;
+        const since = this.clock() - p.lastSent;
+        if (since >= every - 0.5) {
+          p.heartbeatOut += 1n;
+          this.write(p, FrameType.HEARTBEAT, encodeHeartbeat(p.heartbeatOut));
+          this.armHeartbeat(p, every);
+        } else {
+          this.armHeartbeat(p, every - since);
+        }
+      },
+      Math.max(1, Math.ceil(delay)),
+    );
+    p.heartbeatTimer.unref?.();
+  }
+
+  private armSilence(p: Peer, delay: number): void {
+    const limit = this.opts.silenceMs;
+    if (limit <= 0) return;
+    p.silenceTimer = setTimeout(
+      () => {
+        p.silenceTimer = undefined;
+        if (this.state !== 'open' || p.closed || p.bye) return;
+        const idle = this.clock() - p.lastReceived;
+        if (idle >= limit - 0.5) this.lose(p.rank, 'silence');
+        else this.armSilence(p, limit - idle);
+      },
+      Math.max(1, Math.ceil(delay)),
+    );
+    p.silenceTimer.unref?.();
+  }
+
+  private stopTimers(p: Peer): void {
+    if (p.heartbeatTimer !== undefined) clearTimeout(p.heartbeatTimer);
+    if (p.silenceTimer !== undefined) clearTimeout(p.silenceTimer);
+    p.heartbeatTimer = undefined;
+    p.silenceTimer = undefined;
+  }
+
+  private stopAll(): void {
+    for (const p of this.peers) this.stopTimers(p);
+    for (const t of this.graceTimers) clearTimeout(t);
+    this.graceTimers.clear();
+  }
+}
+
+/** The RankTransport of `links` and nothing else of it (what a caller gets). */
+export function transportOf(links: PeerLinks): RankTransport {
+  return {
+    rank: links.rank,
+    size: links.size,
+    get failure() {
+      return links.failure;
+    },
+    send: (peer, type, tag, payload, epoch) => links.send(peer, type, tag, payload, epoch),
+    onFrame: (handler) => links.onFrame(handler),
+    onFailure: (handler) => links.onFailure(handler),
+    abort: (reason, error) => links.abort(reason, error),
+    close: () => links.close(),
+  };
+}
