@@ -19,7 +19,7 @@ import { Bench } from 'tinybench';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const core = await import(resolve(root, 'dist/core/index.js'));
-const { kernels, allocShared, useBackend, defineHeader, encodeHeader } = core;
+const { kernels, allocShared, useBackend } = core;
 const [wasm, js] = kernels();
 useBackend('wasm');
 
@@ -247,60 +247,32 @@ for (const [label, size] of [
 
 // ---------- frame headers ----------
 {
-  const schema = defineHeader({
-    size: 52,
-    fields: [
-      { name: 'length', offset: 0, width: 4 },
-      { name: 'type', offset: 4, width: 1 },
-      { name: 'flags', offset: 5, width: 1 },
-      { name: 'service', offset: 6, width: 2 },
-      { name: 'membership', offset: 8, width: 4 },
-      { name: 'job', offset: 12, width: 16, kind: 'bytes' },
-      { name: 'src', offset: 28, width: 4 },
-      { name: 'dst', offset: 32, width: 4 },
-      { name: 'incarnation', offset: 36, width: 4 },
-      { name: 'tag', offset: 40, width: 4 },
-      { name: 'epoch', offset: 44, width: 8 },
-    ],
-    length: { field: 'length', max: 16 << 20, verdictTooLong: 1 },
-    checks: [
-      { field: 'type', op: 'range', min: 1, max: 11, verdict: 2 },
-      { field: 'flags', op: 'eq', value: 0, verdict: 3 },
-      { field: 'service', op: 'eq', value: 0, verdict: 4 },
-      { field: 'membership', op: 'eq', value: 0, verdict: 5 },
-      { field: 'job', op: 'bytes-eq', value: new Uint8Array(16).fill(9), verdict: 6 },
-      { field: 'src', op: 'range', min: 0, max: 63, verdict: 7 },
-      { field: 'dst', op: 'eq', value: 3, verdict: 8 },
-      { field: 'incarnation', op: 'order', value: 2, verdict: 9, below: 10 },
-      { field: 'tag', op: 'eq', value: 0, verdict: 11, when: { field: 'type', notEquals: 1 } },
-    ],
-  });
+  // The SPERLI version 1 frame header (docs/sperli.md) with one connection's expected
+  // values: the real schema of the rank runtime, not a stand-in.
+  const sperliWire = await import(resolve(root, 'dist/sperli/index.js'));
+  const jobId = new Uint8Array(16).fill(9);
+  const ctx = new sperliWire.FrameContext({ jobId, peerRank: 5, ownRank: 3, incarnation: 2 });
+  const schema = ctx.schema;
   const N = 100_000;
   let total = 0;
   const lens = Array.from({ length: N }, () => next() % 64);
   for (const l of lens) total += 52 + l;
   const buf = allocShared(total);
   let off = 0;
-  const u8 = buf.u8;
+  const types = [2, 3, 4, 6, 7, 8];
   for (let i = 0; i < N; i++) {
-    const type = 1 + (i % 11);
-    encodeHeader(
-      schema,
-      {
-        length: lens[i],
-        type,
-        job: new Uint8Array(16).fill(9),
-        src: i % 64,
-        dst: 3,
-        incarnation: 2,
-        tag: type === 1 ? i : 0,
-      },
-      u8.subarray(off, off + 52),
+    const type = types[i % types.length];
+    const frame = sperliWire.encodeFrame(
+      { type, jobId, sourceRank: 5, targetRank: 3, incarnation: 2, tag: type === 2 ? i : 0, epoch: type >= 6 ? 7 : 0 },
+      new Uint8Array(lens[i]),
     );
-    off += 52 + lens[i];
+    buf.u8.set(frame, off);
+    off += frame.length;
   }
   const plain = buf.u8.slice();
-  bcase('header', 'batch decode 100k frames (52B headers)', N, 52, [
+  if (wasm.headerDecodeBatch(schema, buf.u8, N).verdicts.some((v) => v !== 0))
+    throw new Error('bench frames must be valid');
+  bcase('header', 'batch decode 100k SPERLI frames (52B headers)', N, 52, [
     { impl: 'plexus wasm (shared)', fn: () => wasm.headerDecodeBatch(schema, buf.u8, N) },
     { impl: 'plexus ts twin (DataView)', fn: () => js.headerDecodeBatch(schema, plain, N) },
   ]);
@@ -400,7 +372,7 @@ function target(name, want, num, den, field = 'opsPerSec', denScale = 1) {
       'bytesPerSec',
     );
   }
-  const hc = 'batch decode 100k frames (52B headers)';
+  const hc = 'batch decode 100k SPERLI frames (52B headers)';
   target(
     'header batch decode wasm vs ts twin',
     3,

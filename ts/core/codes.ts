@@ -56,3 +56,20 @@ export function reduceAllowed(op: number, type: number): boolean {
   if (type === ElementType.f32 || type === ElementType.f64) return op <= ReduceOp.max;
   return true;
 }
+
+/** Element type of each typed-array type, most specific first (a Buffer is a Uint8Array). */
+const TYPE_OF_ARRAY: readonly [abstract new (...args: never[]) => ArrayBufferView, ElementTypeCode][] = [
+  [Float64Array, ElementType.f64],
+  [Float32Array, ElementType.f32],
+  [Int32Array, ElementType.i32],
+  [Uint32Array, ElementType.u32],
+  [BigInt64Array, ElementType.i64],
+  [BigUint64Array, ElementType.u64],
+  [Uint8Array, ElementType.u8],
+];
+
+/** The element type a typed array holds, or undefined for other views. */
+export function elementTypeOf(a: ArrayBufferView): ElementTypeCode | undefined {
+  for (const [ctor, code] of TYPE_OF_ARRAY) if (a instanceof ctor) return code;
+  return undefined;
+}

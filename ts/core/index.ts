@@ -11,6 +11,7 @@ import {
   ELEMENT_WIDTH,
   ElementType,
   type ElementTypeName,
+  elementTypeOf,
   REDUCE_OP_NAMES,
   ReduceOp,
   type ReduceOpName,
@@ -28,6 +29,7 @@ export {
   ElementType,
   type ElementTypeCode,
   type ElementTypeName,
+  elementTypeOf,
   REDUCE_OP_NAMES,
   ReduceOp,
   type ReduceOpCode,
@@ -218,16 +220,6 @@ export function crc32c(data: Uint8Array, prev = 0): number {
   return backend().crc32c(bytes, prev);
 }
 
-const TYPE_OF_VIEW: [unknown, number][] = [
-  [Float64Array, ElementType.f64],
-  [Float32Array, ElementType.f32],
-  [Int32Array, ElementType.i32],
-  [Uint32Array, ElementType.u32],
-  [BigInt64Array, ElementType.i64],
-  [BigUint64Array, ElementType.u64],
-  [Uint8Array, ElementType.u8],
-];
-
 function opCode(op: unknown): number {
   if (typeof op === 'string') {
     const c = (ReduceOp as Record<string, number>)[op];
@@ -252,7 +244,8 @@ function opCode(op: unknown): number {
 
 function typeCode(type: unknown, a: ArrayBufferView): number {
   if (type === undefined) {
-    for (const [ctor, code] of TYPE_OF_VIEW) if (a instanceof (ctor as new () => object)) return code;
+    const t = elementTypeOf(a);
+    if (t !== undefined) return t;
     throw new PlexusError(
       'PLX_CORE_BAD_TYPE',
       `combine: cannot tell the element type of ${describe(a)}; pass it (${ELEMENT_TYPE_NAMES.join(', ')})`,

@@ -27,6 +27,7 @@ import {
   ELEMENT_WIDTH,
   ElementType,
   type ElementTypeName,
+  elementTypeOf,
   isPlexusError,
   type PlexusError,
   REDUCE_OP_NAMES,
@@ -92,17 +93,6 @@ type ViewCtor = {
   new (buffer: ArrayBuffer, byteOffset: number, length: number): ArrayBufferView;
   readonly BYTES_PER_ELEMENT: number;
 };
-
-/** Element type of each array type a reduce takes without an explicit type. */
-const TYPE_OF: readonly [ViewCtor, number][] = [
-  [Float64Array, ElementType.f64],
-  [Float32Array, ElementType.f32],
-  [Int32Array, ElementType.i32],
-  [Uint32Array, ElementType.u32],
-  [BigInt64Array, ElementType.i64],
-  [BigUint64Array, ElementType.u64],
-  [Uint8Array, ElementType.u8],
-];
 
 /** Array types a result is given back as (the type of the input). */
 const VIEW_TYPES: readonly ViewCtor[] = [
@@ -190,14 +180,14 @@ function reduceArgs(data: unknown, typeOrOp: unknown, op: unknown, what: string)
   let type: number;
   let o: number;
   if (op === undefined) {
-    const found = TYPE_OF.find(([C]) => data instanceof C);
+    const found = elementTypeOf(data);
     if (found === undefined) {
       throw refused(
         'type',
         `${what}: the element type of ${describe(data)} cannot be told from the array; pass it (${what}(..., data, type, op))`,
       );
     }
-    type = found[1];
+    type = found;
     o = opCode(typeOrOp);
   } else {
     type = typeCode(typeOrOp);
