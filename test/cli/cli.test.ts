@@ -69,7 +69,9 @@ describe('the plexus command', () => {
   it('demo runs the tour and shows both backends agree', () => {
     const r = plexus('demo', '--quick');
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toContain('[5/5]');
+    expect(r.stdout).toContain('[6/6]');
+    expect(r.stdout).toMatch(/\[rank 0\] pi ~ 3\.14/);
+    expect(r.stdout).toContain('every rank finished');
     expect(r.stdout).not.toContain('identical: false');
     expect(r.stdout).toContain('identical: true');
     expect(r.stdout).toContain('length too long');

@@ -116,3 +116,27 @@ describe('plexus sperli launch (command line)', () => {
     for (const n of [0, 1, 2]) expect(r.stdout).toContain(`[rank ${n}] line true true`);
   });
 });
+
+describe('ranks on other hosts', () => {
+  it('are started through the remote-start command with {host} replaced, the job line on stdin', async () => {
+    const log = join(tmp, 'remote.log');
+    // A stand-in for `ssh {host}`: records the host and the command line it was given and
+    // the first bytes of its standard input, then fails so that the job ends.
+    const remote = `sh -c 'echo "host=$0 args=$*" >> ${log}; head -c 16 >> ${log}; echo >> ${log}; exit 7' {host}`;
+    const out: string[] = [];
+    const r = await launch({
+      command: ['node', 'job.mjs', 'a b'],
+      hostsText: 'node-a.example\nnode-b.example:9000\n',
+      remote,
+      silenceMs: 500,
+      stdout: (t) => out.push(t),
+      stderr: (t) => out.push(t),
+    });
+    expect(r.exitCode).toBe(1);
+    expect(r.ranks.map((x) => x.code)).toEqual([7, 7]);
+    const text = (await import('node:fs')).readFileSync(log, 'utf8');
+    expect(text).toContain('host=node-a.example args=env SPERLI_SILENCE_MS=500 node job.mjs a b');
+    expect(text).toContain('host=node-b.example');
+    expect(text).toMatch(/\n[0-9a-f]{16}\n/);
+  });
+});

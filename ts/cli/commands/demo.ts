@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import {
   allocShared,
   backend,
@@ -10,6 +11,7 @@ import {
   sha256,
   shardOf,
 } from '../../core/index.js';
+import { launch } from '../../sperli/launcher.js';
 import { type Command, parse } from '../command.js';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
@@ -50,7 +52,7 @@ export const demo: Command = {
     out(`backend in use: ${backend().name} (PLEXUS_BACKEND selects; both are shown below)`);
     out();
 
-    out('[1/5] Shard hash version 1: FNV-1a 64 of the IRI, mod the shard count (256 here)');
+    out('[1/6] Shard hash version 1: FNV-1a 64 of the IRI, mod the shard count (256 here)');
     for (const iri of ['vt:orders/1234', 'vt:users/ada', 'vt:sensors/β-7'])
       out(`      ${iri.padEnd(16)} -> shard ${shardOf(iri, 256)}`);
     const iris = Array.from({ length: n }, (_, i) => `vt:orders/${i.toString(36).padStart(8, '0')}-region-eu`);
@@ -66,7 +68,7 @@ export const demo: Command = {
     out(`      ${n} IRIs in one batch: wasm ${rate(n, tw)}, TypeScript twin ${rate(n, tj)}, identical: ${same}`);
     out();
 
-    out('[2/5] SHA-256 (FIPS 180-4)');
+    out('[2/6] SHA-256 (FIPS 180-4)');
     const msg = new TextEncoder().encode('plexus runs software on more than one machine');
     const d1 = wasm.sha256(msg);
     const d2 = js.sha256(msg);
@@ -77,7 +79,7 @@ export const demo: Command = {
     );
     out();
 
-    out('[3/5] Reduce kernels: four ranks contribute a Float64Array, summed in place in shared memory');
+    out('[3/6] Reduce kernels: four ranks contribute a Float64Array, summed in place in shared memory');
     const len = 8;
     const acc = allocShared(len * 8);
     const accView = acc.view(Float64Array);
@@ -95,13 +97,13 @@ export const demo: Command = {
     acc.free();
     out();
 
-    out('[4/5] CRC-32C (Castagnoli), the checksum of every stored record');
+    out('[4/6] CRC-32C (Castagnoli), the checksum of every stored record');
     out(
       `      crc32c("123456789") = 0x${crc32c(new TextEncoder().encode('123456789')).toString(16)} (check value e3069283)`,
     );
     out();
 
-    out('[5/5] Length-first frame decoding: the length is checked before anything else');
+    out('[5/6] Length-first frame decoding: the length is checked before anything else');
     const schema = defineHeader({
       size: 12,
       fields: [
@@ -130,7 +132,19 @@ export const demo: Command = {
     }
     out(`      (the last frame declares 4 GiB; it is refused from its first 4 bytes, nothing is allocated)`);
     out();
+    out('[6/6] A SPERLI job: 3 ranks over mutually authenticated TLS 1.3 compute pi by integration');
+    out('      (plexus sperli launch -n 3 -- node examples/sperli/pi.mjs)');
+    const pi = fileURLToPath(new URL('../../../examples/sperli/pi.mjs', import.meta.url));
+    const job = await launch({
+      size: 3,
+      command: [process.execPath, pi, values.quick ? '100000' : '2000000'],
+      stdout: (t) => process.stdout.write(`      ${t}`),
+      stderr: (t) => process.stdout.write(`      ${t}`),
+    });
+    out(`      job ${job.jobId}: ${job.exitCode === 0 ? 'every rank finished' : `failed (${job.failure?.message})`}`);
+    out();
     out('Next: npm test runs the whole suite; npm run bench compares the kernels with other libraries.');
+    if (job.exitCode !== 0) return 1;
     return 0;
   },
 };
