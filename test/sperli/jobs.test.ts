@@ -1,6 +1,8 @@
 // Whole SPERLI jobs: real processes started by `plexus sperli launch`, real TLS 1.3 on
 // loopback. Every process is stopped by the launcher or by the test, by its PID.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/paths.js';
@@ -130,4 +132,38 @@ describe('a lost rank', () => {
       expect(job.stderr()).toMatch(/rank 2/);
     }, 60_000);
   }
+});
+
+describe('restarts', () => {
+  it('a failed job starts again as the next incarnation, at most --restart-max times', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-restart-'));
+    try {
+      const marker = join(dir, 'marker');
+      const r = launchSync(3, join(FIX, 'fail-once-job.mjs'), ['--restart-max', '1', '--json'], [marker]);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(/restart 1 of 1 as incarnation 2/);
+      expect(r.stdout).toContain('[rank 0] sum 6');
+      const result = JSON.parse(r.stdout.trim().split('\n').pop() as string);
+      expect(result.incarnation).toBe(2);
+      expect(result.restarts).toHaveLength(1);
+      // without restarts the same job fails
+      rmSync(marker);
+      const once = launchSync(3, join(FIX, 'fail-once-job.mjs'), [], [marker]);
+      expect(once.status).toBe(1);
+      // a lost rank moves to a spare host of the hosts file
+      rmSync(marker);
+      const hosts = join(dir, 'hosts');
+      writeFileSync(hosts, '127.0.0.1\n127.0.0.2\n127.0.0.3\n127.0.0.4\n');
+      const moved = launchSync(
+        3,
+        join(FIX, 'fail-once-job.mjs'),
+        ['--hosts', hosts, '--restart-max', '2', '--silence-ms', '1500'],
+        [marker, 'kill'],
+      );
+      expect(moved.status, moved.stderr).toBe(0);
+      expect(moved.stderr).toContain('rank 1 moves to 127.0.0.4');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

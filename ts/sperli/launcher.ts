@@ -24,6 +24,7 @@ export const FAILURE_PREFIX = 'sperli-failure ';
 /** Environment passed to local ranks. */
 export const SILENCE_VARIABLE = 'SPERLI_SILENCE_MS';
 export const DENY_FILE_VARIABLE = 'SPERLI_DENY_HOSTS';
+export const CHECKPOINT_DIR_VARIABLE = 'SPERLI_CHECKPOINT_DIR';
 
 export interface LaunchOptions {
   /** Number of ranks; with a hosts file, defaults to its number of entries. */
@@ -44,10 +45,16 @@ export interface LaunchOptions {
   readonly stderr?: (text: string) => void;
   /** Environment of the ranks (default process.env). */
   readonly env?: NodeJS.ProcessEnv;
+  /** Checkpoint directory handed to every rank (SPERLI_CHECKPOINT_DIR). */
+  readonly checkpointDir?: string;
+  /** How often a failed job is started again (incarnation + 1, same job id and keys). */
+  readonly restartMax?: number;
 }
 
 export interface RankFailure {
   readonly rank: number;
+  /** The signal that ended the rank, when one did. */
+  readonly signal?: string;
   readonly code?: string;
   readonly reason?: string;
   readonly message: string;
@@ -56,6 +63,10 @@ export interface RankFailure {
 
 export interface LaunchResult {
   readonly jobId: string;
+  /** The incarnation of the last run (1 + the number of restarts). */
+  readonly incarnation: number;
+  /** Failures that led to a restart, oldest first. */
+  readonly restarts: readonly RankFailure[];
   /** 0 when every rank exited 0. */
   readonly exitCode: number;
   /** The first failure seen, if any. */
@@ -112,7 +123,7 @@ export function freePort(host: string): Promise<number> {
 /** The first port tried on remote hosts without one: 7470 + rank. */
 export const REMOTE_BASE_PORT = 7470;
 
-async function resolveHosts(opts: LaunchOptions): Promise<HostEntry[]> {
+async function resolveHosts(opts: LaunchOptions): Promise<{ hosts: HostEntry[]; spares: string[] }> {
   const listed = opts.hostsText === undefined ? undefined : parseHostsFile(opts.hostsText);
   const size = opts.size ?? listed?.length;
   if (size === undefined) throw usage('give the number of ranks (-n N) or a hosts file');
@@ -151,7 +162,28 @@ async function resolveHosts(opts: LaunchOptions): Promise<HostEntry[]> {
     taken.add(key);
     hosts.push({ name: entry.name, port });
   }
-  return hosts;
+  // Hosts listed beyond the number of ranks take over the ranks of lost hosts on a restart.
+  const spares = (listed ?? []).slice(size).map((e) => {
+    refused.assertAllowed(e.name, 'a spare host');
+    return e.name;
+  });
+  return { hosts, spares };
+}
+
+/** New ports for local hosts (a restarted rank must not wait for an old socket to go). */
+async function freshPorts(hosts: readonly HostEntry[], listed: boolean): Promise<HostEntry[]> {
+  const out: HostEntry[] = [];
+  const taken = new Set<string>();
+  for (const h of hosts) {
+    let port = h.port;
+    if (!listed && isLocalHost(h.name)) {
+      do port = await freePort(h.name);
+      while (taken.has(`${h.name}:${port}`));
+    }
+    taken.add(`${h.name}:${port}`);
+    out.push({ name: h.name, port });
+  }
+  return out;
 }
 
 function shellQuote(s: string): string {
@@ -186,13 +218,50 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
   if (!Number.isInteger(silenceMs) || silenceMs < 100) {
     throw usage(`the silence limit must be a whole number of milliseconds >= 100, got ${silenceMs}`);
   }
+  const restartMax = opts.restartMax ?? 0;
+  if (!Number.isInteger(restartMax) || restartMax < 0) {
+    throw usage(`the restart limit must be a whole number >= 0, got ${restartMax}`);
+  }
+  const err = opts.stderr ?? ((t: string) => process.stderr.write(t));
+  let { hosts, spares } = await resolveHosts(opts);
+  const first = await makeJob({ hosts, incarnation: opts.incarnation ?? 1 });
+  const keys = { publicKey: first.publicKey, secretKey: first.secretKey };
+  let job = first;
+  const restarts: RankFailure[] = [];
+  for (;;) {
+    const result = await runOnce(opts, job, silenceMs);
+    if (result.exitCode === 0 || restarts.length >= restartMax) return { ...result, restarts };
+    const f = result.failure as RankFailure;
+    restarts.push(f);
+    // The rank that was lost (ended by a signal, or named as the lost peer) moves to a
+    // spare host when the hosts file lists one.
+    const lost = typeof f.details?.peer === 'number' ? f.details.peer : f.signal ? f.rank : undefined;
+    if (lost !== undefined && spares.length > 0) {
+      const to = spares.shift() as string;
+      hosts = hosts.map((h, i) => (i === lost ? { name: to, port: h.port } : h));
+      err(`[launcher] rank ${lost} moves to ${to}\n`);
+    }
+    hosts = await freshPorts(hosts, opts.hostsText !== undefined);
+    const incarnation = job.descriptions[0]!.incarnation + 1;
+    err(
+      `[launcher] job ${result.jobId} failed (${f.code ? `${f.code} ` : ''}${f.message}); restart ${restarts.length} of ${restartMax} as incarnation ${incarnation}\n`,
+    );
+    job = await makeJob({ hosts, incarnation, jobId: first.jobId, keys });
+  }
+}
+
+async function runOnce(
+  opts: LaunchOptions,
+  job: Awaited<ReturnType<typeof makeJob>>,
+  silenceMs: number,
+): Promise<Omit<LaunchResult, 'restarts'>> {
   const out = opts.stdout ?? ((t: string) => process.stdout.write(t));
   const err = opts.stderr ?? ((t: string) => process.stderr.write(t));
   const env = opts.env ?? process.env;
-  const hosts = await resolveHosts(opts);
-  const job = await makeJob({ hosts, incarnation: opts.incarnation ?? 1 });
+  const hosts = job.descriptions[0]!.hosts;
   const jobHex = jobIdHex(job.jobId);
   const size = hosts.length;
+  const incarnation = job.descriptions[0]!.incarnation;
 
   const children: ChildProcess[] = [];
   const exits: { rank: number; code: number | null; signal: string | null; endedAt: number }[] = [];
@@ -214,11 +283,13 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
       const host = hosts[rank] as HostEntry;
       const rankEnv: NodeJS.ProcessEnv = { ...env, [SILENCE_VARIABLE]: String(silenceMs) };
       if (opts.denyFile) rankEnv[DENY_FILE_VARIABLE] = opts.denyFile;
+      if (opts.checkpointDir) rankEnv[CHECKPOINT_DIR_VARIABLE] = opts.checkpointDir;
       let child: ChildProcess;
       if (isLocalHost(host.name) || opts.remote === undefined) {
         child = spawn(opts.command[0] as string, opts.command.slice(1), { env: rankEnv, stdio: 'pipe' });
       } else {
-        const prefix = `env ${SILENCE_VARIABLE}=${silenceMs}`;
+        const ckpt = opts.checkpointDir ? ` ${CHECKPOINT_DIR_VARIABLE}=${shellQuote(opts.checkpointDir)}` : '';
+        const prefix = `env ${SILENCE_VARIABLE}=${silenceMs}${ckpt}`;
         const cmd = `${opts.remote.replaceAll('{host}', host.name)} ${prefix} ${opts.command.map(shellQuote).join(' ')}`;
         child = spawn('sh', ['-c', cmd], { env, stdio: 'pipe' });
       }
@@ -248,6 +319,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
           note({
             rank,
             message: signal ? `rank ${rank} was ended by ${signal}` : `rank ${rank} exited with status ${code}`,
+            ...(signal ? { signal } : {}),
           });
         }
         if (--alive === 0) resolve();
@@ -268,7 +340,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
     if (stopTimer) clearTimeout(stopTimer);
   }
   exits.sort((a, b) => a.rank - b.rank);
-  const result: LaunchResult = { jobId: jobHex, exitCode: failure ? 1 : 0, ranks: exits };
+  const result = { jobId: jobHex, incarnation, exitCode: failure ? 1 : 0, ranks: exits };
   return failure ? { ...result, failure } : result;
 }
 

@@ -20,6 +20,11 @@ const HELP = [
   '      --silence-ms N   a peer silent this long is lost (default 5000)',
   '      --remote CMD     how to start a rank on another host, {host} replaced,',
   "                       e.g. --remote 'ssh {host}'",
+  '      --checkpoint-dir DIR  where ranks keep checkpoints (comm.checkpoint/resume)',
+  '      --restart-max N  start a failed job again, at most N times, as the next',
+  '                       incarnation (same job id and keys); it resumes from its',
+  '                       last COMMIT. A lost rank moves to a spare host when the',
+  '                       hosts file lists more hosts than ranks (default 0)',
   '      --json           print the result as JSON on the last line',
   '',
   'Example:',
@@ -46,6 +51,8 @@ export const sperli: Command = {
         'deny-hosts': { type: 'string' },
         'silence-ms': { type: 'string' },
         remote: { type: 'string' },
+        'checkpoint-dir': { type: 'string' },
+        'restart-max': { type: 'string' },
         json: { type: 'boolean' },
       },
     });
@@ -65,6 +72,8 @@ export const sperli: Command = {
       denyFile: values['deny-hosts'],
       silenceMs: num('silence-ms', values['silence-ms']),
       remote: values.remote,
+      checkpointDir: values['checkpoint-dir'],
+      restartMax: num('restart-max', values['restart-max']),
     });
     const f = result.failure;
     if (f) {
