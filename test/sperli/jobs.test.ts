@@ -167,3 +167,28 @@ describe('restarts', () => {
     }
   });
 });
+
+describe('checkpoints across a lost rank', () => {
+  it('SIGKILL mid-job: the launcher restarts it, it resumes from the last COMMIT and ends with the undisturbed result', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-ckpt-'));
+    try {
+      const clean = launchSync(3, join(FIX, 'checkpoint-job.mjs'), ['--checkpoint-dir', join(dir, 'a')]);
+      expect(clean.status, clean.stderr).toBe(0);
+      const want = /\[rank 0\] result (.*)/.exec(clean.stdout)?.[1];
+      expect(want).toBeDefined();
+      const marker = join(dir, 'marker');
+      const hit = launchSync(
+        3,
+        join(FIX, 'checkpoint-job.mjs'),
+        ['--checkpoint-dir', join(dir, 'b'), '--restart-max', '2', '--silence-ms', '1500'],
+        [marker],
+      );
+      expect(hit.status, hit.stderr).toBe(0);
+      expect(hit.stderr).toMatch(/restart 1 of 2 as incarnation 2/);
+      expect(hit.stdout).toMatch(/\[rank \d\] resumed at step 20/);
+      expect(/\[rank 0\] result (.*)/.exec(hit.stdout)?.[1]).toBe(want);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -16,6 +16,7 @@ import { endsMessage, FrameType, MAX_COLLECTIVE_DATA, MAX_PAYLOAD, MAX_USER_TAG 
 import { type CollectiveHeader, encodeCollective } from '../codec/sperli-payloads.js';
 import type { ElementTypeName, ReduceOpName } from '../core/codes.js';
 import { PlexusError } from '../core/errors.js';
+import { type Checkpointable, type CheckpointContext, Checkpointer, type CheckpointState } from './checkpoint.js';
 import { type CollectiveLink, Collectives, type ReduceArray, type Reduced, type ScatterData } from './collectives.js';
 import { HeldBytes } from './comm-bytes.js';
 import { ANY_SOURCE, ANY_TAG, FrameQueue, Mailbox, type Message } from './comm-queues.js';
@@ -71,11 +72,30 @@ export class Comm {
   private open = 0;
   private readonly failureListeners: ((error: PlexusError) => void)[] = [];
   private failureNotified = false;
+  private readonly checkpoints: Checkpointer;
 
-  constructor(transport: RankTransport) {
+  /**
+   * A communicator on `transport`. `options.checkpoint` (the checkpoint directory and the
+   * job's id and keys, see `checkpointContextOf`) enables `checkpoint` and `resume`.
+   */
+  constructor(transport: RankTransport, options: { readonly checkpoint?: CheckpointContext } = {}) {
     this.transport = transport;
     this.rank = transport.rank;
     this.size = transport.size;
+    this.checkpoints = new Checkpointer(
+      {
+        rank: this.rank,
+        size: this.size,
+        openRequests: () => this.open,
+        stopped: () => this.stopped(),
+        allreduceSum: (data) => this.collectives.allreduce(data, 'sum') as Promise<BigUint64Array>,
+        barrier: () => this.collectives.barrier(),
+        send: (peer, type, payload, epoch) => this.sendCheckpointFrame(peer, type, payload, epoch),
+        next: (peer) => this.nextCheckpointFrame(peer),
+        abort: (reason, error) => this.abort(reason, error),
+      },
+      options.checkpoint,
+    );
     for (let r = 0; r < this.size; r++) {
       this.collectiveFrames.push(new FrameQueue());
       this.checkpointFrames.push(new FrameQueue());
@@ -295,6 +315,32 @@ export class Comm {
   nextCheckpointFrame(peer: number): Promise<TransportFrame> {
     this.checkRank(peer, 'nextCheckpointFrame: peer', false);
     return this.checkpointFrames[peer]!.next(this.stopped());
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Checkpoints (checkpoint.ts, docs/sperli-checkpoints.md)
+
+  /**
+   * Collective: writes this rank's `state` (through `codec`) as the next checkpoint epoch
+   * and resolves to that epoch once the signed COMMIT is held. A state (or a codec whose
+   * type) holding a socket, file handle, communicator, request or function is refused at
+   * compile time; an open isend/irecv request on any rank fails the call on every rank
+   * (H1624). A failed call ends the job (ABORT reason 5).
+   */
+  checkpoint<T>(
+    state: NoInfer<CheckpointState<T>>,
+    codec: Checkpointable<T> & Checkpointable<NoInfer<CheckpointState<T>>>,
+  ): Promise<bigint> {
+    return this.checkpoints.checkpoint(state as T, codec);
+  }
+
+  /**
+   * Collective: the state of the newest epoch that every rank can load (a missing or
+   * damaged file is fetched from the buddy), or null on a fresh start. A failed call ends
+   * the job (ABORT reason 5) with the same code on every rank.
+   */
+  resume<T>(codec: Checkpointable<T> & Checkpointable<NoInfer<CheckpointState<T>>>): Promise<T | null> {
+    return this.checkpoints.resume<T>(codec);
   }
 
   // -------------------------------------------------------------------------------------

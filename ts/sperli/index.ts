@@ -9,6 +9,16 @@ export * from '../codec/sperli-frame.js';
 export * from '../codec/sperli-jobdesc.js';
 export * from '../codec/sperli-payloads.js';
 export * from '../codec/sperli-stream.js';
+export {
+  CHECKPOINT_IO,
+  CHECKPOINT_STATE,
+  type Checkpointable,
+  type CheckpointContext,
+  type CheckpointState,
+  type CheckpointStore,
+  checkpointContextOf,
+  fileStore,
+} from './checkpoint.js';
 export { ANY_SOURCE, ANY_TAG, Comm } from './comm.js';
 export * from './hosts.js';
 export { FAILURE_EXIT_CODE, type InitOptions, init } from './init.js';

@@ -11,9 +11,16 @@
  */
 import { decodeJobLine, type JobDescription } from '../codec/sperli-jobdesc.js';
 import { PlexusError } from '../core/errors.js';
+import { checkpointContextOf } from './checkpoint.js';
 import { Comm } from './comm.js';
 import { refusedHosts } from './hosts.js';
-import { DEFAULT_SILENCE_MS, DENY_FILE_VARIABLE, FAILURE_PREFIX, SILENCE_VARIABLE } from './launcher.js';
+import {
+  CHECKPOINT_DIR_VARIABLE,
+  DEFAULT_SILENCE_MS,
+  DENY_FILE_VARIABLE,
+  FAILURE_PREFIX,
+  SILENCE_VARIABLE,
+} from './launcher.js';
 import { openMesh } from './mesh.js';
 
 export interface InitOptions {
@@ -23,6 +30,11 @@ export interface InitOptions {
   readonly silenceMs?: number;
   /** 'exit' (default): a failed job ends the process with status 3; 'throw': calls reject. */
   readonly onFailure?: 'exit' | 'throw';
+  /**
+   * Where this rank keeps its checkpoints (comm.checkpoint / comm.resume); default
+   * SPERLI_CHECKPOINT_DIR from the launcher's --checkpoint-dir.
+   */
+  readonly checkpointDir?: string;
 }
 
 /** Exit status of a rank whose job failed. */
@@ -111,7 +123,8 @@ export async function init(options: InitOptions = {}): Promise<Comm> {
     const silenceMs =
       options.silenceMs ?? (Number.isInteger(envSilence) && envSilence > 0 ? envSilence : DEFAULT_SILENCE_MS);
     const transport = await openMesh(desc, { silenceMs, refused });
-    const comm = new Comm(transport);
+    const dir = options.checkpointDir ?? process.env[CHECKPOINT_DIR_VARIABLE];
+    const comm = dir ? new Comm(transport, { checkpoint: checkpointContextOf(desc, dir) }) : new Comm(transport);
     const rank = desc.rank;
     if (exitOnFailure) comm.onFailure((e) => reportAndExit(rank, e));
     return comm;

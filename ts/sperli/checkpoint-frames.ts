@@ -1,0 +1,222 @@
+/**
+ * The checkpoint frames of one checkpoint or resume call (docs/sperli-checkpoints.md):
+ * what the procedure needs of the communicator (`CheckpointLink`), and a router that
+ * hands each arriving checkpoint frame to the part of the procedure waiting for it.
+ *
+ * Several parts of one call wait on the same peer at once (with two ranks, a rank's
+ * buddy is also the rank it serves, and rank 0 is both), so one pump per peer reads the
+ * communicator's checkpoint queue and gives each frame to the first waiter it matches.
+ * A frame that the call expects later waits in a stash; a frame the call never expects
+ * from that peer (another type, another CKPT_DATA kind) is refused: H1610 `ckpt-order`,
+ * and the call ends the job with ABORT reason 2.
+ */
+import { SperliCode, sperliError } from '../codec/sperli-errors.js';
+import { FrameType, frameTypeName } from '../codec/sperli-frame.js';
+import { type CkptData, decodeCkptData, encodeCkptData, MAX_CHUNK } from '../codec/sperli-payloads.js';
+import type { PlexusError } from '../core/errors.js';
+import type { CommitCheck, JobLayout } from './checkpoint-layout.js';
+import type { CheckpointStore } from './checkpoint-store.js';
+import type { TransportFrame } from './transport.js';
+
+/** What the checkpoint procedure needs of the communicator (comm.ts provides it). */
+export interface CheckpointLink {
+  readonly rank: number;
+  readonly size: number;
+  /** `isend`/`irecv` requests still open. */
+  openRequests(): number;
+  /** The job's failure, or the error of a finalized communicator; undefined while it runs. */
+  stopped(): PlexusError | undefined;
+  /** allreduce with `sum` over u64 (a collective call of the communicator). */
+  allreduceSum(data: BigUint64Array): Promise<BigUint64Array>;
+  /** barrier (a collective call of the communicator). */
+  barrier(): Promise<void>;
+  /** Sends one checkpoint frame to `peer` after every earlier send to it. */
+  send(peer: number, type: number, payload: Uint8Array, epoch: bigint): Promise<void>;
+  /** The next checkpoint frame from `peer`. */
+  next(peer: number): Promise<TransportFrame>;
+  /** Ends the job with ABORT `reason` (unless it has failed already). */
+  abort(reason: number, error: PlexusError): Promise<unknown>;
+}
+
+/** Everything a checkpoint or resume call of one rank works with. */
+export interface CheckpointJob {
+  readonly link: CheckpointLink;
+  readonly rank: number;
+  readonly size: number;
+  readonly layout: JobLayout;
+  readonly store: CheckpointStore;
+  /** Job id, size and public key, to verify COMMIT files. */
+  readonly check: CommitCheck;
+  /** Rank 0's job secret key (null on the other ranks). */
+  readonly secretKey: Uint8Array | null;
+}
+
+/** The rank whose file this rank keeps as a buddy copy: (rank - 1) mod size. */
+export function servedRank(job: CheckpointJob): number {
+  return (job.rank + job.size - 1) % job.size;
+}
+
+/** This rank's buddy, which keeps a copy of its file: (rank + 1) mod size. */
+export function buddyRank(job: CheckpointJob): number {
+  return (job.rank + 1) % job.size;
+}
+
+/**
+ * Sends `file` (the rank file of `rank`) to `peer` as CKPT_DATA frames of `kind` (0 or
+ * 2): chunks of at most 1 MiB in order, each with the bytes sent before it as its offset
+ * and the file's length as the total.
+ */
+export async function sendFile(
+  link: CheckpointLink,
+  peer: number,
+  kind: number,
+  rank: number,
+  epoch: bigint,
+  file: Uint8Array,
+): Promise<void> {
+  const total = BigInt(file.length);
+  for (let at = 0; ; ) {
+    const chunk = file.subarray(at, at + MAX_CHUNK);
+    await link.send(peer, FrameType.CKPT_DATA, encodeCkptData({ kind, rank, offset: BigInt(at), total, chunk }), epoch);
+    at += chunk.length;
+    if (at >= file.length) return;
+  }
+}
+
+/** Sends a CKPT_DATA frame without a chunk (kinds 1, 3 and 4) about the file of `rank`. */
+export function sendNotice(link: CheckpointLink, peer: number, kind: number, rank: number, epoch: bigint) {
+  const payload = encodeCkptData({ kind, rank, offset: 0n, total: 0n, chunk: new Uint8Array(0) });
+  return link.send(peer, FrameType.CKPT_DATA, payload, epoch);
+}
+
+/** A checkpoint frame with its CKPT_DATA payload decoded. */
+export interface RoutedFrame extends TransportFrame {
+  readonly peer: number;
+  /** Set on CKPT_DATA frames. */
+  readonly data?: CkptData;
+}
+
+/** The key a frame is routed by: its type, and for CKPT_DATA also its kind ("7:2"). */
+export function frameKey(type: number, kind?: number): string {
+  return kind === undefined ? String(type) : `${type}:${kind}`;
+}
+
+function keyOf(f: RoutedFrame): string {
+  return f.data === undefined ? frameKey(f.type) : frameKey(f.type, f.data.kind);
+}
+
+interface Waiter {
+  readonly keys: ReadonlySet<string>;
+  resolve(f: RoutedFrame): void;
+  reject(e: unknown): void;
+}
+
+interface PeerState {
+  readonly stash: RoutedFrame[];
+  readonly waiters: Waiter[];
+  pumping: boolean;
+  error: unknown;
+}
+
+/** H1610 `ckpt-order`: a checkpoint frame that this step of the procedure does not take. */
+export function orderError(peer: number, message: string, details: Record<string, unknown> = {}): PlexusError {
+  return sperliError(SperliCode.frame, 'ckpt-order', `checkpoint frame from rank ${peer} refused: ${message}`, {
+    ...details,
+    sourceRank: peer,
+  });
+}
+
+export class FrameRouter {
+  private readonly peers = new Map<number, PeerState>();
+
+  /**
+   * `expected(peer)` lists the keys that may arrive from `peer` during this call; any
+   * other frame from it is refused.
+   */
+  constructor(
+    private readonly link: CheckpointLink,
+    private readonly expected: (peer: number) => ReadonlySet<string>,
+  ) {}
+
+  /** The next frame from `peer` whose key is one of `keys`, in arrival order. */
+  take(peer: number, ...keys: string[]): Promise<RoutedFrame> {
+    const s = this.state(peer);
+    if (s.error !== undefined) return Promise.reject(s.error);
+    const want = new Set(keys);
+    const i = s.stash.findIndex((f) => want.has(keyOf(f)));
+    if (i >= 0) return Promise.resolve(s.stash.splice(i, 1)[0] as RoutedFrame);
+    return new Promise<RoutedFrame>((resolve, reject) => {
+      s.waiters.push({ keys: want, resolve, reject });
+      if (!s.pumping) void this.pump(peer, s);
+    });
+  }
+
+  private state(peer: number): PeerState {
+    let s = this.peers.get(peer);
+    if (s === undefined) {
+      s = { stash: [], waiters: [], pumping: false, error: undefined };
+      this.peers.set(peer, s);
+    }
+    return s;
+  }
+
+  private async pump(peer: number, s: PeerState): Promise<void> {
+    s.pumping = true;
+    try {
+      while (s.waiters.length > 0) {
+        const raw = await this.link.next(peer);
+        const f = this.classify(peer, raw);
+        const key = keyOf(f);
+        const w = s.waiters.findIndex((x) => x.keys.has(key));
+        if (w >= 0) (s.waiters.splice(w, 1)[0] as Waiter).resolve(f);
+        else if (this.expected(peer).has(key)) s.stash.push(f);
+        else {
+          throw orderError(peer, `a ${describeKey(f)} frame is not expected from it at this step`, {
+            type: f.type,
+            kind: f.data?.kind,
+          });
+        }
+      }
+    } catch (e) {
+      s.error = e;
+      for (const w of s.waiters.splice(0)) w.reject(e);
+    } finally {
+      s.pumping = false;
+    }
+  }
+
+  private classify(peer: number, f: TransportFrame): RoutedFrame {
+    if (f.type !== FrameType.CKPT_DATA) return { ...f, peer };
+    return { ...f, peer, data: decodeCkptData(f.payload) };
+  }
+}
+
+function describeKey(f: RoutedFrame): string {
+  const name = frameTypeName(f.type);
+  return f.data === undefined ? name : `${name} kind ${f.data.kind}`;
+}
+
+/** H1610 `ckpt-data` unless a CKPT_DATA frame is about the file of `rank`. */
+export function expectFileOf(f: RoutedFrame, rank: number): CkptData {
+  const d = f.data as CkptData;
+  if (d.rank !== rank) {
+    throw sperliError(
+      SperliCode.frame,
+      'ckpt-data',
+      `CKPT_DATA refused: rank ${f.peer} sent kind ${d.kind} about the file of rank ${d.rank}; this step is about rank ${rank}'s`,
+      { rule: 'rank', rank: d.rank, expected: rank, sourceRank: f.peer },
+    );
+  }
+  return d;
+}
+
+/** H1610 `ckpt-order` unless `f` carries `epoch` in its header. */
+export function expectEpoch(f: RoutedFrame, epoch: bigint): void {
+  if (f.epoch !== epoch) {
+    throw orderError(f.peer, `a ${describeKey(f)} frame carries epoch ${f.epoch}, this step is about epoch ${epoch}`, {
+      rule: 'epoch',
+      epoch: f.epoch,
+      expected: epoch,
+    });
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * Step 3 of a resume (docs/sperli-checkpoints.md, "Resume"), as one rank runs it for the
+ * epoch rank 0 chose: load its own rank file, checked against its header and the COMMIT
+ * entry; if that fails, ask its buddy with CKPT_DATA kind 1 and check what comes back
+ * (kind 2 chunks, or kind 3 for "no valid copy"); else tell the buddy kind 4. At the same
+ * time, answer the request (or kind 4) of the rank whose buddy copy it keeps. A file or
+ * state that does not load is recorded as a failure for the outcome of the resume, not
+ * thrown: the rank answers RESUME 2 and the resume goes on. A refused frame throws (H1610).
+ */
+import { SperliCode, sperliError } from '../codec/sperli-errors.js';
+import { decodeRankFile } from '../codec/sperli-files.js';
+import { FrameType } from '../codec/sperli-frame.js';
+import { ChunkReceiver, CkptDataKind } from '../codec/sperli-payloads.js';
+import { isPlexusError, PlexusError } from '../core/errors.js';
+import {
+  buddyRank,
+  type CheckpointJob,
+  expectEpoch,
+  expectFileOf,
+  type FrameRouter,
+  frameKey,
+  orderError,
+  sendFile,
+  sendNotice,
+  servedRank,
+} from './checkpoint-frames.js';
+import { CHECKPOINT_STATE, type HeldCommit, type ResumeFailure } from './checkpoint-layout.js';
+
+export const REQUEST = frameKey(FrameType.CKPT_DATA, CkptDataKind.request);
+export const NEED_NOTHING = frameKey(FrameType.CKPT_DATA, CkptDataKind.needNothing);
+export const ANSWER_CHUNK = frameKey(FrameType.CKPT_DATA, CkptDataKind.answerChunk);
+export const NO_COPY = frameKey(FrameType.CKPT_DATA, CkptDataKind.noCopy);
+
+export interface Attempt {
+  readonly job: CheckpointJob;
+  readonly router: FrameRouter;
+  readonly epoch: bigint;
+  /** The chosen COMMIT, or undefined when it did not verify on this rank. */
+  readonly held: HeldCommit | undefined;
+  readonly failures: ResumeFailure[];
+}
+
+/** Reads and checks the rank file (or buddy copy) of `rank` at `path` against the COMMIT. */
+async function loadFile(a: Attempt, path: string, rank: number): Promise<{ file: Uint8Array; state: Uint8Array }> {
+  const { job, epoch } = a;
+  const held = a.held as HeldCommit;
+  let file: Uint8Array | null;
+  try {
+    file = await job.store.read(path);
+  } catch (e) {
+    throw sperliError(SperliCode.rankFile, 'unreadable', `rank file refused: ${path} cannot be read`, { path }, e);
+  }
+  if (file === null) {
+    throw sperliError(SperliCode.rankFile, 'missing', `rank file refused: ${path} does not exist`, { path });
+  }
+  const expect = {
+    jobId: job.check.jobId,
+    epoch,
+    rank,
+    size: job.size,
+    fileSha256: held.commit.hashes[rank] as Uint8Array,
+  };
+  return { file, state: decodeRankFile(file, expect).state };
+}
+
+/** The file of this rank from its buddy: kind 1, then kind 2 chunks or kind 3. */
+async function fetchFromBuddy(a: Attempt): Promise<Uint8Array | undefined> {
+  const { job, router, epoch } = a;
+  const buddy = buddyRank(job);
+  await sendNotice(job.link, buddy, CkptDataKind.request, job.rank, epoch);
+  const rx = new ChunkReceiver();
+  const parts: Uint8Array[] = [];
+  for (;;) {
+    const f = await router.take(buddy, ANSWER_CHUNK, NO_COPY);
+    expectEpoch(f, epoch);
+    const d = expectFileOf(f, job.rank);
+    if (d.kind === CkptDataKind.noCopy) {
+      if (parts.length > 0) {
+        throw orderError(buddy, 'CKPT_DATA kind 3 came in the middle of a file', { rule: 'kind', kind: d.kind });
+      }
+      return undefined;
+    }
+    const complete = rx.accept(d);
+    parts.push(d.chunk);
+    if (complete) break;
+  }
+  const file = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    file.set(p, at);
+    at += p.length;
+  }
+  return file;
+}
+
+/** Answers the request of the rank this rank keeps a buddy copy for (or takes its kind 4). */
+async function serve(a: Attempt): Promise<void> {
+  const { job, router, epoch } = a;
+  const served = servedRank(job);
+  const f = await router.take(served, REQUEST, NEED_NOTHING);
+  expectEpoch(f, epoch);
+  const d = expectFileOf(f, served);
+  if (d.kind === CkptDataKind.needNothing) return;
+  let copy: Uint8Array | undefined;
+  if (a.held !== undefined) {
+    try {
+      copy = (await loadFile(a, job.layout.buddyFile(epoch, served), served)).file;
+    } catch (e) {
+      if (!isPlexusError(e)) throw e;
+    }
+  }
+  if (copy === undefined) await sendNotice(job.link, served, CkptDataKind.noCopy, served, epoch);
+  else await sendFile(job.link, served, CkptDataKind.answerChunk, served, epoch, copy);
+}
+
+/** This rank's state bytes at epoch e: its own file, else the buddy's copy; undefined when neither loads. */
+async function obtain(a: Attempt): Promise<Uint8Array | undefined> {
+  const { job, epoch } = a;
+  let ownError: PlexusError;
+  if (a.held === undefined) {
+    // The COMMIT did not verify here (recorded already): nothing can be checked.
+    if (job.size > 1) await sendNotice(job.link, buddyRank(job), CkptDataKind.needNothing, job.rank, epoch);
+    return undefined;
+  }
+  try {
+    const own = await loadFile(a, job.layout.rankFile(epoch, job.rank), job.rank);
+    if (job.size > 1) await sendNotice(job.link, buddyRank(job), CkptDataKind.needNothing, job.rank, epoch);
+    return own.state;
+  } catch (e) {
+    if (!isPlexusError(e)) throw e;
+    ownError = e;
+  }
+  let fetched: Uint8Array | undefined;
+  if (job.size > 1) fetched = await fetchFromBuddy(a);
+  else fetched = (await job.store.read(job.layout.buddyFile(epoch, job.rank)).catch(() => null)) ?? undefined;
+  if (fetched !== undefined) {
+    try {
+      const expect = {
+        jobId: job.check.jobId,
+        epoch,
+        rank: job.rank,
+        size: job.size,
+        fileSha256: a.held.commit.hashes[job.rank] as Uint8Array,
+      };
+      const state = decodeRankFile(fetched, expect).state;
+      // Put the good file back in place; the resume holds either way.
+      await job.store.write(job.layout.rankFile(epoch, job.rank), fetched).catch(() => {});
+      return state;
+    } catch (e) {
+      if (!isPlexusError(e)) throw e;
+    }
+  }
+  a.failures.push({ epoch, error: ownError });
+  return undefined;
+}
+
+/** Step 3 on this rank: the decoded state, or undefined (the failure is recorded). */
+export async function attempt(
+  a: Attempt,
+  decode: (bytes: Uint8Array) => unknown,
+): Promise<{ state: unknown } | undefined> {
+  const [bytes] = await Promise.all([obtain(a), a.job.size > 1 ? serve(a) : undefined]);
+  if (bytes === undefined) return undefined;
+  try {
+    return { state: decode(bytes) };
+  } catch (e) {
+    a.failures.push({
+      epoch: a.epoch,
+      error: new PlexusError(
+        CHECKPOINT_STATE,
+        `the codec could not decode the state of epoch ${a.epoch}: ${e instanceof Error ? e.message : String(e)}`,
+        { reason: 'decode', epoch: a.epoch },
+        { cause: e },
+      ),
+    });
+    return undefined;
+  }
+}

@@ -1,0 +1,233 @@
+/**
+ * The collective checkpoint (docs/sperli-checkpoints.md, "The procedure"), as one rank
+ * runs it:
+ *
+ * 0. Agreement: an allreduce (u64 sum) of 2 x size slots: slot r = rank r's open
+ *    `isend`/`irecv` requests, slot size + r = the newest epoch rank r knows committed.
+ *    Every rank so learns every rank's count: if any is open, every rank passes a barrier
+ *    (so each knows before anyone aborts), sends ABORT reason 5 and rejects with H1624.
+ *    Otherwise the new epoch is e = the highest committed epoch + 1, on every rank.
+ * 1. Rank 0 removes an old COMMIT of epoch e and sends CKPT_BEGIN(version 1, size) with
+ *    header epoch e to every rank; a rank refuses another version, size or epoch.
+ * 2. Each rank removes its own old copy of COMMIT e, writes rank-<n>.ckpt durably and
+ *    sends CKPT_ACK with the file's SHA-256 to rank 0.
+ * 3. Each rank sends its file to its buddy (n + 1) mod size as CKPT_DATA kind 0 and keeps
+ *    the file of (n - 1) mod size as rank-<n - 1>.ckpt.buddy (written durably as it comes).
+ * 4. Rank 0, with every ACK, signs the COMMIT, writes it durably and sends CKPT_COMMIT.
+ *    Each rank verifies it, checks its own file's and its buddy copy's SHA-256 in it,
+ *    keeps a copy and deletes every epoch directory older than e - 1.
+ */
+import { SperliCode, sperliError } from '../codec/sperli-errors.js';
+import { encodeRankFile } from '../codec/sperli-files.js';
+import { FrameType } from '../codec/sperli-frame.js';
+import {
+  AbortReason,
+  ChunkReceiver,
+  CkptDataKind,
+  decodeCkptAck,
+  decodeCkptBegin,
+  encodeCkptAck,
+  encodeCkptBegin,
+} from '../codec/sperli-payloads.js';
+import { createSha256, sha256 } from '../core/index.js';
+import {
+  buddyRank,
+  type CheckpointJob,
+  expectEpoch,
+  expectFileOf,
+  FrameRouter,
+  frameKey,
+  sendFile,
+  servedRank,
+} from './checkpoint-frames.js';
+import { checkCommit } from './checkpoint-layout.js';
+import { signCommit } from './tokens.js';
+
+const BEGIN = frameKey(FrameType.CKPT_BEGIN);
+const ACK = frameKey(FrameType.CKPT_ACK);
+const COMMIT = frameKey(FrameType.CKPT_COMMIT);
+const OWN_CHUNK = frameKey(FrameType.CKPT_DATA, CkptDataKind.ownChunk);
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** The frames a rank takes from `peer` during a checkpoint. */
+function expectedFrames(job: CheckpointJob): (peer: number) => ReadonlySet<string> {
+  const served = servedRank(job);
+  return (peer) => {
+    const keys = new Set<string>();
+    if (job.rank === 0) keys.add(ACK);
+    else if (peer === 0) {
+      keys.add(BEGIN);
+      keys.add(COMMIT);
+    }
+    if (peer === served) keys.add(OWN_CHUNK);
+    return keys;
+  };
+}
+
+/** Step 0: every rank's open requests and newest committed epoch; H1624 on every rank if any is open. */
+async function agree(job: CheckpointJob, committed: bigint): Promise<bigint> {
+  const { link, rank, size } = job;
+  const slots = new BigUint64Array(2 * size);
+  slots[rank] = BigInt(link.openRequests());
+  slots[size + rank] = committed;
+  const all = await link.allreduceSum(slots);
+  const open: Record<number, number> = {};
+  let last = 0n;
+  for (let r = 0; r < size; r++) {
+    if ((all[r] as bigint) > 0n) open[r] = Number(all[r]);
+    if ((all[size + r] as bigint) > last) last = all[size + r] as bigint;
+  }
+  const ranks = Object.keys(open);
+  if (ranks.length > 0) {
+    const error = sperliError(
+      SperliCode.checkpointOpen,
+      'open-requests',
+      `checkpoint refused: ${ranks.map((r) => `rank ${r} has ${open[Number(r)]}`).join(', ')} isend/irecv request(s) still open; wait for every request before a checkpoint`,
+      { openRequests: open },
+    );
+    // Every rank knows once the barrier is passed; only then may ABORTs fly.
+    await link.barrier().catch(() => {});
+    await link.abort(AbortReason.failedCheckpoint, error);
+    throw error;
+  }
+  return last + 1n;
+}
+
+/** Step 1 on a rank other than 0: CKPT_BEGIN from rank 0 for epoch `epoch`. */
+async function begin(job: CheckpointJob, router: FrameRouter, epoch: bigint): Promise<void> {
+  const f = await router.take(0, BEGIN);
+  decodeCkptBegin(f.payload, job.size);
+  if (f.epoch !== epoch) {
+    throw sperliError(
+      SperliCode.frame,
+      'ckpt-begin',
+      `CKPT_BEGIN refused: rank 0 begins epoch ${f.epoch}, but the ranks agreed on epoch ${epoch}`,
+      { rule: 'epoch', epoch: f.epoch, expected: epoch },
+    );
+  }
+}
+
+/** Step 3, receiving: the file of the served rank, written durably as it comes; its SHA-256. */
+async function keepBuddyCopy(job: CheckpointJob, router: FrameRouter, epoch: bigint): Promise<Uint8Array> {
+  const served = servedRank(job);
+  const writer = await job.store.begin(job.layout.buddyFile(epoch, served));
+  try {
+    const hash = createSha256();
+    const rx = new ChunkReceiver();
+    for (;;) {
+      const f = await router.take(served, OWN_CHUNK);
+      expectEpoch(f, epoch);
+      const d = expectFileOf(f, served);
+      const complete = rx.accept(d);
+      await writer.write(d.chunk);
+      hash.update(d.chunk);
+      if (complete) break;
+    }
+    await writer.commit();
+    return hash.digest();
+  } catch (e) {
+    await writer.discard();
+    throw e;
+  }
+}
+
+/** Step 4 at rank 0: every ACK, then the signed COMMIT on disk and to every rank. */
+async function commitAtRoot(
+  job: CheckpointJob,
+  router: FrameRouter,
+  epoch: bigint,
+  own: Uint8Array,
+): Promise<Uint8Array> {
+  const { link, size } = job;
+  const hashes: Uint8Array[] = [own];
+  await Promise.all(
+    others(size).map(async (p) => {
+      const f = await router.take(p, ACK);
+      expectEpoch(f, epoch);
+      hashes[p] = decodeCkptAck(f.payload);
+    }),
+  );
+  const bytes = signCommit(job.secretKey as Uint8Array, { jobId: job.check.jobId, epoch, hashes });
+  await job.store.write(job.layout.commitFile(epoch), bytes);
+  await Promise.all(others(size).map((p) => link.send(p, FrameType.CKPT_COMMIT, bytes, epoch)));
+  return bytes;
+}
+
+function others(size: number): number[] {
+  return Array.from({ length: size - 1 }, (_, i) => i + 1);
+}
+
+/** Step 4 on every rank: the COMMIT must verify and list this rank's file and its buddy copy. */
+function checkHeld(job: CheckpointJob, epoch: bigint, bytes: Uint8Array, own: Uint8Array, buddy: Uint8Array): void {
+  const { commit } = checkCommit(bytes, epoch, job.check);
+  const served = servedRank(job);
+  const entries: [number, Uint8Array, string][] = [
+    [job.rank, own, 'its own file'],
+    [served, buddy, `the buddy copy of rank ${served}'s file`],
+  ];
+  for (const [r, digest, what] of entries) {
+    if (!sameBytes(commit.hashes[r] as Uint8Array, digest)) {
+      throw sperliError(
+        SperliCode.rankFileHash,
+        r === job.rank ? 'commit-entry' : 'buddy-copy',
+        `checkpoint of epoch ${epoch} failed on rank ${job.rank}: the COMMIT entry of rank ${r} is not the SHA-256 of ${what}`,
+        { rank: r, epoch },
+      );
+    }
+  }
+}
+
+/** Step 5: only epochs e and e - 1 stay; later epochs are left alone. */
+async function retain(job: CheckpointJob, epoch: bigint): Promise<void> {
+  for (const e of await job.layout.epochs(job.store)) {
+    if (e < epoch - 1n) await job.store.removeTree(job.layout.epochDir(e));
+  }
+}
+
+/**
+ * Runs the checkpoint of `state` (the encoded state) on this rank; resolves to the new
+ * epoch once this rank holds its verified COMMIT. `committed` gives the newest epoch this
+ * rank knows committed.
+ */
+export async function takeCheckpoint(
+  job: CheckpointJob,
+  state: Uint8Array,
+  committed: () => Promise<bigint>,
+): Promise<bigint> {
+  const { link, rank, size, layout, store } = job;
+  const epoch = await agree(job, await committed());
+  const router = new FrameRouter(link, expectedFrames(job));
+
+  if (rank === 0) {
+    await store.remove(layout.commitFile(epoch));
+    await Promise.all(others(size).map((p) => link.send(p, FrameType.CKPT_BEGIN, encodeCkptBegin(size), epoch)));
+  } else {
+    await begin(job, router, epoch);
+    // With a directory of its own, a rank holds its own copy of an earlier try's COMMIT.
+    await store.remove(layout.commitFile(epoch));
+  }
+
+  const file = encodeRankFile({ jobId: job.check.jobId, epoch, rank, size }, state);
+  const digest = sha256(file);
+  await store.write(layout.rankFile(epoch, rank), file);
+  if (rank !== 0) await link.send(0, FrameType.CKPT_ACK, encodeCkptAck(digest), epoch);
+
+  const [, buddyDigest, commitBytes] = await Promise.all([
+    size > 1 ? sendFile(link, buddyRank(job), CkptDataKind.ownChunk, rank, epoch, file) : undefined,
+    size > 1 ? keepBuddyCopy(job, router, epoch) : store.write(layout.buddyFile(epoch, rank), file).then(() => digest),
+    rank === 0
+      ? commitAtRoot(job, router, epoch, digest)
+      : router.take(0, COMMIT).then((f) => {
+          expectEpoch(f, epoch);
+          return f.payload;
+        }),
+  ]);
+
+  checkHeld(job, epoch, commitBytes, digest, buddyDigest);
+  if (rank !== 0) await store.write(layout.commitFile(epoch), commitBytes);
+  await retain(job, epoch);
+  return epoch;
+}
