@@ -380,6 +380,14 @@ function target(name, want, num, den, field = 'opsPerSec', denScale = 1) {
     get('header', hc, 'plexus ts twin (DataView)'),
   );
 }
+// ---------- SPERLI (bench/sperli.mjs: jobs, Open MPI and the TLS ceiling) ----------
+if (!opts.filter || 'sperli'.includes(opts.filter)) {
+  const { runSperliSuite } = await import('./sperli.mjs');
+  const sperliRun = await runSperliSuite({ root });
+  entries.push(...sperliRun.entries);
+  targets.push(...sperliRun.targets);
+  console.log(sperliRun.table);
+}
 if (targets.length > 0) {
   console.log('\ntargets (ratios within this run):');
   for (const t of targets) {
