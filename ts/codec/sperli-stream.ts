@@ -16,7 +16,6 @@
  */
 import type { PlexusError } from '../core/errors.js';
 import { decodeHeaders } from '../core/index.js';
-import { _copy } from './sperli-errors.js';
 import {
   _outcomeOf,
   decodeFrameHeader,
@@ -31,6 +30,14 @@ export type StreamEvent =
   | { readonly kind: 'refuse'; readonly error: PlexusError };
 
 type Mode = 'header' | 'payload' | 'skip' | 'refused';
+
+/**
+ * A plain Uint8Array over part of `b`'s memory (no copy). Socket chunks are Buffers, whose
+ * `slice` does not copy; payloads handed on are plain Uint8Arrays, so `slice` copies.
+ */
+function plainView(b: Uint8Array, start: number, length: number): Uint8Array {
+  return new Uint8Array(b.buffer, b.byteOffset + start, length);
+}
 
 export class FrameStream {
   private mode: Mode = 'header';
@@ -59,7 +66,11 @@ export class FrameStream {
     return this.headFill + (this.mode === 'payload' ? this.got : 0);
   }
 
-  /** Feeds bytes; returns the events they complete, in order. */
+  /**
+   * Feeds bytes; returns the events they complete, in order. Payloads are views of the
+   * chunks given (no copy when a payload lies in one chunk): a caller must not change a
+   * chunk after pushing it. Socket data chunks are never reused, so this holds for them.
+   */
   push(chunk: Uint8Array): StreamEvent[] {
     const events: StreamEvent[] = [];
     if (this.mode === 'refused') return events;
@@ -84,7 +95,7 @@ export class FrameStream {
         }
       } else if (this.mode === 'payload') {
         const take = Math.min(this.want - this.got, chunk.length - pos);
-        this.parts.push(_copy(chunk, pos, pos + take));
+        this.parts.push(plainView(chunk, pos, take));
         this.got += take;
         pos += take;
         if (this.got === this.want) this.finish(events);
@@ -117,7 +128,7 @@ export class FrameStream {
         continue;
       }
       const start = off + FRAME_HEADER_SIZE;
-      events.push({ kind: 'frame', header: out.header, payload: _copy(view, start, start + out.header.length) });
+      events.push({ kind: 'frame', header: out.header, payload: plainView(view, start, out.header.length) });
     }
     return r.consumed;
   }

@@ -167,7 +167,8 @@ export function createMemoryTransports(size: number, options: MemoryTransportOpt
     for (let peer = 0; peer < size; peer++) {
       if (peer === rank) continue;
       const pipe = pipeOf(rank, peer) as Pipe;
-      const link: Link = { write: (bytes) => pipe.push(rank, bytes), end: () => pipe.end(rank) };
+      // A socket copies what it is given; so does this link (the caller may reuse its bytes).
+      const link: Link = { write: (bytes) => pipe.push(rank, Uint8Array.from(bytes)), end: () => pipe.end(rank) };
       (links[rank] as PeerLinks).attach(peer, link);
     }
   }

@@ -18,7 +18,20 @@
  */
 import { performance } from 'node:perf_hooks';
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
-import { encodeFrame, FrameContext, type FrameHeader, FrameType } from '../codec/sperli-frame.js';
+import {
+  encodeFrame,
+  encodeFrameHeader,
+  FRAME_HEADER_SIZE,
+  FrameContext,
+  type FrameHeader,
+  FrameType,
+} from '../codec/sperli-frame.js';
+
+/** Frames up to this payload size are written as one buffer. */
+const SMALL_FRAME = 4096;
+/** Larger payloads are written in pieces of this size. */
+const WRITE_PIECE = 256 * 1024;
+
 import { type Abort, decodeAbort, decodeHeartbeat, encodeAbort, encodeHeartbeat } from '../codec/sperli-payloads.js';
 import { FrameStream, type StreamEvent } from '../codec/sperli-stream.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
@@ -37,7 +50,8 @@ import type { RankTransport, TransportFrame } from './transport.js';
 /** One ordered byte pipe to a peer, as its owner provides it. */
 export interface Link {
   /** Writes bytes; resolves when the pipe can take more (its backpressure), rejects when it is gone. */
-  write(bytes: Uint8Array): Promise<void>;
+  /** With `flushed`, resolves only once the link has taken the bytes (the caller may reuse them). */
+  write(bytes: Uint8Array, flushed?: boolean): Promise<void>;
   /** Ends the pipe once everything written is on its way; resolves when it is closed. */
   end(): Promise<void>;
 }
@@ -299,20 +313,33 @@ export class PeerLinks implements RankTransport {
 
   private write(p: Peer, type: number, payload: Uint8Array, tag = 0, epoch = 0n): Promise<void> {
     const link = p.link as Link;
-    const bytes = encodeFrame(
-      {
-        type,
-        jobId: this.opts.jobId,
-        sourceRank: this.rank,
-        targetRank: p.rank,
-        incarnation: this.opts.incarnation,
-        tag,
-        epoch,
-      },
-      payload,
-    );
+    const init = {
+      type,
+      jobId: this.opts.jobId,
+      sourceRank: this.rank,
+      targetRank: p.rank,
+      incarnation: this.opts.incarnation,
+      tag,
+      epoch,
+    };
     p.lastSent = this.clock();
-    const done = link.write(bytes);
+    let done: Promise<void>;
+    if (payload.length <= SMALL_FRAME) {
+      // One buffer, one TLS record for small frames.
+      done = link.write(encodeFrame(init, payload));
+    } else {
+      // Large frames: the header, then the caller's payload without a copy, in pieces so
+      // that encryption here and decryption at the peer overlap. The last piece resolves
+      // once the link has taken it, so the caller's bytes are free again.
+      const head = new Uint8Array(FRAME_HEADER_SIZE);
+      encodeFrameHeader({ ...init, length: payload.length }, head);
+      link.write(head).catch(noop);
+      done = Promise.resolve();
+      for (let off = 0; off < payload.length; off += WRITE_PIECE) {
+        const end = Math.min(off + WRITE_PIECE, payload.length);
+        done = link.write(payload.subarray(off, end), end === payload.length);
+      }
+    }
     // The transport's own frames are not awaited; a failed write shows as a closed link.
     done.catch(noop);
     return done;

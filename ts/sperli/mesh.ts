@@ -212,9 +212,17 @@ class SocketLink implements Link {
     });
   }
 
-  write(bytes: Uint8Array): Promise<void> {
+  write(bytes: Uint8Array, flushed = false): Promise<void> {
     const s = this.socket;
     if (this.isClosed || s.destroyed || s.writableEnded) return Promise.reject(new Error('the connection is closed'));
+    if (flushed) {
+      // Resolves once the socket has taken the bytes (encrypted them), so the caller may
+      // reuse its buffer: the write callback, after any wait for drain.
+      const taken = new Promise<void>((resolve, reject) => {
+        s.write(bytes, (err) => (err ? reject(err) : resolve()));
+      });
+      return taken.then(() => this.drain ?? undefined);
+    }
     if (s.write(bytes)) return this.drain ?? Promise.resolve();
     this.drain ??= new Promise<void>((resolve, reject) => {
       this.drained = resolve;

@@ -1,0 +1,331 @@
+/**
+ * The typed gRPC client of Chronacta. Every refused call rejects with the PlexusError the
+ * server raised (same code and details), rebuilt from the status (status.ts).
+ *
+ *   const client = new ChronactaClient('127.0.0.1:2113');
+ *   await client.append('orders-1', [{ type: 'placed', data: '{"total":3}' }], { expectedVersion: 'no_stream' });
+ *   for await (const m of client.subscribe({ all: true })) if (m.kind === 'event') ...
+ */
+import * as grpc from '@grpc/grpc-js';
+import { badInput, ChronactaCode, chronactaError } from './errors.js';
+import {
+  CHANNEL_OPTIONS,
+  clusterFromWire,
+  compactionFromWire,
+  definitions,
+  expectedToWire,
+  messageFromWire,
+  recordedFromWire,
+  targetToWire,
+  toBig,
+  type WireLong,
+  type WireRecorded,
+  type WireSubscribeResponse,
+} from './proto.js';
+import { fromServiceError } from './status.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  ClusterStatus,
+  CompactionReport,
+  DeleteOptions,
+  DeleteResult,
+  EventData,
+  ReadAllOptions,
+  ReadAllResult,
+  ReadStreamOptions,
+  ReadStreamResult,
+  SubscriptionMessage,
+  SubscriptionTarget,
+  TruncateOptions,
+  TruncateResult,
+} from './types.js';
+
+export interface ClientOptions {
+  /** Deadline of each unary call in milliseconds (default 30000; 0: none). */
+  readonly deadlineMs?: number;
+}
+
+export interface SubscribeOptions {
+  /** Messages the client holds before it stops reading from the server (default 256). */
+  readonly bufferSize?: number;
+}
+
+/** A running subscription: iterate it for its messages; `close()` ends it. */
+export interface ClientSubscription extends AsyncIterable<SubscriptionMessage> {
+  close(): void;
+}
+
+type Callback = (err: grpc.ServiceError | null, res: unknown) => void;
+type UnaryMethod = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: Callback) => grpc.ClientUnaryCall;
+
+const utf8 = new TextEncoder();
+const MAX_WIRE = 2n ** 53n - 1n;
+
+function bytes(v: Uint8Array | string | undefined, what: string): Uint8Array {
+  if (v === undefined || v === null) return new Uint8Array(0);
+  if (typeof v === 'string') return utf8.encode(v);
+  if (v instanceof Uint8Array) return v;
+  throw badInput(`${what} must be a Uint8Array or a string`);
+}
+
+/** Options that do not fit their wire type are refused here, as the server would refuse them. */
+function wireBig(v: unknown, what: string): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'bigint' || v < 0n || v > MAX_WIRE) throw badInput(`${what} must be a bigint from 0 to 2^53 - 1`);
+  return v.toString();
+}
+
+function wireCount(v: unknown, what: string, min: number): number | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > 2 ** 31) {
+    throw badInput(`${what} must be a whole number from ${min}`);
+  }
+  return v;
+}
+
+function wireExpected(v: AppendOptions['expectedVersion']) {
+  if (typeof v === 'bigint') wireBig(v, 'expectedVersion');
+  else if (v !== undefined && v !== 'any' && v !== 'no_stream' && v !== 'exists') {
+    throw badInput(`expectedVersion must be 'any', 'no_stream', 'exists' or a version (a bigint from 0)`);
+  }
+  return expectedToWire(v);
+}
+
+export class ChronactaClient {
+  private readonly store: grpc.Client;
+  private readonly cluster: grpc.Client;
+  private readonly deadlineMs: number;
+
+  /** `address` is `host:port` of a Chronacta server. */
+  constructor(
+    readonly address: string,
+    opts: ClientOptions = {},
+  ) {
+    if (typeof address !== 'string' || address === '') {
+      throw chronactaError(ChronactaCode.BAD_INPUT, 'the client needs an address host:port');
+    }
+    const defs = definitions();
+    const creds = grpc.credentials.createInsecure();
+    this.store = new defs.EventStore(address, creds, CHANNEL_OPTIONS);
+    this.cluster = new defs.ClusterService(address, creds, {
+      ...CHANNEL_OPTIONS,
+      // One connection for both services.
+      channelOverride: this.store.getChannel(),
+    });
+    this.deadlineMs = opts.deadlineMs ?? 30_000;
+  }
+
+  private call<T>(client: grpc.Client, method: string, req: unknown): Promise<T> {
+    const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
+    const opts: grpc.CallOptions = this.deadlineMs > 0 ? { deadline: Date.now() + this.deadlineMs } : {};
+    return new Promise<T>((resolve, reject) => {
+      fn.call(client, req, new grpc.Metadata(), opts, (err, res) => {
+        if (err) reject(fromServiceError(err));
+        else resolve(res as T);
+      });
+    });
+  }
+
+  async append(stream: string, events: readonly EventData[], opts: AppendOptions = {}): Promise<AppendResult> {
+    if (!Array.isArray(events)) throw chronactaError(ChronactaCode.BAD_INPUT, 'events must be an array');
+    const expected = wireExpected(opts.expectedVersion);
+    const wireEvents = events.map((e, i) => {
+      if (typeof e !== 'object' || e === null) throw badInput(`event ${i} must be an object`);
+      return {
+        id: e.id ?? '',
+        type: e.type,
+        data: bytes(e.data, `event ${i}: data`),
+        metadata: bytes(e.metadata, `event ${i}: metadata`),
+      };
+    });
+    const r = await this.call<{
+      firstVersion: WireLong;
+      lastVersion: WireLong;
+      firstPosition: WireLong;
+      lastPosition: WireLong;
+      batchId: string;
+      duplicate: boolean;
+    }>(this.store, 'Append', {
+      stream,
+      events: wireEvents,
+      ...(expected ? { expectedVersion: expected } : {}),
+      idempotencyKey: opts.idempotencyKey ?? '',
+    });
+    return {
+      stream,
+      firstVersion: toBig(r.firstVersion, 'firstVersion'),
+      lastVersion: toBig(r.lastVersion, 'lastVersion'),
+      firstPosition: toBig(r.firstPosition, 'firstPosition'),
+      lastPosition: toBig(r.lastPosition, 'lastPosition'),
+      batchId: r.batchId,
+      duplicate: r.duplicate,
+    };
+  }
+
+  async readStream(stream: string, opts: ReadStreamOptions = {}): Promise<ReadStreamResult> {
+    const fromVersion = wireBig(opts.fromVersion, 'fromVersion');
+    const maxCount = wireCount(opts.maxCount, 'maxCount', 1);
+    const r = await this.call<{
+      events: WireRecorded[];
+      lastVersion: WireLong;
+      next?: string;
+      nextVersion?: WireLong;
+      end: boolean;
+      deleted: boolean;
+    }>(this.store, 'ReadStream', {
+      stream,
+      direction: opts.direction === 'backwards' ? 'BACKWARDS' : 'FORWARDS',
+      ...(fromVersion !== undefined ? { fromVersion } : {}),
+      maxCount: maxCount ?? 0,
+      types: [...(opts.types ?? [])],
+    });
+    return {
+      stream,
+      events: r.events.map(recordedFromWire),
+      lastVersion: toBig(r.lastVersion, 'lastVersion'),
+      nextVersion: r.next === 'nextVersion' ? toBig(r.nextVersion, 'nextVersion') : undefined,
+      end: r.end,
+      deleted: r.deleted,
+    };
+  }
+
+  async readAll(opts: ReadAllOptions = {}): Promise<ReadAllResult> {
+    const fromPosition = wireBig(opts.fromPosition, 'fromPosition');
+    const maxCount = wireCount(opts.maxCount, 'maxCount', 1);
+    const r = await this.call<{ events: WireRecorded[]; nextPosition: WireLong; end: boolean; lastPosition: WireLong }>(
+      this.store,
+      'ReadAll',
+      {
+        direction: opts.direction === 'backwards' ? 'BACKWARDS' : 'FORWARDS',
+        ...(fromPosition !== undefined ? { fromPosition } : {}),
+        maxCount: maxCount ?? 0,
+        streamPrefix: opts.streamPrefix ?? '',
+        types: [...(opts.types ?? [])],
+      },
+    );
+    return {
+      events: r.events.map(recordedFromWire),
+      nextPosition: toBig(r.nextPosition, 'nextPosition'),
+      end: r.end,
+      lastPosition: toBig(r.lastPosition, 'lastPosition'),
+    };
+  }
+
+  async deleteStream(stream: string, opts: DeleteOptions = {}): Promise<DeleteResult> {
+    const expected = wireExpected(opts.expectedVersion);
+    const r = await this.call<{ position: WireLong; lastVersion: WireLong }>(this.store, 'Delete', {
+      stream,
+      ...(expected ? { expectedVersion: expected } : {}),
+      hard: opts.hard === true,
+    });
+    return { position: toBig(r.position, 'position'), lastVersion: toBig(r.lastVersion, 'lastVersion') };
+  }
+
+  async truncateStream(stream: string, opts: TruncateOptions): Promise<TruncateResult> {
+    const expected = wireExpected(opts.expectedVersion);
+    const maxCount = wireCount(opts.maxCount, 'maxCount', 0);
+    const maxAgeMs = wireCount(opts.maxAgeMs, 'maxAgeMs', 0);
+    const beforeVersion = wireBig(opts.beforeVersion, 'beforeVersion');
+    const r = await this.call<{ position: WireLong; truncateBefore: WireLong }>(this.store, 'Truncate', {
+      stream,
+      ...(maxCount !== undefined ? { maxCount: String(maxCount) } : {}),
+      ...(maxAgeMs !== undefined ? { maxAgeMs: String(maxAgeMs) } : {}),
+      ...(beforeVersion !== undefined ? { beforeVersion } : {}),
+      ...(expected ? { expectedVersion: expected } : {}),
+    });
+    return { position: toBig(r.position, 'position'), truncateBefore: toBig(r.truncateBefore, 'truncateBefore') };
+  }
+
+  async compact(): Promise<CompactionReport> {
+    return compactionFromWire(await this.call<Record<string, WireLong>>(this.store, 'Compact', {}));
+  }
+
+  async clusterStatus(): Promise<ClusterStatus> {
+    return clusterFromWire(await this.call(this.cluster, 'GetStatus', {}));
+  }
+
+  /**
+   * Subscribes to a stream or to `$all`. The client reads from the server only while it
+   * holds fewer than `bufferSize` messages, so a slow consumer slows the server's sending
+   * (which then falls back to reading from disk) instead of filling memory here.
+   */
+  subscribe(target: SubscriptionTarget, opts: SubscribeOptions = {}): ClientSubscription {
+    const limit = opts.bufferSize ?? 256;
+    const fn = (this.store as unknown as Record<string, (req: unknown) => grpc.ClientReadableStream<unknown>>)
+      .Subscribe as (req: unknown) => grpc.ClientReadableStream<WireSubscribeResponse>;
+    const call = fn.call(this.store, targetToWire(target));
+    const buffer: SubscriptionMessage[] = [];
+    let failure: unknown;
+    let ended = false;
+    let closedByUs = false;
+    let wake: (() => void) | undefined;
+    const notify = () => {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    };
+    call.on('data', (w: WireSubscribeResponse) => {
+      let m: SubscriptionMessage | undefined;
+      try {
+        m = messageFromWire(w);
+      } catch (e) {
+        failure = e;
+      }
+      if (m) buffer.push(m);
+      if (buffer.length >= limit) call.pause();
+      notify();
+    });
+    call.on('error', (e: grpc.ServiceError) => {
+      if (!(closedByUs && e.code === grpc.status.CANCELLED)) failure = fromServiceError(e);
+      ended = true;
+      notify();
+    });
+    call.on('end', () => {
+      ended = true;
+      notify();
+    });
+    const close = () => {
+      if (ended) return;
+      closedByUs = true;
+      ended = true;
+      call.cancel();
+      notify();
+    };
+    return {
+      close,
+      [Symbol.asyncIterator](): AsyncIterator<SubscriptionMessage> {
+        return {
+          async next(): Promise<IteratorResult<SubscriptionMessage>> {
+            for (;;) {
+              const m = buffer.shift();
+              if (m) {
+                if (buffer.length < limit / 2 && call.isPaused()) call.resume();
+                return { value: m, done: false };
+              }
+              if (failure) {
+                const f = failure;
+                failure = undefined;
+                throw f;
+              }
+              if (ended) return { value: undefined, done: true };
+              await new Promise<void>((resolve) => {
+                wake = resolve;
+              });
+            }
+          },
+          async return(): Promise<IteratorResult<SubscriptionMessage>> {
+            close();
+            return { value: undefined, done: true };
+          },
+        };
+      },
+    };
+  }
+
+  /** Closes the connection; calls still running fail. */
+  close(): void {
+    this.store.close();
+    this.cluster.close();
+  }
+}

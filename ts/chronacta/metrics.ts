@@ -1,0 +1,233 @@
+/**
+ * Metrics of a Chronacta node (prom-client, one registry per server) and the HTTP endpoint
+ * that serves them on their own port: `/metrics` (Prometheus text), `/healthz` (the
+ * process serves) and `/readyz` (the store is open, its log takes writes, and the data
+ * directory's disk takes an fsync and has room).
+ */
+import { randomUUID } from 'node:crypto';
+import { open, statfs, unlink } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { EventStore, StoreObserver } from './store.js';
+
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+export class ChronactaMetrics {
+  readonly registry = new Registry();
+  readonly appends = new Counter({
+    name: 'chronacta_appends_total',
+    help: 'Appends finished, by outcome (ok, or the PlexusError code)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly appendedEvents = new Counter({
+    name: 'chronacta_appended_events_total',
+    help: 'Events appended durably',
+    registers: [this.registry],
+  });
+  readonly appendedBytes = new Counter({
+    name: 'chronacta_appended_bytes_total',
+    help: 'Bytes of log record payloads appended durably',
+    registers: [this.registry],
+  });
+  readonly appendSeconds = new Histogram({
+    name: 'chronacta_append_duration_seconds',
+    help: 'From handing an append to the log until it is durable (write, group commit fsync) and applied',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly reads = new Counter({
+    name: 'chronacta_reads_total',
+    help: 'Reads, by kind (stream, all)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly readEvents = new Counter({
+    name: 'chronacta_read_events_total',
+    help: 'Events returned by reads, by kind',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly readSeconds = new Histogram({
+    name: 'chronacta_read_duration_seconds',
+    help: 'Time of a read, by kind',
+    labelNames: ['kind'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly logFsyncs = new Counter({
+    name: 'chronacta_log_fsyncs_total',
+    help: 'fsyncs of log segment files (one per group commit)',
+    registers: [this.registry],
+  });
+  readonly fsyncSeconds = new Histogram({
+    name: 'chronacta_fsync_duration_seconds',
+    help: 'Time to write and fsync a probe file in the data directory (each readiness check)',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly subscriptionsActive = new Gauge({
+    name: 'chronacta_subscriptions_active',
+    help: 'Subscriptions open now',
+    registers: [this.registry],
+  });
+  readonly subscriptionsStarted = new Counter({
+    name: 'chronacta_subscriptions_total',
+    help: 'Subscriptions started',
+    registers: [this.registry],
+  });
+  readonly subscriptionEvents = new Counter({
+    name: 'chronacta_subscription_events_total',
+    help: 'Events delivered to subscribers',
+    registers: [this.registry],
+  });
+  readonly subscriptionFallbacks = new Counter({
+    name: 'chronacta_subscription_fallbacks_total',
+    help: 'Times a slow subscriber fell back from live delivery to catching up from disk',
+    registers: [this.registry],
+  });
+  readonly grpcRequests = new Counter({
+    name: 'chronacta_grpc_requests_total',
+    help: 'gRPC calls finished, by method and status code name',
+    labelNames: ['method', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly lastPosition = new Gauge({
+    name: 'chronacta_last_position',
+    help: 'Global position of the last durable event',
+    registers: [this.registry],
+  });
+  readonly clusterLeader = new Gauge({
+    name: 'chronacta_cluster_leader',
+    help: '1 when this node is the leader (always, in standalone mode)',
+    registers: [this.registry],
+  });
+
+  /** The hooks the store reports through. */
+  observer(): StoreObserver {
+    return {
+      appended: (events, bytes, seconds) => {
+        this.appends.inc({ outcome: 'ok' });
+        this.appendedEvents.inc(events);
+        this.appendedBytes.inc(bytes);
+        this.appendSeconds.observe(seconds);
+      },
+      appendFailed: (code) => this.appends.inc({ outcome: code }),
+      read: (kind, events, seconds) => {
+        this.reads.inc({ kind });
+        this.readEvents.inc({ kind }, events);
+        this.readSeconds.observe({ kind }, seconds);
+      },
+      synced: () => this.logFsyncs.inc(),
+    };
+  }
+}
+
+export interface Readiness {
+  readonly ready: boolean;
+  readonly checks: Record<string, { ok: boolean; detail?: string }>;
+}
+
+/** Below this much free space the node says it is not ready. */
+export const DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024;
+
+/** Checks the store, the disk (a probe file written and fsynced) and the free space. */
+export async function checkReadiness(
+  store: EventStore,
+  metrics: ChronactaMetrics,
+  minFreeBytes = DEFAULT_MIN_FREE_BYTES,
+): Promise<Readiness> {
+  const checks: Record<string, { ok: boolean; detail?: string }> = {};
+  const h = store.healthy;
+  checks.wal = h.ok ? { ok: true } : { ok: false, detail: h.reason ?? 'unhealthy' };
+  const probe = join(store.dataDir, `.probe-${randomUUID()}`);
+  const started = performance.now();
+  try {
+    const fh = await open(probe, 'w');
+    try {
+      await fh.writeFile('probe');
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    metrics.fsyncSeconds.observe((performance.now() - started) / 1000);
+    checks.disk = { ok: true };
+  } catch (e) {
+    checks.disk = { ok: false, detail: `cannot write and fsync in the data directory: ${(e as Error).message}` };
+  } finally {
+    await unlink(probe).catch(() => {});
+  }
+  try {
+    const s = await statfs(store.dataDir);
+    const free = s.bavail * s.bsize;
+    checks.space =
+      free >= minFreeBytes ? { ok: true } : { ok: false, detail: `${free} bytes free, below ${minFreeBytes}` };
+  } catch (e) {
+    checks.space = { ok: false, detail: (e as Error).message };
+  }
+  return { ready: Object.values(checks).every((c) => c.ok), checks };
+}
+
+export interface MetricsServer {
+  readonly address: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Serves /metrics, /healthz and /readyz on `host:port` (port 0: any free port). */
+export async function startMetricsServer(
+  host: string,
+  port: number,
+  store: EventStore,
+  metrics: ChronactaMetrics,
+  opts: { minFreeBytes?: number } = {},
+): Promise<MetricsServer> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const reply = (code: number, type: string, body: string) => {
+      res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store' });
+      res.end(body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'text/plain', 'method not allowed\n');
+    if (path === '/metrics') {
+      metrics.lastPosition.set(Number(store.lastPosition));
+      metrics.clusterLeader.set(1);
+      metrics.registry.metrics().then(
+        (text) => reply(200, metrics.registry.contentType, text),
+        (e: unknown) => reply(500, 'text/plain', `${(e as Error).message}\n`),
+      );
+    } else if (path === '/healthz') {
+      reply(200, 'application/json', '{"status":"ok"}\n');
+    } else if (path === '/readyz') {
+      checkReadiness(store, metrics, opts.minFreeBytes).then(
+        (r) =>
+          reply(
+            r.ready ? 200 : 503,
+            'application/json',
+            `${JSON.stringify({ status: r.ready ? 'ready' : 'not ready', ...r })}\n`,
+          ),
+        (e: unknown) =>
+          reply(503, 'application/json', `${JSON.stringify({ status: 'not ready', error: String(e) })}\n`),
+      );
+    } else reply(404, 'text/plain', 'not found: /metrics, /healthz, /readyz\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const a = server.address() as AddressInfo;
+  return {
+    address: `${host.includes(':') ? `[${host}]` : host}:${a.port}`,
+    port: a.port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,241 @@
+/**
+ * The payload of one Chronacta log record (docs/chronacta.md#the-record-in-the-log). Every
+ * log record is one entry: an event, a stream-metadata change (delete, tombstone,
+ * truncation) written as an event of the stream `$$<name>`, or, in the compacted archive
+ * only, a redacted event that keeps an idempotency key alive after its event was deleted.
+ *
+ * The payload names its own global position, version and batch, so the same bytes can be
+ * copied into the archive or replicated unchanged. Integers are little endian. The decoder
+ * checks the lengths against the payload's size before it reads any variable part.
+ */
+import { badInput } from './errors.js';
+
+export const RECORD_FORMAT = 1;
+export const RECORD_HEADER_BYTES = 64;
+export const FINGERPRINT_BYTES = 32;
+
+export const RecordKind = {
+  /** An event of a stream. */
+  EVENT: 1,
+  /** A metadata change of stream `X`, stored as an event of `$$X` (data: JSON, see StreamMeta). */
+  METADATA: 2,
+  /** An event whose body was dropped by compaction; kept for its idempotency key only. */
+  REDACTED: 3,
+} as const;
+export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
+
+const FLAG_IDEMPOTENCY = 1;
+
+export interface Idempotency {
+  readonly key: string;
+  /** SHA-256 of the request (fingerprint.ts). */
+  readonly fingerprint: Uint8Array;
+}
+
+/** One decoded entry. Numbers are below 2^53 (positions are bounded by the log). */
+export interface Entry {
+  readonly kind: RecordKindCode;
+  /** Events in the append that wrote this entry. */
+  readonly batchSize: number;
+  readonly indexInBatch: number;
+  readonly position: number;
+  readonly version: number;
+  readonly recordedMs: number;
+  /** 16 bytes. */
+  readonly id: Uint8Array;
+  readonly stream: string;
+  readonly type: string;
+  readonly metadata: Uint8Array;
+  readonly data: Uint8Array;
+  /** On the first entry of an append that carried a key. */
+  readonly idempotency?: Idempotency;
+}
+
+/** The state a metadata entry sets for its stream (the data of a METADATA entry, as JSON). */
+export interface StreamMeta {
+  /** Versions below this are gone. */
+  readonly truncateBefore: number;
+  readonly deleted: 'none' | 'soft' | 'hard';
+  /** The stream's last version when the change was made (-1: never written). */
+  readonly lastVersion: number;
+}
+
+const utf8 = new TextEncoder();
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Encodes an entry as a log record payload. */
+export function encodeEntry(e: Entry): Uint8Array {
+  const stream = utf8.encode(e.stream);
+  const type = utf8.encode(e.type);
+  const key = e.idempotency ? utf8.encode(e.idempotency.key) : undefined;
+  const size =
+    RECORD_HEADER_BYTES +
+    stream.length +
+    type.length +
+    e.metadata.length +
+    e.data.length +
+    (key ? 2 + key.length + FINGERPRINT_BYTES : 0);
+  const out = new Uint8Array(size);
+  const v = new DataView(out.buffer);
+  v.setUint8(0, RECORD_FORMAT);
+  v.setUint8(1, e.kind);
+  v.setUint16(2, key ? FLAG_IDEMPOTENCY : 0, true);
+  v.setUint32(4, e.batchSize, true);
+  v.setUint32(8, e.indexInBatch, true);
+  v.setBigUint64(12, BigInt(e.position), true);
+  v.setBigUint64(20, BigInt(e.version), true);
+  v.setBigUint64(28, BigInt(e.recordedMs), true);
+  out.set(e.id, 36);
+  v.setUint16(52, stream.length, true);
+  v.setUint16(54, type.length, true);
+  v.setUint32(56, e.metadata.length, true);
+  v.setUint32(60, e.data.length, true);
+  let off = RECORD_HEADER_BYTES;
+  out.set(stream, off);
+  off += stream.length;
+  out.set(type, off);
+  off += type.length;
+  out.set(e.metadata, off);
+  off += e.metadata.length;
+  out.set(e.data, off);
+  off += e.data.length;
+  if (key && e.idempotency) {
+    v.setUint16(off, key.length, true);
+    out.set(key, off + 2);
+    out.set(e.idempotency.fingerprint, off + 2 + key.length);
+  }
+  return out;
+}
+
+function damaged(what: string, position?: number): Error {
+  return badInput(
+    `a log record${position === undefined ? '' : ` at position ${position}`} is not a Chronacta entry: ${what}`,
+    {
+      position,
+    },
+  );
+}
+
+/**
+ * Decodes a log record payload. `metadata` and `data` are views into `payload`. A payload
+ * that is not a well-formed entry fails with PLX_CHRONACTA_BAD_INPUT (the store reports it
+ * as damage).
+ */
+export function decodeEntry(payload: Uint8Array): Entry {
+  if (payload.length < RECORD_HEADER_BYTES) throw damaged(`${payload.length} bytes, shorter than the header`);
+  const v = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const format = v.getUint8(0);
+  if (format !== RECORD_FORMAT) throw damaged(`format ${format}, expected ${RECORD_FORMAT}`);
+  const kind = v.getUint8(1);
+  if (kind !== RecordKind.EVENT && kind !== RecordKind.METADATA && kind !== RecordKind.REDACTED) {
+    throw damaged(`unknown kind ${kind}`);
+  }
+  const flags = v.getUint16(2, true);
+  if ((flags & ~FLAG_IDEMPOTENCY) !== 0) throw damaged(`unknown flags ${flags}`);
+  const position = Number(v.getBigUint64(12, true));
+  const sLen = v.getUint16(52, true);
+  const tLen = v.getUint16(54, true);
+  const mLen = v.getUint32(56, true);
+  const dLen = v.getUint32(60, true);
+  const body = sLen + tLen + mLen + dLen;
+  let rest = payload.length - RECORD_HEADER_BYTES - body;
+  if (rest < 0) throw damaged('lengths run past the end', position);
+  let off = RECORD_HEADER_BYTES;
+  const text = (n: number) => {
+    const s = utf8Decoder.decode(payload.subarray(off, off + n));
+    off += n;
+    return s;
+  };
+  let stream: string;
+  let type: string;
+  try {
+    stream = text(sLen);
+    type = text(tLen);
+  } catch {
+    throw damaged('a name is not UTF-8', position);
+  }
+  const metadata = payload.subarray(off, off + mLen);
+  off += mLen;
+  const data = payload.subarray(off, off + dLen);
+  off += dLen;
+  let idempotency: Idempotency | undefined;
+  if (flags & FLAG_IDEMPOTENCY) {
+    if (rest < 2) throw damaged('idempotency key cut', position);
+    const kLen = v.getUint16(off, true);
+    rest -= 2 + kLen + FINGERPRINT_BYTES;
+    if (rest !== 0) throw damaged('idempotency key length does not match the payload', position);
+    off += 2;
+    let key: string;
+    try {
+      key = text(kLen);
+    } catch {
+      throw damaged('the idempotency key is not UTF-8', position);
+    }
+    idempotency = { key, fingerprint: payload.subarray(off, off + FINGERPRINT_BYTES) };
+  } else if (rest !== 0) throw damaged(`${rest} bytes after the data`, position);
+  const entry: Entry = {
+    kind: kind as RecordKindCode,
+    batchSize: v.getUint32(4, true),
+    indexInBatch: v.getUint32(8, true),
+    position,
+    version: Number(v.getBigUint64(20, true)),
+    recordedMs: Number(v.getBigUint64(28, true)),
+    id: payload.subarray(36, 52),
+    stream,
+    type,
+    metadata,
+    data,
+  };
+  return idempotency ? { ...entry, idempotency } : entry;
+}
+
+/** The stream a metadata entry applies to: `$$X` -> `X`. */
+export function metaTarget(entry: Entry): string {
+  return entry.stream.slice(2);
+}
+
+export function encodeStreamMeta(m: StreamMeta): Uint8Array {
+  return utf8.encode(JSON.stringify(m));
+}
+
+export function decodeStreamMeta(entry: Entry): StreamMeta {
+  let m: unknown;
+  try {
+    m = JSON.parse(utf8Decoder.decode(entry.data));
+  } catch {
+    throw damaged('metadata is not JSON', entry.position);
+  }
+  const o = m as Partial<StreamMeta>;
+  if (
+    typeof o !== 'object' ||
+    o === null ||
+    !Number.isSafeInteger(o.truncateBefore) ||
+    !Number.isSafeInteger(o.lastVersion) ||
+    (o.deleted !== 'none' && o.deleted !== 'soft' && o.deleted !== 'hard')
+  ) {
+    throw damaged('metadata has the wrong shape', entry.position);
+  }
+  return { truncateBefore: o.truncateBefore!, deleted: o.deleted, lastVersion: o.lastVersion! };
+}
+
+/** The entry with its body dropped (kept for its idempotency key). */
+export function redact(e: Entry): Entry {
+  return { ...e, kind: RecordKind.REDACTED, type: '', metadata: new Uint8Array(0), data: new Uint8Array(0) };
+}
+
+// ------------------------------------------------------------------ UUIDs
+
+const UUID_RE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+export function isUuid(s: string): boolean {
+  return UUID_RE.test(s);
+}
+
+export function uuidToBytes(s: string): Uint8Array {
+  return Uint8Array.from(Buffer.from(s.replaceAll('-', ''), 'hex'));
+}
+
+export function bytesToUuid(b: Uint8Array): string {
+  const h = Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}

@@ -1,0 +1,116 @@
+/**
+ * PlexusError <-> gRPC status. The server ends a refused call with the status of the
+ * error's code and puts the code and its details in the trailing metadata; the client
+ * rebuilds the same PlexusError from them (or, for a status without them, such as a
+ * server that cannot be reached, a PlexusError from the status code alone).
+ */
+import { Metadata, type ServiceError, status } from '@grpc/grpc-js';
+import { isPlexusError, PlexusError } from '../core/errors.js';
+import { ChronactaCode, type ChronactaCodeName } from './errors.js';
+
+export const CODE_KEY = 'plexus-code';
+export const DETAILS_KEY = 'plexus-details';
+export const ACTUAL_VERSION_KEY = 'actual-version';
+
+const STATUS_OF: Record<ChronactaCodeName, status> = {
+  PLX_CHRONACTA_BAD_INPUT: status.INVALID_ARGUMENT,
+  PLX_CHRONACTA_TOO_LARGE: status.INVALID_ARGUMENT,
+  PLX_CHRONACTA_WRONG_EXPECTED_VERSION: status.FAILED_PRECONDITION,
+  PLX_CHRONACTA_IDEMPOTENCY_CONFLICT: status.ALREADY_EXISTS,
+  PLX_CHRONACTA_STREAM_DELETED: status.FAILED_PRECONDITION,
+  PLX_CHRONACTA_STREAM_NOT_FOUND: status.NOT_FOUND,
+  PLX_CHRONACTA_DISK_FULL: status.RESOURCE_EXHAUSTED,
+  PLX_CHRONACTA_UNAVAILABLE: status.UNAVAILABLE,
+  PLX_CHRONACTA_CORRUPT: status.DATA_LOSS,
+  PLX_CHRONACTA_LOCKED: status.UNAVAILABLE,
+  PLX_CHRONACTA_BAD_DATA_DIR: status.FAILED_PRECONDITION,
+  PLX_CHRONACTA_TIMEOUT: status.DEADLINE_EXCEEDED,
+  PLX_CHRONACTA_SUBSCRIPTION_DROPPED: status.CANCELLED,
+  PLX_CHRONACTA_INTERNAL: status.INTERNAL,
+};
+
+/** The gRPC status a code ends a call with. */
+export function statusOf(code: string): status {
+  return STATUS_OF[code as ChronactaCodeName] ?? status.INTERNAL;
+}
+
+function replacer(_k: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? { $bigint: v.toString() } : v;
+}
+
+function reviver(_k: string, v: unknown): unknown {
+  if (typeof v === 'object' && v !== null && typeof (v as { $bigint?: unknown }).$bigint === 'string') {
+    const keys = Object.keys(v);
+    if (keys.length === 1) return BigInt((v as { $bigint: string }).$bigint);
+  }
+  return v;
+}
+
+/** What the server hands grpc-js to end a call with `e`. */
+export function toServiceError(e: unknown): Partial<ServiceError> {
+  const err = isPlexusError(e)
+    ? e
+    : new PlexusError(ChronactaCode.INTERNAL, `internal failure: ${e instanceof Error ? e.message : String(e)}`);
+  const metadata = new Metadata();
+  metadata.set(CODE_KEY, err.code);
+  let details = '{}';
+  try {
+    details = JSON.stringify(err.details, replacer);
+  } catch {
+    // details that cannot be written (cycles) are left out
+  }
+  metadata.set(DETAILS_KEY, details);
+  if (err.code === ChronactaCode.WRONG_EXPECTED_VERSION && err.details.actual !== undefined) {
+    metadata.set(ACTUAL_VERSION_KEY, String(err.details.actual));
+  }
+  return { code: statusOf(err.code), details: err.message, metadata };
+}
+
+const CODE_OF_STATUS: Partial<Record<status, ChronactaCodeName>> = {
+  [status.INVALID_ARGUMENT]: ChronactaCode.BAD_INPUT,
+  [status.FAILED_PRECONDITION]: ChronactaCode.WRONG_EXPECTED_VERSION,
+  [status.ALREADY_EXISTS]: ChronactaCode.IDEMPOTENCY_CONFLICT,
+  [status.NOT_FOUND]: ChronactaCode.STREAM_NOT_FOUND,
+  [status.RESOURCE_EXHAUSTED]: ChronactaCode.TOO_LARGE,
+  [status.UNAVAILABLE]: ChronactaCode.UNAVAILABLE,
+  [status.DATA_LOSS]: ChronactaCode.CORRUPT,
+  [status.DEADLINE_EXCEEDED]: ChronactaCode.TIMEOUT,
+  [status.CANCELLED]: ChronactaCode.SUBSCRIPTION_DROPPED,
+};
+
+/** The PlexusError a failed call stands for, on the client. */
+export function fromServiceError(e: unknown): PlexusError {
+  if (isPlexusError(e)) return e;
+  const se = e as Partial<ServiceError>;
+  const md = se.metadata instanceof Metadata ? se.metadata : undefined;
+  const code = md?.get(CODE_KEY)[0];
+  const message = se.details ?? (e instanceof Error ? e.message : String(e));
+  if (typeof code === 'string' && code.startsWith('PLX_')) {
+    let details: Record<string, unknown> = {};
+    const raw = md?.get(DETAILS_KEY)[0];
+    if (typeof raw === 'string') {
+      try {
+        details = JSON.parse(raw, reviver) as Record<string, unknown>;
+      } catch {
+        details = {};
+      }
+    }
+    return new PlexusError(code, message, { ...details, grpcStatus: se.code }, { cause: e });
+  }
+  const mapped = (se.code !== undefined ? CODE_OF_STATUS[se.code] : undefined) ?? ChronactaCode.INTERNAL;
+  // A status without our metadata comes from the transport, not from the store's rules.
+  const generic =
+    mapped === ChronactaCode.WRONG_EXPECTED_VERSION ||
+    mapped === ChronactaCode.IDEMPOTENCY_CONFLICT ||
+    mapped === ChronactaCode.STREAM_NOT_FOUND
+      ? ChronactaCode.INTERNAL
+      : mapped;
+  return new PlexusError(
+    generic,
+    `gRPC call failed (${se.code ?? 'no status'}): ${message}`,
+    { grpcStatus: se.code },
+    {
+      cause: e,
+    },
+  );
+}

@@ -1,0 +1,238 @@
+/**
+ * The bytes of a log directory (docs/storage.md): segment files of records, persisted
+ * indexes of closed segments and the meta file. All integers are little endian. Positions
+ * are held as numbers inside the engine (exact up to 2^53 - 1); a stored position above that
+ * is treated as damage.
+ */
+import { crc32c } from '../core/index.js';
+
+/** Segment header: magic, base position, reserved, CRC-32C of bytes 0..27. */
+export const SEGMENT_HEADER_BYTES = 32;
+export const SEGMENT_MAGIC = Buffer.from('PLXSEG01', 'latin1');
+
+/** Record header: length, CRC-32C, position, epoch, batch id, index in batch, flags, reserved. */
+export const RECORD_HEADER_BYTES = 48;
+/** Flag bit 0: the record is the last of its batch. */
+export const FLAG_BATCH_END = 1;
+export const KNOWN_FLAGS = FLAG_BATCH_END;
+
+export const META_BYTES = 32;
+export const META_MAGIC = Buffer.from('PLXMETA1', 'latin1');
+export const META_FILE = 'log.meta';
+export const LOCK_FILE = 'LOCK';
+
+export const INDEX_MAGIC = Buffer.from('PLXIDX01', 'latin1');
+export const INDEX_HEADER_BYTES = 48;
+
+/** The largest payload of one record: 64 MiB. */
+export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
+/** The largest batch, headers included: 256 MiB. */
+export const MAX_BATCH_BYTES = 256 * 1024 * 1024;
+/** The most records in one batch. */
+export const MAX_BATCH_RECORDS = 1 << 20;
+/** Positions and counts stay below 2^53 so they are exact as numbers. */
+export const MAX_POSITION = Number.MAX_SAFE_INTEGER;
+
+export const BATCH_ID_BYTES = 16;
+
+const SEGMENT_NAME = /^(\d{20})\.seg$/;
+const INDEX_NAME = /^(\d{20})\.idx$/;
+
+export function segmentName(base: number): string {
+  return `${String(base).padStart(20, '0')}.seg`;
+}
+
+export function indexName(base: number): string {
+  return `${String(base).padStart(20, '0')}.idx`;
+}
+
+/** The base position a segment file's name states, or undefined for any other name. */
+export function parseSegmentName(name: string): number | undefined {
+  const m = SEGMENT_NAME.exec(name);
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  return n >= 1 && n <= MAX_POSITION ? n : undefined;
+}
+
+export function parseIndexName(name: string): number | undefined {
+  const m = INDEX_NAME.exec(name);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** A u64 as a number, or -1 when it is above 2^53 - 1. */
+export function readU64(buf: Buffer, off: number): number {
+  const lo = buf.readUInt32LE(off);
+  const hi = buf.readUInt32LE(off + 4);
+  if (hi > 0x1fffff) return -1;
+  return hi * 0x1_0000_0000 + lo;
+}
+
+export function writeU64(buf: Buffer, off: number, v: number): void {
+  buf.writeUInt32LE(v % 0x1_0000_0000, off);
+  buf.writeUInt32LE(Math.floor(v / 0x1_0000_0000), off + 4);
+}
+
+// ---------------------------------------------------------------- segment header
+
+export function encodeSegmentHeader(base: number): Buffer {
+  const b = Buffer.alloc(SEGMENT_HEADER_BYTES);
+  SEGMENT_MAGIC.copy(b, 0);
+  writeU64(b, 8, base);
+  b.writeUInt32LE(crc32c(b.subarray(0, 28)), 28);
+  return b;
+}
+
+/** The base position of a segment header, or a reason it is not one. */
+export function decodeSegmentHeader(b: Buffer): { base: number } | { reason: string } {
+  if (b.length < SEGMENT_HEADER_BYTES) return { reason: 'short-segment-header' };
+  if (!b.subarray(0, 8).equals(SEGMENT_MAGIC)) return { reason: 'bad-segment-magic' };
+  if (b.readUInt32LE(28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-segment-header-crc' };
+  const base = readU64(b, 8);
+  if (base < 1) return { reason: 'bad-segment-base' };
+  return { base };
+}
+
+// ---------------------------------------------------------------- records
+
+/** The CRC-32C of a record: bytes 0..3 of its header, then bytes 8..47, then the payload. */
+export function recordCrc(buf: Buffer, off: number, length: number): number {
+  const c = crc32c(buf.subarray(off, off + 4));
+  return crc32c(buf.subarray(off + 8, off + RECORD_HEADER_BYTES + length), c);
+}
+
+/** The bytes of one batch: every record's header and payload, end to end, CRCs filled in. */
+export function encodeBatch(
+  payloads: readonly Uint8Array[],
+  firstPosition: number,
+  epoch: bigint,
+  batchId: Uint8Array,
+): Buffer {
+  let total = 0;
+  for (const p of payloads) total += RECORD_HEADER_BYTES + p.length;
+  const buf = Buffer.allocUnsafe(total);
+  const last = payloads.length - 1;
+  let off = 0;
+  for (let i = 0; i <= last; i++) {
+    const p = payloads[i] as Uint8Array;
+    buf.writeUInt32LE(p.length, off);
+    writeU64(buf, off + 8, firstPosition + i);
+    buf.writeBigUInt64LE(epoch, off + 16);
+    buf.set(batchId, off + 24);
+    buf.writeUInt32LE(i, off + 40);
+    buf.writeUInt16LE(i === last ? FLAG_BATCH_END : 0, off + 44);
+    buf.writeUInt16LE(0, off + 46);
+    buf.set(p, off + RECORD_HEADER_BYTES);
+    buf.writeUInt32LE(recordCrc(buf, off, p.length), off + 4);
+    off += RECORD_HEADER_BYTES + p.length;
+  }
+  return buf;
+}
+
+/** The fields of a record header at `off` (its CRC not checked here). */
+export interface RecordHeader {
+  readonly length: number;
+  readonly crc: number;
+  /** -1 when the stored value is above 2^53 - 1. */
+  readonly position: number;
+  readonly epoch: bigint;
+  readonly index: number;
+  readonly flags: number;
+  readonly reserved: number;
+}
+
+export function decodeRecordHeader(buf: Buffer, off: number): RecordHeader {
+  return {
+    length: buf.readUInt32LE(off),
+    crc: buf.readUInt32LE(off + 4),
+    position: readU64(buf, off + 8),
+    epoch: buf.readBigUInt64LE(off + 16),
+    index: buf.readUInt32LE(off + 40),
+    flags: buf.readUInt16LE(off + 44),
+    reserved: buf.readUInt16LE(off + 46),
+  };
+}
+
+/** A copy of bytes `start..end` of `buf` as a plain Uint8Array. */
+export function copyOut(buf: Buffer, start: number, end: number): Uint8Array {
+  const out = new Uint8Array(end - start);
+  out.set(buf.subarray(start, end));
+  return out;
+}
+
+// ---------------------------------------------------------------- meta file
+
+/** The meta file: the highest epoch and the seal of a batch cut by truncateAfter. */
+export interface Meta {
+  readonly epoch: bigint;
+  /** Position of the record that ends a batch cut by `truncateAfter` (0 = none). */
+  readonly sealPosition: number;
+  /** That record's stored CRC-32C, so a later record at the same position is not taken for it. */
+  readonly sealCrc: number;
+}
+
+export const EMPTY_META: Meta = { epoch: 0n, sealPosition: 0, sealCrc: 0 };
+
+export function encodeMeta(m: Meta): Buffer {
+  const b = Buffer.alloc(META_BYTES);
+  META_MAGIC.copy(b, 0);
+  b.writeBigUInt64LE(m.epoch, 8);
+  writeU64(b, 16, m.sealPosition);
+  b.writeUInt32LE(m.sealCrc, 24);
+  b.writeUInt32LE(crc32c(b.subarray(0, 28)), 28);
+  return b;
+}
+
+export function decodeMeta(b: Buffer): Meta | { reason: string } {
+  if (b.length !== META_BYTES) return { reason: 'bad-meta-size' };
+  if (!b.subarray(0, 8).equals(META_MAGIC)) return { reason: 'bad-meta-magic' };
+  if (b.readUInt32LE(28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-meta-crc' };
+  const sealPosition = readU64(b, 16);
+  if (sealPosition < 0) return { reason: 'bad-meta-seal' };
+  return { epoch: b.readBigUInt64LE(8), sealPosition, sealCrc: b.readUInt32LE(24) };
+}
+
+// ---------------------------------------------------------------- index file
+
+/** What a closed segment's index file holds. */
+export interface SegmentSummary {
+  readonly base: number;
+  readonly count: number;
+  /** Where the last record ends: the segment file's size. */
+  readonly end: number;
+  readonly maxEpoch: bigint;
+  readonly indexEvery: number;
+  /** Offset of the record at `base + k * indexEvery`, for each k. */
+  readonly offsets: Uint32Array;
+}
+
+export function encodeIndex(s: SegmentSummary): Buffer {
+  const n = s.offsets.length;
+  const b = Buffer.alloc(INDEX_HEADER_BYTES + 4 * n + 4);
+  INDEX_MAGIC.copy(b, 0);
+  writeU64(b, 8, s.base);
+  writeU64(b, 16, s.count);
+  writeU64(b, 24, s.end);
+  b.writeBigUInt64LE(s.maxEpoch, 32);
+  b.writeUInt32LE(s.indexEvery, 40);
+  b.writeUInt32LE(n, 44);
+  for (let k = 0; k < n; k++) b.writeUInt32LE(s.offsets[k] as number, INDEX_HEADER_BYTES + 4 * k);
+  b.writeUInt32LE(crc32c(b.subarray(0, b.length - 4)), b.length - 4);
+  return b;
+}
+
+/** An index file's content, or undefined if it is damaged or not one. */
+export function decodeIndex(b: Buffer): SegmentSummary | undefined {
+  if (b.length < INDEX_HEADER_BYTES + 4 || !b.subarray(0, 8).equals(INDEX_MAGIC)) return undefined;
+  const n = b.readUInt32LE(44);
+  if (b.length !== INDEX_HEADER_BYTES + 4 * n + 4) return undefined;
+  if (b.readUInt32LE(b.length - 4) !== crc32c(b.subarray(0, b.length - 4))) return undefined;
+  const base = readU64(b, 8);
+  const count = readU64(b, 16);
+  const end = readU64(b, 24);
+  const indexEvery = b.readUInt32LE(40);
+  if (base < 1 || count < 0 || end < SEGMENT_HEADER_BYTES || indexEvery < 1) return undefined;
+  if (n !== Math.ceil(count / indexEvery)) return undefined;
+  const offsets = new Uint32Array(n);
+  for (let k = 0; k < n; k++) offsets[k] = b.readUInt32LE(INDEX_HEADER_BYTES + 4 * k);
+  return { base, count, end, maxEpoch: b.readBigUInt64LE(32), indexEvery, offsets };
+}

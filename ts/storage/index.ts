@@ -1,0 +1,29 @@
+/**
+ * plexus storage: the one log engine (segmented append-only files with CRC-32C per record,
+ * group-commit fsync, recovery on open, suffix truncation, compare-and-set and fencing).
+ * docs/storage.md describes the format and the behaviour.
+ */
+export { isConflict, isFenced, StorageCode } from './errors.js';
+export {
+  DEFAULT_INDEX_EVERY,
+  DEFAULT_SEGMENT_BYTES,
+  FileLog,
+  type FileLogOptions,
+  type FileLogStats,
+  openLog,
+  stderrLogger,
+} from './file-log.js';
+export { MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RECORD_BYTES } from './format.js';
+export { MemoryLog, MemoryLogState } from './memory-log.js';
+export type {
+  AppendOptions,
+  AppendResult,
+  FsyncMode,
+  LogRecord,
+  LogStorage,
+  ReadOptions,
+  StorageLogger,
+  VerifyProblem,
+  VerifyReport,
+} from './types.js';
+export { verifyLog } from './verify.js';

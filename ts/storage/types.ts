@@ -1,0 +1,143 @@
+/**
+ * The LogStorage seam: one append-only log of records addressed by position, used by the
+ * event store, the Raft log and the actor journals. The real implementation is `FileLog`
+ * (ts/storage/file-log.ts: segment files, group-commit fsync, recovery on open); `MemoryLog`
+ * (ts/storage/memory-log.ts) keeps the same behaviour in memory for fast tests. Both pass
+ * test/compliance/log-storage.suite.ts. The file format is in docs/storage.md.
+ *
+ * Positions are bigints. The first record ever appended has position 1; every append
+ * takes the positions after `last`. Refusals are PlexusError with a `PLX_STORAGE_*` code
+ * (ts/storage/errors.ts).
+ */
+
+/** One record as read back. */
+export interface LogRecord {
+  readonly position: bigint;
+  /** The 16-byte id of the batch (one `append` call) the record was written in. */
+  readonly batchId: Uint8Array;
+  /** The fencing epoch its append carried, 0 when it carried none. */
+  readonly epoch: bigint;
+  readonly payload: Uint8Array;
+}
+
+export interface AppendOptions {
+  /** The batch id, 16 bytes; a random one when absent. */
+  readonly batchId?: Uint8Array;
+  /**
+   * Compare-and-set: the append goes ahead only if the log's last position (counting every
+   * append called before this one, acknowledged or not) is this value; otherwise it fails
+   * with `PLX_STORAGE_CONFLICT` and `details.actual`.
+   */
+  readonly expectedLast?: bigint;
+  /**
+   * Fencing epoch (0 .. 2^64-1): an epoch below the highest one accepted so far fails with
+   * `PLX_STORAGE_FENCED`; an equal or higher one is accepted and becomes the highest.
+   */
+  readonly epoch?: bigint;
+}
+
+export interface AppendResult {
+  /** Position of the batch's first record. */
+  readonly first: bigint;
+  /** Position of the batch's last record. */
+  readonly last: bigint;
+  readonly batchId: Uint8Array;
+}
+
+export interface ReadOptions {
+  /** At most this many records (default: no limit besides `maxBytes`). */
+  readonly maxCount?: number;
+  /**
+   * Stop before the record that would take the payload bytes returned above this (default
+   * 8 MiB). The first record is always returned, however large, so a reader always
+   * progresses.
+   */
+  readonly maxBytes?: number;
+}
+
+/**
+ * How appends reach the disk. `batch` (the default) is group commit: an append is
+ * acknowledged once an fsync that covers it has completed, and appends waiting at the same
+ * time share one fsync. `always` runs one fsync per append. `never` acknowledges once the
+ * bytes are handed to the operating system: for tests and benchmarks only, since a power
+ * loss can lose acknowledged records.
+ */
+export type FsyncMode = 'always' | 'batch' | 'never';
+
+/** Where the log reports what recovery did (a truncated tail, a rebuilt index). */
+export interface StorageLogger {
+  warn(message: string, details?: Record<string, unknown>): void;
+  info?(message: string, details?: Record<string, unknown>): void;
+}
+
+/** The log seam. */
+export interface LogStorage {
+  /** Position of the first record held, 0 when the log holds none. */
+  readonly first: bigint;
+  /**
+   * Position of the last acknowledged record; 0 for a log never written. After
+   * `truncateAfter(p)` it is `p`, even when that leaves the log without records.
+   */
+  readonly last: bigint;
+  /** The highest fencing epoch accepted so far (0 if none); it survives reopen, truncation and compaction. */
+  readonly highestEpoch: bigint;
+
+  /**
+   * Appends the payloads as one batch at positions `last + 1 ...` (in call order across
+   * concurrent calls). Resolves once the batch is durable (see FsyncMode); after a crash the
+   * batch is either all there or not there at all.
+   */
+  append(payloads: readonly Uint8Array[], opts?: AppendOptions): Promise<AppendResult>;
+  /** Records from position `from` upwards (ascending); empty past the end. */
+  read(from: bigint, opts?: ReadOptions): Promise<LogRecord[]>;
+  /** Records from position `from` downwards (descending); `from` past the end starts at `last`. */
+  readBackward(from: bigint, opts?: ReadOptions): Promise<LogRecord[]>;
+  /**
+   * Removes every record after `position` (durable when it resolves); the next append takes
+   * `position + 1`. A position at or past `last` changes nothing. Runs after every append
+   * called before it.
+   */
+  truncateAfter(position: bigint): Promise<void>;
+  /**
+   * Drops stored records below `position` where the storage can do so cheaply (FileLog:
+   * whole closed segments entirely below it); records at `position` and above stay.
+   * Afterwards `first` is at most `position` (or 0 when nothing is left).
+   */
+  compactBefore(position: bigint): Promise<void>;
+  /** Waits for every pending append and releases the log; later calls fail with `PLX_STORAGE_CLOSED`. */
+  close(): Promise<void>;
+}
+
+/** One thing `verifyLog` found. */
+export interface VerifyProblem {
+  /** The file's name inside the data directory. */
+  readonly file: string;
+  /** Byte offset inside the file where the problem starts. */
+  readonly offset: number;
+  /**
+   * `repairable`: opening the log fixes it (a torn tail is truncated, an incomplete last
+   * batch dropped, an index rebuilt). `fatal`: opening the log refuses it.
+   */
+  readonly severity: 'repairable' | 'fatal';
+  /** A short reason: `torn-tail`, `incomplete-batch`, `bad-crc`, `bad-position`, ... (docs/storage.md). */
+  readonly reason: string;
+  readonly message: string;
+}
+
+/** What `verifyLog` reports about a data directory, without changing it. */
+export interface VerifyReport {
+  readonly dir: string;
+  /** No problem at all. */
+  readonly ok: boolean;
+  /** `openLog` would open it (no fatal problem). */
+  readonly openable: boolean;
+  readonly segments: number;
+  /** Records that would remain after open's repairs. */
+  readonly records: number;
+  readonly first: bigint;
+  readonly last: bigint;
+  readonly highestEpoch: bigint;
+  /** Bytes in segment files. */
+  readonly bytes: number;
+  readonly problems: readonly VerifyProblem[];
+}
