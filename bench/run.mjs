@@ -388,6 +388,14 @@ if (!opts.filter || 'sperli'.includes(opts.filter)) {
   targets.push(...sperliRun.targets);
   console.log(sperliRun.table);
 }
+// ---------- checkpoints (bench/checkpoint.mjs) ----------
+if (!opts.filter || 'checkpoint'.includes(opts.filter)) {
+  const { runCheckpointSuite } = await import('./checkpoint.mjs');
+  const run = await runCheckpointSuite({ root });
+  entries.push(...run.entries);
+  targets.push(...run.targets);
+  console.log(run.table);
+}
 if (targets.length > 0) {
   console.log('\ntargets (ratios within this run):');
   for (const t of targets) {
