@@ -69,7 +69,9 @@ describe('the plexus command', () => {
   it('demo runs the tour and shows both backends agree', () => {
     const r = plexus('demo', '--quick');
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toContain('[6/6]');
+    expect(r.stdout).toContain('[7/7]');
+    expect(r.stdout).toContain('duplicate=true');
+    expect(r.stdout).toContain('read back: 0:OrderPlaced, 1:OrderPaid');
     expect(r.stdout).toMatch(/\[rank 0\] pi ~ 3\.14/);
     expect(r.stdout).toContain('every rank finished');
     expect(r.stdout).not.toContain('identical: false');

@@ -113,7 +113,7 @@ interface Decoded {
   readonly payload: Uint8Array;
 }
 
-const quietLogger: StorageLogger = {
+const stderrWarnings: StorageLogger = {
   warn(message, details) {
     process.stderr.write(`plexus chronacta: ${message}${details ? ` ${JSON.stringify(details, big)}` : ''}\n`);
   },
@@ -192,7 +192,7 @@ export class EventStore {
   /** Opens (or makes) the store in `opts.dataDir`, rebuilding its indexes from the archive and the log. */
   static async open(opts: StoreOptions): Promise<EventStore> {
     const prepared = await prepareDataDir(opts.dataDir);
-    const logger = opts.logger ?? quietLogger;
+    const logger = opts.logger ?? stderrWarnings;
     const ttl = opts.idempotencyTtlMs ?? DEFAULT_IDEMPOTENCY_TTL_MS;
     if (!Number.isFinite(ttl) || ttl < 0) {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'idempotencyTtlMs must be a number from 0');
@@ -326,7 +326,7 @@ export class EventStore {
         if (!pending) break;
         if (pending.stream !== name || !sameBytes(pending.fingerprint, fp))
           throw idempotencyConflict(key, pending.stream);
-        await pending.settled.catch(() => {});
+        await pending.settled;
         this.checkOpen();
       }
     }
@@ -354,9 +354,12 @@ export class EventStore {
     const started = performance.now();
     const batchId = uuidToBytes(randomUUID());
     const done = this.submit(entries, batchId, heads);
-    let settled: Promise<unknown> = done;
     if (key !== undefined && fp !== undefined) {
-      settled = done.finally(() => this.pendingKeys.delete(key));
+      // Settles (never rejects) once the append is applied or failed; retries wait for it.
+      const settled = done.then(
+        () => this.pendingKeys.delete(key),
+        () => this.pendingKeys.delete(key),
+      );
       this.pendingKeys.set(key, { stream: name, fingerprint: fp, settled });
     }
     try {
@@ -440,7 +443,13 @@ export class EventStore {
         if (this.listeners.size > 0) {
           for (const e of entries) {
             const ev = toRecorded(e, batchId);
-            for (const l of this.listeners) l(ev, e);
+            for (const l of this.listeners) {
+              try {
+                l(ev, e);
+              } catch {
+                // A listener's failure is its own; the commit stands.
+              }
+            }
           }
         }
         return bytes;
@@ -833,7 +842,7 @@ export class EventStore {
     await rm(dir, { recursive: true, force: true });
     const archiveLog = await openLog(dir, {
       fsync: this.opts.fsync ?? 'batch',
-      logger: this.opts.logger ?? quietLogger,
+      logger: this.opts.logger ?? stderrWarnings,
     });
     const globals: number[] = [];
     let kept = 0;
@@ -844,7 +853,11 @@ export class EventStore {
       let batchId: Uint8Array | undefined;
       let pending: Promise<unknown>[] = [];
       const flush = async (force: boolean) => {
-        if (batch.length > 0 && batchId) pending.push(archiveLog.append(batch, { batchId }));
+        if (batch.length > 0 && batchId) {
+          const appended = archiveLog.append(batch, { batchId });
+          appended.catch(() => {}); // awaited below; handled here so a failure is never unobserved
+          pending.push(appended);
+        }
         batch = [];
         batchId = undefined;
         if (force || pending.length >= 256) {

@@ -6,12 +6,13 @@
 import { readFileSync } from 'node:fs';
 import { PlexusError } from '../core/errors.js';
 import { type Command, UsageError } from './command.js';
+import { chronacta } from './commands/chronacta.js';
 import { demo } from './commands/demo.js';
 import { hash } from './commands/hash.js';
 import { shard } from './commands/shard.js';
 import { sperli } from './commands/sperli.js';
 
-const commands: readonly Command[] = [demo, shard, hash, sperli];
+const commands: readonly Command[] = [demo, shard, hash, sperli, chronacta];
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };

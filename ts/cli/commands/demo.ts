@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ChronactaClient, startServer } from '../../chronacta/index.js';
 import {
   allocShared,
   backend,
@@ -52,7 +56,7 @@ export const demo: Command = {
     out(`backend in use: ${backend().name} (PLEXUS_BACKEND selects; both are shown below)`);
     out();
 
-    out('[1/6] Shard hash version 1: FNV-1a 64 of the IRI, mod the shard count (256 here)');
+    out('[1/7] Shard hash version 1: FNV-1a 64 of the IRI, mod the shard count (256 here)');
     for (const iri of ['vt:orders/1234', 'vt:users/ada', 'vt:sensors/β-7'])
       out(`      ${iri.padEnd(16)} -> shard ${shardOf(iri, 256)}`);
     const iris = Array.from({ length: n }, (_, i) => `vt:orders/${i.toString(36).padStart(8, '0')}-region-eu`);
@@ -68,7 +72,7 @@ export const demo: Command = {
     out(`      ${n} IRIs in one batch: wasm ${rate(n, tw)}, TypeScript twin ${rate(n, tj)}, identical: ${same}`);
     out();
 
-    out('[2/6] SHA-256 (FIPS 180-4)');
+    out('[2/7] SHA-256 (FIPS 180-4)');
     const msg = new TextEncoder().encode('plexus runs software on more than one machine');
     const d1 = wasm.sha256(msg);
     const d2 = js.sha256(msg);
@@ -79,7 +83,7 @@ export const demo: Command = {
     );
     out();
 
-    out('[3/6] Reduce kernels: four ranks contribute a Float64Array, summed in place in shared memory');
+    out('[3/7] Reduce kernels: four ranks contribute a Float64Array, summed in place in shared memory');
     const len = 8;
     const acc = allocShared(len * 8);
     const accView = acc.view(Float64Array);
@@ -97,13 +101,13 @@ export const demo: Command = {
     acc.free();
     out();
 
-    out('[4/6] CRC-32C (Castagnoli), the checksum of every stored record');
+    out('[4/7] CRC-32C (Castagnoli), the checksum of every stored record');
     out(
       `      crc32c("123456789") = 0x${crc32c(new TextEncoder().encode('123456789')).toString(16)} (check value e3069283)`,
     );
     out();
 
-    out('[5/6] Length-first frame decoding: the length is checked before anything else');
+    out('[5/7] Length-first frame decoding: the length is checked before anything else');
     const schema = defineHeader({
       size: 12,
       fields: [
@@ -132,7 +136,7 @@ export const demo: Command = {
     }
     out(`      (the last frame declares 4 GiB; it is refused from its first 4 bytes, nothing is allocated)`);
     out();
-    out('[6/6] A SPERLI job: 3 ranks over mutually authenticated TLS 1.3 compute pi by integration');
+    out('[6/7] A SPERLI job: 3 ranks over mutually authenticated TLS 1.3 compute pi by integration');
     out('      (plexus sperli launch -n 3 -- node examples/sperli/pi.mjs)');
     const pi = fileURLToPath(new URL('../../../examples/sperli/pi.mjs', import.meta.url));
     const job = await launch({
@@ -142,6 +146,48 @@ export const demo: Command = {
       stderr: (t) => process.stdout.write(`      ${t}`),
     });
     out(`      job ${job.jobId}: ${job.exitCode === 0 ? 'every rank finished' : `failed (${job.failure?.message})`}`);
+    out();
+    out('[7/7] Chronacta: a durable event store on a real gRPC port (a temporary data directory)');
+    const dataDir = mkdtempSync(join(tmpdir(), 'plexus-demo-'));
+    const server = await startServer({ dataDir, port: 0 });
+    const client = new ChronactaClient(server.address);
+    try {
+      const a = await client.append(
+        'order-1234',
+        [{ type: 'OrderPlaced', data: '{"total":42}' }, { type: 'OrderPaid' }],
+        {
+          expectedVersion: 'no_stream',
+          idempotencyKey: 'demo-1',
+        },
+      );
+      out(
+        `      appended 2 events to order-1234: versions ${a.firstVersion}..${a.lastVersion}, positions ${a.firstPosition}..${a.lastPosition}`,
+      );
+      const again = await client.append(
+        'order-1234',
+        [{ type: 'OrderPlaced', data: '{"total":42}' }, { type: 'OrderPaid' }],
+        {
+          expectedVersion: 'no_stream',
+          idempotencyKey: 'demo-1',
+        },
+      );
+      out(
+        `      the same append retried with its idempotency key: duplicate=${again.duplicate}, nothing written twice`,
+      );
+      try {
+        await client.append('order-1234', [{ type: 'OrderShipped' }], { expectedVersion: 0n });
+      } catch (e) {
+        out(
+          `      an append expecting version 0 is refused: ${(e as { code?: string }).code} (${(e as Error).message.slice(0, 60)}...)`,
+        );
+      }
+      const r = await client.readStream('order-1234');
+      out(`      read back: ${r.events.map((e) => `${e.version}:${e.type}`).join(', ')}`);
+    } finally {
+      client.close();
+      await server.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
     out();
     out('Next: npm test runs the whole suite; npm run bench compares the kernels with other libraries.');
     if (job.exitCode !== 0) return 1;

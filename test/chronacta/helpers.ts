@@ -1,0 +1,149 @@
+/**
+ * Shared by the Chronacta tests: temporary data directories, a real server on loopback
+ * with a client, and the Chronacta sources compiled for child processes.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import ts from 'typescript';
+import { ChronactaClient } from '../../ts/chronacta/client.js';
+import { type ChronactaServer, type ServerOptions, startServer } from '../../ts/chronacta/server.js';
+import { ROOT } from '../helpers/paths.js';
+
+export const quiet = { warn: () => {} };
+
+export async function tempDir(prefix: string): Promise<{ dir: string; remove: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), `plexus-chronacta-${prefix}-`));
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+export interface Running {
+  readonly server: ChronactaServer;
+  readonly client: ChronactaClient;
+  stop(): Promise<void>;
+}
+
+/** A server on 127.0.0.1 (a free port) with a client connected to it. */
+export async function serve(dataDir: string, opts: Partial<ServerOptions> = {}): Promise<Running> {
+  const server = await startServer({ dataDir, logger: quiet, ...opts });
+  const client = new ChronactaClient(server.address);
+  return {
+    server,
+    client,
+    async stop() {
+      client.close();
+      await server.close();
+    },
+  };
+}
+
+/** Waits until `cond` holds, polling; fails after `ms`. */
+export async function until(cond: () => boolean, ms = 10_000, what = 'a condition'): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+async function sources(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...(await sources(p)));
+    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
+  }
+  return out;
+}
+
+/**
+ * Compiles ts/core, ts/storage, ts/chronacta and the chronacta command into a temporary
+ * directory (types stripped, nothing else changed) with build/, proto/ and node_modules/
+ * linked beside them, so a child process runs the same sources as the tests.
+ */
+export async function compileForChild(): Promise<{ commandUrl: string; remove: () => Promise<void> }> {
+  const built = await mkdtemp(join(tmpdir(), 'plexus-chronacta-child-'));
+  for (const d of ['build', 'proto', 'node_modules']) await symlink(join(ROOT, d), join(built, d));
+  const files = [
+    ...(await sources(join(ROOT, 'ts/core'))),
+    ...(await sources(join(ROOT, 'ts/storage'))),
+    ...(await sources(join(ROOT, 'ts/chronacta'))),
+    join(ROOT, 'ts/cli/command.ts'),
+    join(ROOT, 'ts/cli/commands/chronacta.ts'),
+  ];
+  for (const file of files) {
+    const out = ts.transpileModule(await readFile(file, 'utf8'), {
+      fileName: file,
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+    });
+    const dest = join(built, relative(ROOT, file)).replace(/\.ts$/, '.js');
+    await mkdir(dirname(dest), { recursive: true });
+    await writeFile(dest, out.outputText);
+  }
+  return {
+    commandUrl: pathToFileURL(join(built, 'ts/cli/commands/chronacta.js')).href,
+    remove: () => rm(built, { recursive: true, force: true }),
+  };
+}
+
+export const CLI_CHILD = join(ROOT, 'test/fixtures/chronacta/cli-child.mjs');
+
+/** `plexus chronacta ARGS` in a child process; resolves with its output and exit code. */
+export function runCli(
+  commandUrl: string,
+  args: string[],
+  input?: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI_CHILD, commandUrl, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
+    child.stdin.end(input ?? '');
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+export interface ServingChild {
+  readonly child: ChildProcess;
+  readonly address: string;
+  readonly metrics: string;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stderr(): string;
+  stdout(): string;
+}
+
+/** `plexus chronacta serve` in a child process, once it prints that it serves. */
+export async function serveChild(commandUrl: string, args: string[]): Promise<ServingChild> {
+  const child = spawn(process.execPath, [CLI_CHILD, commandUrl, 'serve', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+    out += d;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    err += d;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const deadline = Date.now() + 20_000;
+  while (!out.includes('\n')) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`serve did not start: ${out} ${err}`);
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const line = JSON.parse(out.split('\n')[0] as string) as { address: string; metrics: string };
+  return { child, address: line.address, metrics: line.metrics, exited, stderr: () => err, stdout: () => out };
+}
