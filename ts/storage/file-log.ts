@@ -54,6 +54,7 @@ import {
   RECORD_HEADER_BYTES,
   recordCrc,
   SEGMENT_HEADER_BYTES,
+  type Seal,
   segmentName,
 } from './format.js';
 import { type Inspection, inspectLog } from './recovery.js';
@@ -268,6 +269,20 @@ async function createSegment(dir: string, seg: Segment, sync: boolean): Promise<
 
 function maxEpoch(a: bigint, b: bigint): bigint {
   return a > b ? a : b;
+}
+
+/** `seals` (ascending) with `seal` in its place, replacing one at the same position. */
+function withSeal(seals: readonly Seal[], seal: Seal): Seal[] {
+  const out = seals.filter((s) => s.position !== seal.position);
+  let i = out.length;
+  while (i > 0 && (out[i - 1] as Seal).position > seal.position) i--;
+  out.splice(i, 0, seal);
+  return out;
+}
+
+function sameMeta(a: Meta, b: Meta): boolean {
+  if (a.epoch !== b.epoch || a.seals.length !== b.seals.length) return false;
+  return a.seals.every((s, i) => s.position === b.seals[i]?.position && s.crc === b.seals[i]?.crc);
 }
 
 export class FileLog implements LogStorage {
@@ -490,6 +505,20 @@ export class FileLog implements LogStorage {
             size,
           );
     const at = seg.end;
+    // A seal at or after the first position of the group names a record a truncation
+    // removed. It goes (durably) before a record is written at its position, so that a torn
+    // write there can never be taken for the sealed record.
+    const stale = this.meta.seals[this.meta.seals.length - 1];
+    if (stale !== undefined && stale.position > this.lastPos) {
+      try {
+        await this.writeMeta({ epoch: this.meta.epoch, seals: this.sealsWithin(this.lastPos) });
+      } catch (e) {
+        const err = ioError('dropping the seals of truncated records', join(this.dir, META_FILE), e);
+        for (const g of group) g.reject(err);
+        this.failQueued(err);
+        return;
+      }
+    }
     let phase = 'write';
     try {
       await writeAll(this.writer, data, at);
@@ -572,15 +601,19 @@ export class FileLog implements LogStorage {
     const target = this.segments[t] as Segment;
     const keep = p + 1 - target.base;
     let end = SEGMENT_HEADER_BYTES;
-    let seal = { sealPosition: 0, sealCrc: 0 };
+    // Every seal of a record still held stays until the truncation is done: a crash in
+    // between can leave any of them as the last record of the log.
+    let seals = this.sealsWithin(this.lastPos);
     try {
-      if (keep > 0) {
-        const rec = await this.recordHeaderAt(target, p);
-        end = rec.offset + RECORD_HEADER_BYTES + rec.length;
-        // A batch cut in the middle stays whole for recovery: the meta file names its new last record.
-        if ((rec.flags & FLAG_BATCH_END) === 0) seal = { sealPosition: p, sealCrc: rec.crc };
+      if (p >= this.startPos) {
+        // Record p is in the target, or (keep = 0) ends the segment before it.
+        const holder = keep > 0 ? target : (this.segments[t - 1] as Segment);
+        const rec = await this.recordHeaderAt(holder, p);
+        if (keep > 0) end = rec.offset + RECORD_HEADER_BYTES + rec.length;
+        // A batch cut in the middle stays whole for recovery: the meta file seals its new last record.
+        if ((rec.flags & FLAG_BATCH_END) === 0) seals = withSeal(seals, { position: p, crc: rec.crc });
       }
-      await this.writeMeta({ epoch: maxEpoch(this.durableEpoch, this.meta.epoch), ...seal });
+      await this.writeMeta({ epoch: maxEpoch(this.durableEpoch, this.meta.epoch), seals });
     } catch (e) {
       const err = ioError(`truncating after position ${p}`, join(this.dir, target.name), e);
       op.reject(err);
@@ -591,10 +624,14 @@ export class FileLog implements LogStorage {
     try {
       const removed = this.segments.splice(t + 1);
       target.truncate(keep, end);
-      for (const s of removed.reverse()) {
+      removed.reverse();
+      for (const [i, s] of removed.entries()) {
         this.handles.retire(join(this.dir, s.name));
         await unlinkIfExists(join(this.dir, s.name));
         await unlinkIfExists(join(this.dir, s.indexName));
+        // Each removal is durable before the next, so a power loss leaves the newest segments
+        // gone, never a gap.
+        if (this.sync && i < removed.length - 1) await syncDir(this.dir);
       }
       if (removed.length > 0) {
         await this.writer.close().catch(() => {});
@@ -624,13 +661,16 @@ export class FileLog implements LogStorage {
       let highest = this.meta.epoch;
       for (let i = 0; i < n; i++) highest = maxEpoch(highest, (this.segments[i] as Segment).maxEpoch);
       // The highest epoch must outlive the records that carry it.
-      if (highest > this.meta.epoch) await this.writeMeta({ ...this.meta, epoch: highest });
+      if (highest > this.meta.epoch) await this.writeMeta({ epoch: highest, seals: this.sealsWithin(this.lastPos) });
       for (let i = 0; i < n; i++) {
         const s = this.segments[0] as Segment;
         this.handles.retire(join(this.dir, s.name));
         await unlinkIfExists(join(this.dir, s.name));
         this.segments.shift();
         await unlinkIfExists(join(this.dir, s.indexName));
+        // Each removal is durable before the next, so a power loss leaves the oldest segments
+        // gone, never a gap.
+        if (this.sync && i < n - 1) await syncDir(this.dir);
       }
       if (n > 0 && this.sync) await syncDir(this.dir);
       op.resolve();
@@ -642,11 +682,17 @@ export class FileLog implements LogStorage {
   }
 
   private async writeMeta(m: Meta): Promise<void> {
-    if (m.epoch === this.meta.epoch && m.sealPosition === this.meta.sealPosition && m.sealCrc === this.meta.sealCrc) {
-      return;
-    }
+    if (sameMeta(m, this.meta)) return;
     await replaceFile(this.dir, META_FILE, encodeMeta(m), this.sync);
     this.meta = m;
+  }
+
+  /**
+   * The seals of records the log holds, up to `to`. Seals below the first record go with
+   * the segments compaction removed; seals above `to` name records a truncation removed.
+   */
+  private sealsWithin(to: number): Seal[] {
+    return this.meta.seals.filter((s) => s.position >= this.startPos && s.position <= to);
   }
 
   /** The header of the record at `position` in `seg`, found through the index. */

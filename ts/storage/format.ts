@@ -16,8 +16,13 @@ export const RECORD_HEADER_BYTES = 48;
 export const FLAG_BATCH_END = 1;
 export const KNOWN_FLAGS = FLAG_BATCH_END;
 
-export const META_BYTES = 32;
-export const META_MAGIC = Buffer.from('PLXMETA1', 'latin1');
+/** Meta file, current layout: magic, highest epoch, seal count, the seals, CRC-32C of all before it. */
+export const META_MAGIC = Buffer.from('PLXMETA2', 'latin1');
+export const META_HEADER_BYTES = 20;
+export const META_SEAL_BYTES = 12;
+/** Meta file, first layout (read, never written): magic, epoch, one seal, CRC-32C; 32 bytes. */
+export const META_V1_MAGIC = Buffer.from('PLXMETA1', 'latin1');
+export const META_V1_BYTES = 32;
 export const META_FILE = 'log.meta';
 export const LOCK_FILE = 'LOCK';
 
@@ -161,34 +166,64 @@ export function copyOut(buf: Buffer, start: number, end: number): Uint8Array {
 
 // ---------------------------------------------------------------- meta file
 
-/** The meta file: the highest epoch and the seal of a batch cut by truncateAfter. */
-export interface Meta {
-  readonly epoch: bigint;
-  /** Position of the record that ends a batch cut by `truncateAfter` (0 = none). */
-  readonly sealPosition: number;
-  /** That record's stored CRC-32C, so a later record at the same position is not taken for it. */
-  readonly sealCrc: number;
+/**
+ * A record that ends a batch cut by `truncateAfter`: it has no batch-end flag, yet recovery
+ * takes it as the end of its batch. The CRC is the record's stored CRC-32C, so a later
+ * record at the same position is not taken for it.
+ */
+export interface Seal {
+  readonly position: number;
+  readonly crc: number;
 }
 
-export const EMPTY_META: Meta = { epoch: 0n, sealPosition: 0, sealCrc: 0 };
+/** The meta file: the highest epoch and the seals of the batches cut by truncateAfter. */
+export interface Meta {
+  readonly epoch: bigint;
+  /** In ascending position order, each position once. */
+  readonly seals: readonly Seal[];
+}
+
+export const EMPTY_META: Meta = { epoch: 0n, seals: [] };
 
 export function encodeMeta(m: Meta): Buffer {
-  const b = Buffer.alloc(META_BYTES);
+  const n = m.seals.length;
+  const b = Buffer.alloc(META_HEADER_BYTES + META_SEAL_BYTES * n + 4);
   META_MAGIC.copy(b, 0);
   b.writeBigUInt64LE(m.epoch, 8);
-  writeU64(b, 16, m.sealPosition);
-  b.writeUInt32LE(m.sealCrc, 24);
-  b.writeUInt32LE(crc32c(b.subarray(0, 28)), 28);
+  b.writeUInt32LE(n, 16);
+  for (let k = 0; k < n; k++) {
+    const s = m.seals[k] as Seal;
+    const at = META_HEADER_BYTES + META_SEAL_BYTES * k;
+    writeU64(b, at, s.position);
+    b.writeUInt32LE(s.crc, at + 8);
+  }
+  b.writeUInt32LE(crc32c(b.subarray(0, b.length - 4)), b.length - 4);
   return b;
 }
 
+/** A meta file of either layout, or the reason it is not one. */
 export function decodeMeta(b: Buffer): Meta | { reason: string } {
-  if (b.length !== META_BYTES) return { reason: 'bad-meta-size' };
+  if (b.length >= 8 && b.subarray(0, 8).equals(META_V1_MAGIC)) {
+    if (b.length !== META_V1_BYTES) return { reason: 'bad-meta-size' };
+    if (b.readUInt32LE(28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-meta-crc' };
+    const position = readU64(b, 16);
+    if (position < 0) return { reason: 'bad-meta-seal' };
+    const seals = position === 0 ? [] : [{ position, crc: b.readUInt32LE(24) }];
+    return { epoch: b.readBigUInt64LE(8), seals };
+  }
+  if (b.length < META_HEADER_BYTES + 4) return { reason: 'bad-meta-size' };
   if (!b.subarray(0, 8).equals(META_MAGIC)) return { reason: 'bad-meta-magic' };
-  if (b.readUInt32LE(28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-meta-crc' };
-  const sealPosition = readU64(b, 16);
-  if (sealPosition < 0) return { reason: 'bad-meta-seal' };
-  return { epoch: b.readBigUInt64LE(8), sealPosition, sealCrc: b.readUInt32LE(24) };
+  const n = b.readUInt32LE(16);
+  if (b.length !== META_HEADER_BYTES + META_SEAL_BYTES * n + 4) return { reason: 'bad-meta-size' };
+  if (b.readUInt32LE(b.length - 4) !== crc32c(b.subarray(0, b.length - 4))) return { reason: 'bad-meta-crc' };
+  const seals: Seal[] = [];
+  for (let k = 0; k < n; k++) {
+    const at = META_HEADER_BYTES + META_SEAL_BYTES * k;
+    const position = readU64(b, at);
+    if (position < 1 || position <= (seals[k - 1]?.position ?? 0)) return { reason: 'bad-meta-seal' };
+    seals.push({ position, crc: b.readUInt32LE(at + 8) });
+  }
+  return { epoch: b.readBigUInt64LE(8), seals };
 }
 
 // ---------------------------------------------------------------- index file

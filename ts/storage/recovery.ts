@@ -114,7 +114,7 @@ export async function inspectLog(dir: string, opts: InspectOptions): Promise<Ins
   const metaBytes = await readIfExists(join(dir, META_FILE));
   if (metaBytes) {
     const m = decodeMeta(metaBytes);
-    if ('reason' in m) fatal(META_FILE, 0, m.reason, 'the meta file (highest epoch, truncation seal) is damaged');
+    if ('reason' in m) fatal(META_FILE, 0, m.reason, 'the meta file (highest epoch, truncation seals) is damaged');
     else meta = m;
   }
   if (names.includes(`${META_FILE}.tmp`)) repairs.push({ kind: 'delete', file: `${META_FILE}.tmp` });
@@ -230,10 +230,10 @@ export async function inspectLog(dir: string, opts: InspectOptions): Promise<Ins
     }
   }
 
-  // The last batch must be whole: its last record carries the batch-end flag, or is the
-  // record truncateAfter sealed a cut batch with.
+  // The last batch must be whole: its last record carries the batch-end flag, or is a
+  // record truncateAfter sealed when it cut that batch.
   const tail = segments[segments.length - 1];
-  const sealed = (position: number, crc: number) => meta.sealPosition === position && meta.sealCrc === crc;
+  const sealed = (position: number, crc: number) => meta.seals.some((s) => s.position === position && s.crc === crc);
   if (tail && tailScan && tailScan.segment === tail && tail.count > 0) {
     const rec = tailScan.lastRecord!;
     if ((rec.flags & FLAG_BATCH_END) === 0 && !sealed(rec.position, rec.crc)) {
