@@ -1,7 +1,16 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { Arena } from '../../ts/core/arena.js';
-import { allocShared, backend, combine, crc32c, isPlexusError, kernels, sha256 } from '../../ts/core/index.js';
+import {
+  allocShared,
+  backend,
+  combine,
+  crc32c,
+  createSha256,
+  isPlexusError,
+  kernels,
+  sha256,
+} from '../../ts/core/index.js';
 import { wasmRuntime } from '../../ts/core/wasm/runtime.js';
 import { ROOT } from '../helpers/paths.js';
 
@@ -107,5 +116,23 @@ describe('backend selection', () => {
       return;
     }
     throw new Error('expected a refusal');
+  });
+});
+
+describe('createSha256 (public API)', () => {
+  it('gives the kernels digest for streams below, at and above the node:crypto threshold, in any pieces', () => {
+    const ref = kernels()[1]!;
+    for (const n of [0, 1, 100, 511, 512, 513, 5000, 100_000]) {
+      const d = new Uint8Array(n).map((_, i) => (i * 7 + n) & 0xff);
+      const want = Buffer.from(ref.sha256(d)).toString('hex');
+      for (const piece of [1, 97, 511, 4096]) {
+        const s = createSha256();
+        for (let i = 0; i < n; i += piece) s.update(d.subarray(i, i + piece));
+        expect(Buffer.from(s.digest()).toString('hex'), `${n} bytes in pieces of ${piece}`).toBe(want);
+      }
+    }
+    const s = createSha256();
+    s.digest();
+    expect(() => s.update(new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'PLX_CORE_DIGESTED' }));
   });
 });

@@ -19,7 +19,7 @@ import {
 } from './codes.js';
 import { PlexusError } from './errors.js';
 import type { HeaderSchema, HeaderVerdicts, Int } from './header-schema.js';
-import { NATIVE_SHA256_MIN, nativeSha256 } from './native.js';
+import { NATIVE_SHA256_MIN, nativeSha256, nativeSha256Stream } from './native.js';
 import type { Sha256Stream } from './types.js';
 
 export { backend, kernels, useBackend } from './backend.js';
@@ -139,20 +139,48 @@ export function sha256(input: Uint8Array | string): Uint8Array {
   return k.sha256(data);
 }
 
-/** A streaming SHA-256: update() any number of times, then digest() once. */
+/**
+ * A streaming SHA-256: update() any number of times, then digest() once. Like sha256(), with
+ * the wasm backend on Node.js a stream that grows past NATIVE_SHA256_MIN bytes continues on
+ * node:crypto (the bytes before are held until then); a shorter one is hashed by the kernel.
+ */
 export function createSha256(): Sha256Stream {
-  const inner = backend().sha256Stream();
+  const k = backend();
+  const canGoNative = k.name === 'wasm' && nativeSha256Stream !== undefined;
+  let held: Uint8Array[] = [];
+  let heldBytes = 0;
+  let native: { update(d: Uint8Array): unknown; digest(): Uint8Array } | undefined;
+  const kernel = canGoNative ? undefined : k.sha256Stream();
   let done = false;
   const stream: Sha256Stream = {
     update(data: Uint8Array) {
       if (done) throw new PlexusError('PLX_CORE_DIGESTED', 'this SHA-256 stream was already digested');
-      inner.update(bytesOf(data, 'sha256 update'));
+      const bytes = bytesOf(data, 'sha256 update');
+      if (kernel) kernel.update(bytes);
+      else if (native) native.update(bytes);
+      else if (heldBytes + bytes.length < NATIVE_SHA256_MIN) {
+        held.push(bytes.slice());
+        heldBytes += bytes.length;
+      } else {
+        native = (nativeSha256Stream as () => { update(d: Uint8Array): unknown; digest(): Uint8Array })();
+        for (const h of held) native.update(h);
+        held = [];
+        native.update(bytes);
+      }
       return stream;
     },
     digest() {
       if (done) throw new PlexusError('PLX_CORE_DIGESTED', 'this SHA-256 stream was already digested');
       done = true;
-      return inner.digest();
+      if (kernel) return kernel.digest();
+      if (native) return native.digest();
+      const all = new Uint8Array(heldBytes);
+      let at = 0;
+      for (const h of held) {
+        all.set(h, at);
+        at += h.length;
+      }
+      return k.sha256(all);
     },
   };
   return stream;

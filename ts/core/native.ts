@@ -33,3 +33,11 @@ export const nativeSha256: HashFn | undefined = env === 'off' || !isNode ? undef
 const DEFAULT_THRESHOLD = 512;
 /** Inputs of this many bytes and more go to node:crypto (with the wasm backend). */
 export const NATIVE_SHA256_MIN = env !== undefined && /^\d+$/.test(env) ? Number(env) : DEFAULT_THRESHOLD;
+
+type NativeHash = { update(data: Uint8Array): unknown; digest(): Uint8Array };
+
+/** A streaming node:crypto SHA-256 on Node.js (undefined elsewhere or when switched off). */
+export const nativeSha256Stream: (() => NativeHash) | undefined =
+  nativeSha256 === undefined || typeof nodeCrypto.createHash !== 'function'
+    ? undefined
+    : () => nodeCrypto.createHash('sha256') as unknown as NativeHash;
