@@ -396,6 +396,14 @@ if (!opts.filter || 'checkpoint'.includes(opts.filter)) {
   targets.push(...run.targets);
   console.log(run.table);
 }
+// ---------- Chronacta (bench/chronacta.mjs: durable appends vs etcd and SQLite) ----------
+if (!opts.filter || 'chronacta'.includes(opts.filter)) {
+  const { runChronactaSuite } = await import('./chronacta.mjs');
+  const run = await runChronactaSuite({ root });
+  entries.push(...run.entries);
+  targets.push(...run.targets);
+  console.log(run.table);
+}
 if (targets.length > 0) {
   console.log('\ntargets (ratios within this run):');
   for (const t of targets) {
