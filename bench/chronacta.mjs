@@ -26,6 +26,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { groups, killGroup, killGroups, median, run, track } from './processes.mjs';
 
 const EVENT_BYTES = 100;
 const CONCURRENCIES = [1, 16, 64];
@@ -38,22 +39,11 @@ const IMPL = {
   sqlite: 'better-sqlite3 in-process (WAL, FULL)',
 };
 
-/** Process groups still running. */
-const groups = new Set();
 /** Temporary directories still present. */
 const dirs = new Set();
 
-function killGroup(pid, signal = 'SIGKILL') {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // the group has ended already
-  }
-}
-
 function killAll() {
-  for (const pid of groups) killGroup(pid);
-  groups.clear();
+  killGroups();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
   dirs.clear();
 }
@@ -70,7 +60,7 @@ function interrupted(signal) {
  */
 function startDaemon(cmd, args, ready, { cwd, timeoutMs = 30_000 } = {}) {
   const child = spawn(cmd, args, { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  if (child.pid !== undefined) groups.add(child.pid);
+  track(child.pid);
   let out = '';
   let exited = false;
   const closed = new Promise((r) => child.on('close', r));
@@ -116,37 +106,6 @@ function startDaemon(cmd, args, ready, { cwd, timeoutMs = 30_000 } = {}) {
   return { started, stop, output: () => out };
 }
 
-/** Runs a command to its end in its own process group; resolves with its exit code and output. */
-function run(cmd, args, { cwd, timeoutMs }) {
-  return new Promise((resolvePromise) => {
-    const child = spawn(cmd, args, { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    if (child.pid !== undefined) groups.add(child.pid);
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    child.stdout.setEncoding('utf8').on('data', (c) => {
-      stdout += c;
-    });
-    child.stderr.setEncoding('utf8').on('data', (c) => {
-      stderr += c;
-    });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      if (child.pid !== undefined) killGroup(child.pid);
-    }, timeoutMs);
-    const finish = (code, error) => {
-      clearTimeout(timer);
-      if (child.pid !== undefined) {
-        killGroup(child.pid);
-        groups.delete(child.pid);
-      }
-      resolvePromise({ code, stdout, stderr: error ? `${stderr}${error.message}\n` : stderr, timedOut });
-    };
-    child.on('error', (e) => finish(-1, e));
-    child.on('close', (code) => finish(code ?? -1));
-  });
-}
-
 /** A free TCP port on 127.0.0.1 (bound then released). */
 async function freePort() {
   const { createServer } = await import('node:net');
@@ -167,12 +126,6 @@ function findEtcd() {
   if (r.error || r.status !== 0) return undefined;
   const version = /etcd Version:\s*(\S+)/.exec(r.stdout)?.[1] ?? '?';
   return { bin, version };
-}
-
-function median(xs) {
-  const s = Float64Array.from(xs).sort();
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 function fmtRate(n, unit) {

@@ -23,10 +23,11 @@
 // Every process started here runs in its own process group, which is killed when it
 // ends, when it runs past its time limit, and when this process exits or is interrupted
 // (SIGINT, SIGTERM) while the suite runs.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { killGroups, median, run } from './processes.mjs';
 
 const MIB = 2 ** 20;
 const SIZES = [8, 64 * 1024, MIB, 16 * MIB];
@@ -34,64 +35,9 @@ const SPERLI = 'plexus sperli (TLS 1.3 mesh)';
 const MPI_TCP = 'Open MPI, TCP (btl tcp,self)';
 const MPI_DEFAULT = 'Open MPI, default (shared memory)';
 
-/** Process groups still running. */
-const groups = new Set();
-let exitHook = false;
-
-function killAll() {
-  for (const pid of groups) killGroup(pid);
-}
-
 function interrupted(signal) {
-  killAll();
+  killGroups();
   process.exit(signal === 'SIGINT' ? 130 : 143);
-}
-
-function killGroup(pid) {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // the group has ended already
-  }
-}
-
-/**
- * Runs a command in its own process group; resolves with its exit code and output. The
- * whole group is killed once the command ends (nothing it started stays behind) or when
- * it runs longer than `timeoutMs`.
- */
-function run(cmd, args, { cwd, timeoutMs = 120_000, env } = {}) {
-  if (!exitHook) {
-    exitHook = true;
-    process.once('exit', killAll);
-  }
-  return new Promise((resolvePromise) => {
-    const child = spawn(cmd, args, { cwd, env: env ?? process.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    child.stdout.setEncoding('utf8').on('data', (c) => {
-      stdout += c;
-    });
-    child.stderr.setEncoding('utf8').on('data', (c) => {
-      stderr += c;
-    });
-    if (child.pid !== undefined) groups.add(child.pid);
-    const timer = setTimeout(() => {
-      timedOut = true;
-      if (child.pid !== undefined) killGroup(child.pid);
-    }, timeoutMs);
-    const finish = (code, error) => {
-      clearTimeout(timer);
-      if (child.pid !== undefined) {
-        killGroup(child.pid);
-        groups.delete(child.pid);
-      }
-      resolvePromise({ code, stdout, stderr: error ? `${stderr}${error.message}\n` : stderr, timedOut });
-    };
-    child.on('error', (e) => finish(-1, e));
-    child.on('close', (code) => finish(code ?? -1));
-  });
 }
 
 /** The BENCH lines of a run's output (SPERLI's are rank 0's, with the launcher's prefix). */
@@ -102,12 +48,6 @@ function benchLines(stdout) {
     if (m) out.push(JSON.parse(m[1]));
   }
   return out;
-}
-
-function median(xs) {
-  const s = Float64Array.from(xs).sort();
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 function sizeLabel(bytes) {
