@@ -212,12 +212,18 @@ export async function takeCheckpoint(
 
   const file = encodeRankFile({ jobId: job.check.jobId, epoch, rank, size }, state);
   const digest = sha256(file);
+  // The copy for the buddy and the buddy's copy travel while the rank file is written:
+  // network and disk overlap. Nothing counts before the COMMIT, which needs every ACK.
+  const sending = size > 1 ? sendFile(link, buddyRank(job), CkptDataKind.ownChunk, rank, epoch, file) : undefined;
+  const keeping = size > 1 ? keepBuddyCopy(job, router, epoch) : undefined;
+  sending?.catch(() => {});
+  keeping?.catch(() => {});
   await store.write(layout.rankFile(epoch, rank), file);
   if (rank !== 0) await link.send(0, FrameType.CKPT_ACK, encodeCkptAck(digest), epoch);
 
   const [, buddyDigest, commitBytes] = await Promise.all([
-    size > 1 ? sendFile(link, buddyRank(job), CkptDataKind.ownChunk, rank, epoch, file) : undefined,
-    size > 1 ? keepBuddyCopy(job, router, epoch) : store.write(layout.buddyFile(epoch, rank), file).then(() => digest),
+    sending,
+    keeping ?? store.write(layout.buddyFile(epoch, rank), file).then(() => digest),
     rank === 0
       ? commitAtRoot(job, router, epoch, digest)
       : router.take(0, COMMIT).then((f) => {
