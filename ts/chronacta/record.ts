@@ -64,9 +64,23 @@ const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** Encodes an entry as a log record payload. */
+/** The last strings encoded: the events of one append share a stream and often a type. */
+let lastStream = '';
+let lastStreamBytes = new Uint8Array(0);
+let lastType = '';
+let lastTypeBytes = new Uint8Array(0);
+
 export function encodeEntry(e: Entry): Uint8Array {
-  const stream = utf8.encode(e.stream);
-  const type = utf8.encode(e.type);
+  if (e.stream !== lastStream) {
+    lastStream = e.stream;
+    lastStreamBytes = utf8.encode(e.stream);
+  }
+  if (e.type !== lastType) {
+    lastType = e.type;
+    lastTypeBytes = utf8.encode(e.type);
+  }
+  const stream = lastStreamBytes;
+  const type = lastTypeBytes;
   const key = e.idempotency ? utf8.encode(e.idempotency.key) : undefined;
   const size =
     RECORD_HEADER_BYTES +
@@ -231,8 +245,23 @@ export function isUuid(s: string): boolean {
   return UUID_RE.test(s);
 }
 
+function hexNibble(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  if (c >= 97 && c <= 102) return c - 87;
+  if (c >= 65 && c <= 70) return c - 55;
+  return -1;
+}
+
+/** The 16 bytes of a UUID in its text form (checked with isUuid first). */
 export function uuidToBytes(s: string): Uint8Array {
-  return Uint8Array.from(Buffer.from(s.replaceAll('-', ''), 'hex'));
+  const out = new Uint8Array(16);
+  let j = 0;
+  for (let i = 0; i < s.length && j < 16; i++) {
+    const hi = hexNibble(s.charCodeAt(i));
+    if (hi < 0) continue; // a dash
+    out[j++] = (hi << 4) | hexNibble(s.charCodeAt(++i));
+  }
+  return out;
 }
 
 export function bytesToUuid(b: Uint8Array): string {
