@@ -7,7 +7,6 @@
  */
 import 'reflect-metadata';
 import { randomBytes, webcrypto } from 'node:crypto';
-import { createServer } from 'node:net';
 import * as x509 from '@peculiar/x509';
 import type { HostEntry, JobDescription } from '../../ts/codec/sperli-jobdesc.js';
 import type { JoinTokenFields } from '../../ts/codec/sperli-payloads.js';
@@ -20,6 +19,7 @@ import {
   jobIdHex,
   type RankCredentials,
 } from '../../ts/crypto/x509.js';
+import { freePort } from '../../ts/sperli/launcher.js';
 import { signJoinToken } from '../../ts/sperli/tokens.js';
 
 const utf8 = new TextEncoder();
@@ -57,20 +57,14 @@ export interface TestJob {
   withNewPorts(): Promise<TestJob>;
 }
 
-/** Picks a free TCP port on each host (listening on port 0, then closing). */
+/** Picks a free TCP port on each host (the launcher's own way: bind port 0, release). */
 export async function freePorts(hosts: readonly string[]): Promise<number[]> {
-  const servers = await Promise.all(
-    hosts.map(
-      (host) =>
-        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-          const s = createServer();
-          s.once('error', reject);
-          s.listen(0, host, () => resolve(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  const ports: number[] = [];
+  for (const h of hosts) {
+    let p = await freePort(h);
+    while (ports.includes(p)) p = await freePort(h);
+    ports.push(p);
+  }
   return ports;
 }
 
