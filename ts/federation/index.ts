@@ -1,0 +1,10 @@
+/**
+ * plexus/federation: identities and messages across trust boundaries.
+ * - DIDs (`did:key`, `did:peer:2`, `did:web` through a supplied fetcher) and the ResolverRegistry;
+ * - the KeyManager seam (InMemoryKeyManager, FileKeyManager): private keys stay behind it;
+ * - DIDComm v2 pack and unpack.
+ * Refusals are PlexusError with codes PLX_DID_*, PLX_KEYS_*, PLX_DIDCOMM_* (docs/federation.md).
+ */
+export * from './did/index.js';
+export * from './didcomm/index.js';
+export * from './keys/index.js';
