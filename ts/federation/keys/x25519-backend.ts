@@ -93,8 +93,7 @@ export const nodeX25519: X25519Backend = {
 
 const isNode = typeof process !== 'undefined' && process.versions?.node !== undefined && !('bun' in process.versions);
 const chosen = typeof process !== 'undefined' ? process.env.PLEXUS_X25519 : undefined;
-let current: X25519Backend =
-  chosen === 'noble' ? nobleX25519 : chosen === 'node' || isNode ? nodeX25519 : nobleX25519;
+let current: X25519Backend = chosen === 'noble' ? nobleX25519 : chosen === 'node' || isNode ? nodeX25519 : nobleX25519;
 
 /** The X25519 implementation in use. */
 export function x25519Backend(): X25519Backend {
