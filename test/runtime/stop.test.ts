@@ -1,0 +1,62 @@
+/** node.stop(): drain (finish macrosteps, flush outboxes), then deactivate; held sends stay journaled. */
+import { afterAll, describe, expect, it } from 'vitest';
+import { isPlexusError } from '../../ts/core/errors.js';
+import { Node, openJournal, type PlacementDecision } from '../../ts/runtime/index.js';
+import { cleanup, counterChart, GatedJournal, tempDir, until } from './helpers.js';
+
+afterAll(cleanup);
+
+describe('node.stop', () => {
+  it('finishes queued macrosteps and flushes local sends before it resolves, refusing new messages meanwhile', async () => {
+    const dir = await tempDir();
+    const storage = new GatedJournal(await openJournal(dir, { shardCount: 2 }));
+    const node = Node.builder(storage).chart('vt:c/', counterChart()).build();
+    storage.closedGate = true;
+    const queued = [
+      node.send('vt:c/1', 'relay', { id: 'a', data: { to: ['vt:c/2', 'vt:c/3'] } }),
+      node.send('vt:c/1', 'inc', { id: 'b' }),
+      node.send('vt:c/1', 'inc', { id: 'c' }),
+    ];
+    await until(() => storage.inFlight === 1);
+    let stopped = false;
+    const stopping = node.stop().then(() => {
+      stopped = true;
+    });
+    let refused: unknown;
+    try {
+      await node.send('vt:c/1', 'inc', { id: 'late' });
+    } catch (e) {
+      refused = e;
+    }
+    expect(isPlexusError(refused, 'PLX_RUNTIME_STOPPED')).toBe(true);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(stopped).toBe(false);
+    storage.closedGate = false;
+    storage.release();
+    await stopping;
+    expect(await Promise.all(queued)).toEqual(['processed', 'processed', 'processed']);
+    expect(node.activeCount).toBe(0);
+    for (const iri of ['vt:c/2', 'vt:c/3']) {
+      const h = await storage.history(iri);
+      expect(h.snapshot?.state, iri).toMatchObject({ count: 1, seen: [`vt:c/1#1.${iri === 'vt:c/2' ? 0 : 1}`] });
+    }
+    const h1 = await storage.history('vt:c/1');
+    expect(h1.snapshot).toMatchObject({ seq: 3, dispatchedThrough: 3, pending: [] });
+    await storage.close();
+  });
+
+  it('does not wait for a send whose target has no owner: it stays in the snapshot outbox', async () => {
+    const dir = await tempDir();
+    const storage = await openJournal(dir, { shardCount: 2 });
+    const decide = (iri: string): PlacementDecision => (iri.startsWith('vt:h/') ? { kind: 'hold' } : { kind: 'local' });
+    const node = Node.builder(storage).chart('vt:', counterChart()).placement({ decide }).build();
+    await node.send('vt:c/1', 'relay', { id: 'a', data: { to: ['vt:h/1'] } });
+    const t0 = Date.now();
+    await node.stop({ timeoutMs: 10_000 });
+    expect(Date.now() - t0).toBeLessThan(2000);
+    const h = await storage.history('vt:c/1');
+    expect(h.snapshot?.pending).toEqual([{ seq: 1, index: 0, send: { id: 'r0', target: 'vt:h/1', event: 'inc' } }]);
+    expect(h.snapshot?.dispatchedThrough).toBe(0);
+    await storage.close();
+  });
+});
