@@ -113,12 +113,12 @@ for (const c of cases) {
     return fn();
   };
   const tasks = {
-    'plexus pack': withBackend('noble', () => fed.packEncrypted(message, c.plexus, ctx)),
-    'plexus+node-x25519 pack': withBackend('node', () => fed.packEncrypted(message, c.plexus, ctx)),
+    'plexus pack': withBackend('node', () => fed.packEncrypted(message, c.plexus, ctx)),
+    'plexus+noble-x25519 pack': withBackend('noble', () => fed.packEncrypted(message, c.plexus, ctx)),
     'didcomm-node pack': async () =>
       peerMsg.pack_encrypted(bob.did, c.peer[0], null, peerResolver, peerSecrets, c.peer[1]),
-    'plexus unpack': withBackend('noble', () => fed.unpack(plexusPacked, ctx)),
-    'plexus+node-x25519 unpack': withBackend('node', () => fed.unpack(plexusPacked, ctx)),
+    'plexus unpack': withBackend('node', () => fed.unpack(plexusPacked, ctx)),
+    'plexus+noble-x25519 unpack': withBackend('noble', () => fed.unpack(plexusPacked, ctx)),
     'didcomm-node unpack': async () => {
       const [u] = await Message.unpack(peerPacked, peerResolver, peerSecrets, {});
       u.free();
@@ -138,7 +138,7 @@ for (const c of cases) {
   const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   for (const op of ['pack', 'unpack']) {
     const d = med(samples[`didcomm-node ${op}`]);
-    for (const impl of ['plexus', 'plexus+node-x25519']) {
+    for (const impl of ['plexus', 'plexus+noble-x25519']) {
       const p = med(samples[`${impl} ${op}`]);
       rows.push({ case: c.name, op, impl, opsPerSec: p, didcommNode: d, ratio: p / d });
     }
@@ -146,7 +146,9 @@ for (const c of cases) {
 }
 
 console.log(`DIDComm v2, 1 KiB body, one recipient; medians of ${ROUNDS} rounds x ${TIME} ms (ops/s)`);
-console.log('plexus = @noble X25519 (default); plexus+node-x25519 = useX25519Backend("node") (OpenSSL X25519)');
+console.log(
+  'plexus = default X25519 on Node.js (node:crypto, OpenSSL); plexus+noble-x25519 = useX25519Backend("noble")',
+);
 console.log('case                      op     impl                   ops/s  didcomm-node   ratio');
 for (const r of rows) {
   console.log(

@@ -5,9 +5,12 @@
 // operations per call; tinybench takes many samples and we report the median rate.
 // Peers are dev dependencies only. Targets (README, docs/core.md) are ratios between
 // rows of this same run, never absolute numbers.
+
+import { spawnSync } from 'node:child_process';
 import { createHash, hash as nodeHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import * as asSha from '@chainsafe/as-sha256';
@@ -35,7 +38,7 @@ if (opts.help) {
   console.log(`Usage: npm run bench [-- --json FILE] [--filter NAME] [--time MS]
 
   --json FILE    also write the results as JSON: [{suite, case, impl, opsPerSec, bytesPerSec}]
-  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, reduce, header, 64KiB, ...)
+  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, reduce, header, 64KiB, sperli, checkpoint, chronacta, cluster, federation, ...)
   --time MS      sampling time per task in milliseconds (default 400)`);
   process.exit(0);
 }
@@ -403,6 +406,35 @@ if (!opts.filter || 'chronacta'.includes(opts.filter)) {
   entries.push(...run.entries);
   targets.push(...run.targets);
   console.log(run.table);
+}
+// ---------- cluster wire (bench/cluster.mjs: HTTP/2 mutual TLS vs a raw TLS socket) ----------
+if (!opts.filter || 'cluster'.includes(opts.filter)) {
+  const { runClusterSuite } = await import('./cluster.mjs');
+  const run = await runClusterSuite({ root, log: null });
+  entries.push(...run.entries);
+  targets.push(...run.targets);
+  console.log(run.table);
+}
+// ---------- federation (bench/federation.mjs: DIDComm v2 pack/unpack vs didcomm-node) ----------
+if (!opts.filter || 'federation'.includes(opts.filter)) {
+  const out = join(mkdtempSync(join(tmpdir(), 'plexus-bench-fed-')), 'rows.json');
+  const r = spawnSync(process.execPath, [resolve(root, 'bench/federation.mjs'), '--json', out], { stdio: 'inherit' });
+  if (r.status === 0) {
+    const rows = JSON.parse(readFileSync(out, 'utf8'));
+    for (const row of rows) {
+      entries.push({ suite: 'federation', case: `${row.case} ${row.op}`, impl: row.impl, opsPerSec: row.opsPerSec });
+      if (row.impl === 'plexus') {
+        targets.push({
+          name: `DIDComm ${row.case} ${row.op} vs didcomm-node`,
+          ratio: row.ratio,
+          want: 1,
+          ok: row.ratio >= 1,
+        });
+      }
+    }
+  } else {
+    console.log(`federation suite failed (exit ${r.status})`);
+  }
 }
 if (targets.length > 0) {
   console.log('\ntargets (ratios within this run):');

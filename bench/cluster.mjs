@@ -1,0 +1,288 @@
+// The cluster transport benchmark (b): `node bench/cluster.mjs` (uses dist/: build first with
+// `npx tsc -p tsconfig.build.json`). Two processes on loopback: this one sends, a child
+// receives. It measures acknowledged 100-byte frames per second at 1, 16 and 256 in flight for
+//
+// - plexus Http2Wire (HTTP/2 over mutual TLS 1.3, Ed25519 node certificates of a cluster CA):
+//   each frame is a full cluster frame (40-byte header, sender and target IRIs, 100-byte
+//   payload) stored into an in-memory bounded mailbox (a consumer empties it) and
+//   acknowledged on its stream; no journal;
+// - the ceiling: one raw node:tls TLS 1.3 socket between the same two processes with the same
+//   certificates, carrying length-prefixed frames (4-byte length, 16-byte id, 100 bytes) and a
+//   16-byte acknowledgement per frame.
+//
+// Every case runs REPEATS times alternating the two; the table gives medians and the ratio
+// plexus / ceiling. Target: >= 0.5 at 256 in flight. `runClusterSuite` is the hook for
+// bench/run.mjs (it returns { entries, targets, table } like the other suites).
+import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import * as tls from 'node:tls';
+import { fileURLToPath } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '..');
+const INFLIGHT = [1, 16, 256];
+const PAYLOAD = 100;
+const REPEATS = Number(process.env.CLUSTER_BENCH_REPEATS ?? 3);
+const CASE_MS = Number(process.env.CLUSTER_BENCH_MS ?? 2000);
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+// ------------------------------------------------------------------------------------------
+// The receiving process
+
+async function serve(credsFile) {
+  const { readFileSync } = await import('node:fs');
+  const creds = JSON.parse(readFileSync(credsFile, 'utf8'));
+  const { Http2Wire } = await import(resolve(ROOT, 'dist/net/index.js'));
+  const { BoundedMailbox } = await import(resolve(ROOT, 'dist/cluster/index.js'));
+  const mailbox = new BoundedMailbox(1024);
+  (async () => {
+    for (;;) await mailbox.next();
+  })();
+  const wire = new Http2Wire({
+    self: 'b',
+    cluster: 'bench',
+    tls: creds.b,
+    resolve: () => undefined,
+    isMember: (n) => n === 'a' || n === 'b',
+  });
+  wire.onFrame(async (_from, f) => {
+    await mailbox.put(f);
+    return 'stored';
+  });
+  const wireAddress = await wire.listen();
+
+  const raw = tls.createServer(
+    {
+      key: creds.b.key,
+      cert: creds.b.cert,
+      ca: creds.b.ca,
+      requestCert: true,
+      rejectUnauthorized: true,
+      minVersion: 'TLSv1.3',
+    },
+    (sock) => {
+      sock.setNoDelay(true);
+      let buf = Buffer.alloc(0);
+      sock.on('data', (chunk) => {
+        buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+        const acks = [];
+        let at = 0;
+        while (buf.length - at >= 4) {
+          const len = buf.readUInt32LE(at);
+          if (len > 1 << 20) {
+            sock.destroy();
+            return;
+          }
+          if (buf.length - at < 4 + len) break;
+          acks.push(buf.subarray(at + 4, at + 20));
+          at += 4 + len;
+        }
+        buf = buf.subarray(at);
+        if (acks.length) sock.write(Buffer.concat(acks));
+      });
+      sock.on('error', () => {});
+    },
+  );
+  await new Promise((r) => raw.listen(0, '127.0.0.1', r));
+  process.send({ wireAddress, rawPort: raw.address().port });
+  process.on('message', (m) => {
+    if (m === 'cpu') process.send({ cpu: process.cpuUsage() });
+  });
+  process.on('disconnect', () => process.exit(0));
+}
+
+// ------------------------------------------------------------------------------------------
+// The sending process
+
+async function pump(inflight, ms, sendOne) {
+  let done = 0;
+  let stop = false;
+  const end = Date.now() + ms;
+  const worker = async () => {
+    while (!stop) {
+      await sendOne();
+      done++;
+      if (Date.now() >= end) stop = true;
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: inflight }, worker));
+  return (done * 1000) / (performance.now() - t0);
+}
+
+function rawClient(port, creds) {
+  return new Promise((resolveConn, reject) => {
+    const sock = tls.connect({
+      host: '127.0.0.1',
+      port,
+      key: creds.a.key,
+      cert: creds.a.cert,
+      ca: creds.a.ca,
+      servername: 'b.bench.plexus.internal',
+      minVersion: 'TLSv1.3',
+      checkServerIdentity: () => undefined,
+    });
+    sock.setNoDelay(true);
+    const waiting = new Map();
+    let buf = Buffer.alloc(0);
+    sock.on('data', (chunk) => {
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      let at = 0;
+      while (buf.length - at >= 16) {
+        const id = buf.subarray(at, at + 16).toString('latin1');
+        waiting.get(id)?.();
+        waiting.delete(id);
+        at += 16;
+      }
+      buf = buf.subarray(at);
+    });
+    sock.on('error', reject);
+    sock.on('secureConnect', () =>
+      resolveConn({
+        send() {
+          const frame = Buffer.allocUnsafe(4 + 16 + PAYLOAD);
+          frame.writeUInt32LE(16 + PAYLOAD, 0);
+          randomBytes(16).copy(frame, 4);
+          frame.fill(7, 20);
+          return new Promise((r) => {
+            waiting.set(frame.subarray(4, 20).toString('latin1'), r);
+            sock.write(frame);
+          });
+        },
+        close: () => sock.destroy(),
+      }),
+    );
+  });
+}
+
+export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
+  const { createClusterCa, issueNodeCertificate, Http2Wire } = await import(resolve(root, 'dist/net/index.js'));
+  const ca = await createClusterCa('bench');
+  const creds = { a: await issueNodeCertificate(ca, 'a'), b: await issueNodeCertificate(ca, 'b') };
+  const dir = mkdtempSync(join(tmpdir(), 'plexus-cluster-bench-'));
+  const credsFile = join(dir, 'creds.json');
+  writeFileSync(credsFile, JSON.stringify(creds));
+  const child = fork(fileURLToPath(import.meta.url), ['--serve', credsFile], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const killChild = () => {
+    try {
+      process.kill(child.pid, 'SIGKILL');
+    } catch {}
+  };
+  process.once('exit', killChild);
+  try {
+    const ready = await new Promise((r, j) => {
+      child.once('message', r);
+      child.once('exit', (c) => j(new Error(`receiver exited with ${c}`)));
+    });
+    const wire = new Http2Wire({
+      self: 'a',
+      cluster: 'bench',
+      tls: creds.a,
+      resolve: (n) => (n === 'b' ? ready.wireAddress : undefined),
+      isMember: (n) => n === 'a' || n === 'b',
+    });
+    const payload = new Uint8Array(PAYLOAD).fill(7);
+    const raw = await rawClient(ready.rawPort, creds);
+    const results = { plexus: new Map(), onePair: new Map(), raw: new Map() };
+    for (const n of INFLIGHT) {
+      results.plexus.set(n, []);
+      results.onePair.set(n, []);
+      results.raw.set(n, []);
+    }
+    // Warm up both paths.
+    await pump(16, 300, () => wire.send('b', { shard: 1, epoch: 1n, sender: 'vt:s/0', target: 'vt:t/0', payload }));
+    await pump(16, 300, () => raw.send());
+    for (let rep = 0; rep < REPEATS; rep++) {
+      for (const n of INFLIGHT) {
+        // One (sender, target) pair per in-flight slot, as independent actors would be.
+        const sends = Array.from({ length: n }, (_, i) => ({
+          shard: 1,
+          epoch: 1n,
+          sender: `vt:s/${i}`,
+          target: `vt:t/${i}`,
+          payload,
+        }));
+        let k = 0;
+        results.plexus.get(n).push(await pump(n, CASE_MS, () => wire.send('b', sends[k++ % n])));
+        results.onePair.get(n).push(await pump(n, CASE_MS, () => wire.send('b', sends[0])));
+        results.raw.get(n).push(await pump(n, CASE_MS, () => raw.send()));
+      }
+    }
+    raw.close();
+    await wire.close();
+    const entries = [];
+    const targets = [];
+    const lines = [
+      `cluster transport: acknowledged 100-byte frames/s, 2 processes on loopback (median of ${REPEATS})`,
+      `${'in flight'.padEnd(10)} ${'Http2Wire, n pairs'.padStart(19)} ${'ratio'.padStart(6)} ${'Http2Wire, 1 pair'.padStart(18)} ${'ratio'.padStart(6)} ${'raw TLS 1.3 socket'.padStart(19)}`,
+    ];
+    for (const n of INFLIGHT) {
+      const p = median(results.plexus.get(n));
+      const o = median(results.onePair.get(n));
+      const r = median(results.raw.get(n));
+      lines.push(
+        `${String(n).padEnd(10)} ${p.toFixed(0).padStart(19)} ${(p / r).toFixed(2).padStart(6)} ${o.toFixed(0).padStart(18)} ${(o / r).toFixed(2).padStart(6)} ${r.toFixed(0).padStart(19)}`,
+      );
+      entries.push({
+        suite: 'cluster',
+        case: `frames 100B, ${n} in flight, ${n} pairs`,
+        impl: 'plexus Http2Wire (HTTP/2, mTLS 1.3)',
+        opsPerSec: p,
+        bytesPerSec: p * PAYLOAD,
+      });
+      entries.push({
+        suite: 'cluster',
+        case: `frames 100B, ${n} in flight, 1 pair`,
+        impl: 'plexus Http2Wire (HTTP/2, mTLS 1.3)',
+        opsPerSec: o,
+        bytesPerSec: o * PAYLOAD,
+      });
+      entries.push({
+        suite: 'cluster',
+        case: `frames 100B, ${n} in flight`,
+        impl: 'node:tls raw socket, length-prefixed (ceiling)',
+        opsPerSec: r,
+        bytesPerSec: r * PAYLOAD,
+      });
+      if (n === 256) {
+        targets.push({
+          name: 'cluster wire vs raw TLS ceiling, 256 in flight, 256 pairs',
+          ratio: p / r,
+          want: 0.5,
+          ok: p / r >= 0.5,
+        });
+        targets.push({
+          name: 'cluster wire vs raw TLS ceiling, 256 in flight, 1 pair',
+          ratio: o / r,
+          want: 0.5,
+          ok: o / r >= 0.5,
+        });
+      }
+    }
+    const table = lines.join('\n');
+    log?.(table);
+    return { entries, targets, table };
+  } finally {
+    child.disconnect?.();
+    killChild();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === '--serve') {
+  await serve(process.argv[3]);
+} else if (resolve(process.argv[1] ?? '') === fileURLToPath(import.meta.url)) {
+  const { targets } = await runClusterSuite({});
+  for (const t of targets)
+    console.log(`${t.ok ? 'met ' : 'MISS'} ${t.name}: ${t.ratio.toFixed(2)}x (want >= ${t.want}x)`);
+  process.exit(0);
+}

@@ -1,0 +1,185 @@
+/**
+ * The compliance suite of the Membership seam (ts/cluster/types.ts). An implementation runs
+ * it with a factory that builds a cluster of the given nodes (not yet joined), with shard
+ * count 8, leases of about one second and automatic assignment of free shards.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ClusterMeta } from '../../ts/cluster/meta.js';
+import type { Membership, View } from '../../ts/cluster/types.js';
+import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
+
+export interface MembershipHarness {
+  readonly members: ReadonlyMap<string, Membership>;
+  /** A membership for `node` built with `meta` (not joined). */
+  make(node: string, meta?: ClusterMeta): Membership;
+  readonly meta: ClusterMeta;
+  teardown(): Promise<void>;
+}
+
+export type MembershipFactory = (nodes: readonly string[]) => Promise<MembershipHarness>;
+
+async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function rejection(p: Promise<unknown>): Promise<PlexusError> {
+  try {
+    await p;
+  } catch (e) {
+    if (isPlexusError(e)) return e;
+    throw e;
+  }
+  throw new Error('expected a rejection');
+}
+
+export function membershipSuite(name: string, factory: MembershipFactory): void {
+  describe(`Membership compliance: ${name}`, () => {
+    let h: MembershipHarness | undefined;
+    afterEach(async () => {
+      await h?.teardown();
+      h = undefined;
+    });
+    const m = (id: string) => h?.members.get(id) as Membership;
+
+    it('joins every member and reports views with strictly increasing versions', async () => {
+      h = await factory(['a', 'b', 'c']);
+      const seen: View[] = [];
+      m('c').subscribe((v) => seen.push(v));
+      for (const id of ['a', 'b', 'c']) await m(id).join();
+      await until(() => m('c').view().members.length === 3, 'three members in c’s view');
+      expect(
+        m('c')
+          .view()
+          .members.map((x) => x.id),
+      ).toEqual(['a', 'b', 'c']);
+      for (let i = 1; i < seen.length; i++) expect(seen[i]!.version).toBeGreaterThan(seen[i - 1]!.version);
+    });
+
+    it('assigns every shard to exactly one member, deterministically', async () => {
+      h = await factory(['a', 'b', 'c']);
+      for (const id of ['a', 'b', 'c']) await m(id).join();
+      await until(() => m('a').view().leases.length === h!.meta.shardCount, 'all shards leased');
+      const v = m('a').view();
+      expect(new Set(v.leases.map((l) => l.shard)).size).toBe(h.meta.shardCount);
+      await until(
+        () => ['a', 'b', 'c'].every((id) => m(id).view().version >= v.version),
+        'every member to see the view',
+      );
+      expect(v.leases.every((l) => ['a', 'b', 'c'].includes(l.owner))).toBe(true);
+      // Each owner holds its leases at the view's epochs; nobody else may use them.
+      await until(
+        () => v.leases.every((l) => m(l.owner).leaseFor(l.shard)?.epoch === l.epoch),
+        'owners to hold their leases',
+      );
+      for (const l of v.leases) {
+        for (const id of ['a', 'b', 'c'].filter((x) => x !== l.owner)) expect(m(id).leaseFor(l.shard)).toBeUndefined();
+      }
+      expect(m('a').held().length + m('b').held().length + m('c').held().length).toBe(h.meta.shardCount);
+    });
+
+    it('refuses a node built with another ClusterMeta, naming the field', async () => {
+      h = await factory(['a', 'b']);
+      await m('a').join();
+      for (const [field, value] of [
+        ['id', 'c2'],
+        ['shardCount', 16],
+        ['replicationFactor', 3],
+      ] as const) {
+        const other = h.make('b', { ...h.meta, [field]: value });
+        const e = await rejection(other.join());
+        expect(e.code).toBe('PLX_CLUSTER_META_MISMATCH');
+        expect(e.details.field).toBe(field);
+        await other.close();
+      }
+    });
+
+    it('refuses a node id the cluster does not list', async () => {
+      h = await factory(['a', 'b']);
+      const e = await rejection(h.make('zz').join());
+      expect(e.code).toBe('PLX_CLUSTER_UNKNOWN_NODE');
+    });
+
+    it('renews keep the epoch; grants after release and revoke get a greater one; a held shard is refused', async () => {
+      h = await factory(['a', 'b']);
+      await m('a').join();
+      await m('b').join();
+      await until(() => m('a').view().leases.length === h!.meta.shardCount, 'all shards leased');
+      const l = m('a').view().leases[0]!;
+      const owner = m(l.owner);
+      const other = m(l.owner === 'a' ? 'b' : 'a');
+      const g = await owner.grant(l.shard);
+      expect(g.epoch).toBe(l.epoch);
+      const r = await owner.renew(l.shard, l.epoch);
+      expect(r.epoch).toBe(l.epoch);
+      expect((await rejection(other.grant(l.shard))).code).toBe('PLX_CLUSTER_LEASE_HELD');
+      expect((await rejection(other.renew(l.shard, l.epoch))).code).toBe('PLX_CLUSTER_LEASE_LOST');
+      await owner.release(l.shard, l.epoch);
+      await until(
+        () =>
+          (m('a')
+            .view()
+            .leases.find((x) => x.shard === l.shard)?.epoch ?? 0n) > l.epoch,
+        'a regrant',
+      );
+      const e2 = m('a')
+        .view()
+        .leases.find((x) => x.shard === l.shard)!;
+      await m('a').revoke(l.shard);
+      await until(
+        () =>
+          (m('a')
+            .view()
+            .leases.find((x) => x.shard === l.shard)?.epoch ?? 0n) > e2.epoch,
+        'a regrant',
+      );
+      expect((await rejection(owner.renew(l.shard, l.epoch))).code).toBe('PLX_CLUSTER_LEASE_LOST');
+    });
+
+    it('gives a silent member’s shards to others only after its leases expire, with greater epochs', async () => {
+      h = await factory(['a', 'b']);
+      await m('a').join();
+      await m('b').join();
+      // a joined first and took every shard; revoking spreads them over both members.
+      await until(() => m('a').view().leases.length === h!.meta.shardCount, 'all shards leased');
+      for (let s = 0; s < h.meta.shardCount; s++) await m('a').revoke(s);
+      await until(
+        () =>
+          new Set(
+            m('a')
+              .view()
+              .leases.map((l) => l.owner),
+          ).size === 2,
+        'both members to own shards',
+      );
+      const before = m('a')
+        .view()
+        .leases.filter((l) => l.owner === 'b');
+      const stoppedAt = Date.now();
+      await m('b').close(); // b stops heartbeating and renewing
+      await until(
+        () =>
+          m('a')
+            .view()
+            .leases.every((l) => l.owner === 'a'),
+        'a to own every shard',
+      );
+      // The lease lasts about a second after b's last renewal.
+      expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(500);
+      for (const l of before) {
+        const now = m('a')
+          .view()
+          .leases.find((x) => x.shard === l.shard)!;
+        expect(now.epoch).toBeGreaterThan(l.epoch);
+      }
+      expect(
+        m('a')
+          .view()
+          .members.find((x) => x.id === 'b')?.status,
+      ).toBe('failed');
+    });
+  });
+}

@@ -1,0 +1,402 @@
+/**
+ * MemoryAuthority: the lease authority of static membership, as a pure state machine. It
+ * never reads a clock or a socket: `tick(now)` moves its time, `step(request)` answers one
+ * request, `ready()` tells what changed (a new view, grants, freed leases, health changes)
+ * and `advance()` acknowledges that. A driver (AuthorityHost, ts/cluster/host.ts) runs it on
+ * real time and the cluster wire; tests run it on any clock.
+ *
+ * Rules (docs/cluster.md, "Leases and fencing"):
+ * - a free shard goes to the alive member ranked first by rendezvous hashing of
+ *   `<member>/<shard>` (FNV-1a 64), so assignment is deterministic;
+ * - every new grant of a shard has a strictly greater epoch; a renewal keeps it;
+ * - a failed member's leases free only when they expire; its renewals after expiry fail;
+ * - epochs start above `epochBase` (pass the authority's start time in the high bits), so a
+ *   restarted authority never hands out an epoch twice.
+ */
+import { fnv1a64 } from '../core/index.js';
+import { type DetectorConfig, type LeaseConfig, leaseConfig } from './config.js';
+import { FailureDetector, type HealthChange } from './detector.js';
+import { ClusterCode, type ClusterCodeValue } from './errors.js';
+import { type ClusterMeta, checkJoinMeta, clusterMeta } from './meta.js';
+import type { LeaseEntry, MemberInfo, MemberState, MemberStatus, View } from './types.js';
+
+export type AuthorityRequest =
+  | { readonly type: 'join'; readonly node: string; readonly address: string; readonly meta: ClusterMeta }
+  | {
+      readonly type: 'heartbeat';
+      readonly node: string;
+      /** Leases to renew (or claim, when the authority assigned them), each keeping its epoch. */
+      readonly held?: readonly { readonly shard: number; readonly epoch: bigint }[];
+    }
+  | { readonly type: 'grant'; readonly node: string; readonly shard: number }
+  | { readonly type: 'renew'; readonly node: string; readonly shard: number; readonly epoch: bigint }
+  | { readonly type: 'release'; readonly node: string; readonly shard: number; readonly epoch: bigint }
+  | { readonly type: 'revoke'; readonly shard: number }
+  | { readonly type: 'leave'; readonly node: string }
+  | { readonly type: 'drain'; readonly node: string }
+  | { readonly type: 'remove'; readonly node: string }
+  | { readonly type: 'view' };
+
+export type AuthorityReply =
+  | {
+      readonly ok: true;
+      readonly view: View;
+      readonly lease?: { readonly shard: number; readonly epoch: bigint; readonly ttlMs: number };
+      /** heartbeat: the shards of `held` renewed (the others are lost). */
+      readonly renewed?: readonly number[];
+      readonly ttlMs?: number;
+    }
+  | {
+      readonly ok: false;
+      readonly code: ClusterCodeValue;
+      readonly message: string;
+      readonly details: Readonly<Record<string, unknown>>;
+      readonly view: View;
+    };
+
+export interface AuthorityOptions {
+  readonly meta: ClusterMeta;
+  /** The members the configuration lists; only they may join. */
+  readonly members: readonly MemberInfo[];
+  readonly lease?: Partial<LeaseConfig>;
+  readonly detector?: Partial<DetectorConfig>;
+  /** Grant free shards to their ranked member on every tick (default true). */
+  readonly autoAssign?: boolean;
+  /** Epochs start above this (default 0). */
+  readonly epochBase?: bigint;
+  /**
+   * Where shard journals live. `shared` (default): every node reaches the same shard stores,
+   * so a shard may go to any member (a move is a lease transfer; fencing stops a stale owner).
+   * `per-node`: each node has its own stores; with replication factor 1 a shard is granted
+   * only to the member whose store holds its journal (its last owner), so a failed owner's
+   * shards stay free (messages are held) until it returns, and no member ever takes a shard
+   * with an empty journal. A release (a hand-over after shipping) lets the next grant go to
+   * any member.
+   */
+  readonly journals?: 'shared' | 'per-node';
+}
+
+export interface AuthorityReady {
+  /** The view, when it changed since the last advance(). */
+  readonly view?: View;
+  readonly grants: readonly LeaseEntry[];
+  readonly freed: readonly LeaseEntry[];
+  readonly health: readonly HealthChange[];
+}
+
+interface Held {
+  owner: string;
+  epoch: bigint;
+  expiresAt: number;
+}
+
+const M64 = (1n << 64n) - 1n;
+
+/**
+ * The rendezvous score of a member for a shard: FNV-1a 64 of `<member>/<shard>`, then the
+ * SplitMix64 finalizer, so that names differing in one byte do not rank in a fixed order.
+ */
+export function rendezvousScore(member: string, shard: number): bigint {
+  let z = fnv1a64(`${member}/${shard}`);
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M64;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M64;
+  return z ^ (z >> 31n);
+}
+
+/** The alive member ranked first for `shard` by rendezvous hashing, or undefined. */
+export function rankedOwner(members: readonly string[], shard: number): string | undefined {
+  let best: string | undefined;
+  let bestScore = -1n;
+  for (const m of members) {
+    const score = rendezvousScore(m, shard);
+    if (score > bestScore || (score === bestScore && best !== undefined && m < best)) {
+      best = m;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+export class MemoryAuthority {
+  readonly meta: ClusterMeta;
+  readonly lease: LeaseConfig;
+  private readonly allowed = new Map<string, MemberInfo>();
+  private readonly joined = new Map<string, { info: MemberInfo; leaving: boolean }>();
+  private readonly removed = new Set<string>();
+  private readonly leases = new Map<number, Held>();
+  private readonly epochs = new Map<number, bigint>();
+  /** per-node journals: the member whose store holds each shard's journal. */
+  private readonly home = new Map<number, string>();
+  private readonly pinned: boolean;
+  private readonly detector: FailureDetector;
+  private readonly autoAssign: boolean;
+  private readonly epochBase: bigint;
+  private now = 0;
+  private version = 0;
+  private changed = false;
+  private viewPending = false;
+  private cached: View | undefined;
+  private grants: LeaseEntry[] = [];
+  private freed: LeaseEntry[] = [];
+
+  constructor(opts: AuthorityOptions) {
+    this.meta = clusterMeta(opts.meta);
+    this.lease = leaseConfig(opts.lease);
+    for (const m of opts.members) this.allowed.set(m.id, m);
+    this.detector = new FailureDetector(opts.detector);
+    this.autoAssign = opts.autoAssign !== false;
+    this.epochBase = opts.epochBase ?? 0n;
+    this.pinned = opts.journals === 'per-node' && this.meta.replicationFactor === 1;
+  }
+
+  /** Moves time to `now` (ms, never backwards): judges health, frees expired leases, assigns free shards. */
+  tick(now: number): void {
+    if (now > this.now) this.now = now;
+    this.detector.tick(this.now);
+    if (this.detector.ready().length > 0) this.changed = true;
+    for (const [shard, h] of this.leases) {
+      if (h.expiresAt <= this.now) this.free(shard, h);
+    }
+    if (this.autoAssign) this.assign();
+  }
+
+  /** Answers one request at the current time. */
+  step(req: AuthorityRequest): AuthorityReply {
+    switch (req.type) {
+      case 'view':
+        return this.ok();
+      case 'join':
+        return this.join(req.node, req.address, req.meta);
+      case 'remove': {
+        this.removed.add(req.node);
+        if (this.joined.delete(req.node)) this.changed = true;
+        this.detector.forget(req.node);
+        return this.ok();
+      }
+      case 'revoke': {
+        if (!this.shardOk(req.shard)) return this.badShard(req.shard);
+        const h = this.leases.get(req.shard);
+        if (h) this.free(req.shard, h);
+        return this.ok();
+      }
+      default:
+        break;
+    }
+    const member = this.joined.get(req.node);
+    if (!member) {
+      return this.fail(ClusterCode.UNKNOWN_NODE, `${req.node} is not a member of cluster ${this.meta.id}: join first`, {
+        node: req.node,
+      });
+    }
+    this.detector.heard(req.node, this.now);
+    if (this.detector.ready().length > 0) this.changed = true;
+    switch (req.type) {
+      case 'heartbeat': {
+        const renewed: number[] = [];
+        for (const { shard, epoch } of req.held ?? []) {
+          const h = this.leases.get(shard);
+          if (h && h.owner === req.node && h.epoch === epoch) {
+            h.expiresAt = this.now + this.lease.ttlMs;
+            renewed.push(shard);
+          }
+        }
+        if (this.autoAssign) this.assign();
+        return { ok: true, view: this.view(), renewed, ttlMs: this.lease.ttlMs };
+      }
+      case 'leave': {
+        this.joined.delete(req.node);
+        this.detector.forget(req.node);
+        for (const [shard, h] of this.leases) if (h.owner === req.node) this.free(shard, h);
+        this.changed = true;
+        return this.ok();
+      }
+      case 'drain': {
+        if (!member.leaving) {
+          member.leaving = true;
+          this.changed = true;
+        }
+        return this.ok();
+      }
+      case 'grant': {
+        if (!this.shardOk(req.shard)) return this.badShard(req.shard);
+        if (member.leaving) return this.fail(ClusterCode.LEAVING, `${req.node} is leaving: it takes no new leases`);
+        const h = this.leases.get(req.shard);
+        if (h && h.owner !== req.node) {
+          return this.fail(ClusterCode.LEASE_HELD, `shard ${req.shard} is held by ${h.owner} until its lease ends`, {
+            shard: req.shard,
+            owner: h.owner,
+          });
+        }
+        if (h) {
+          h.expiresAt = this.now + this.lease.ttlMs;
+          return this.ok(req.shard, h.epoch);
+        }
+        const home = this.pinned ? this.home.get(req.shard) : undefined;
+        if (home !== undefined && home !== req.node) {
+          return this.fail(
+            ClusterCode.LEASE_HELD,
+            `shard ${req.shard}'s journal is in ${home}'s store: it waits for ${home} (or a hand-over)`,
+            { shard: req.shard, home },
+          );
+        }
+        const g = this.newGrant(req.shard, req.node);
+        return this.ok(req.shard, g.epoch);
+      }
+      case 'renew': {
+        if (!this.shardOk(req.shard)) return this.badShard(req.shard);
+        const h = this.leases.get(req.shard);
+        if (!h || h.owner !== req.node || h.epoch !== req.epoch) {
+          return this.fail(
+            ClusterCode.LEASE_LOST,
+            `${req.node} no longer holds shard ${req.shard} at epoch ${req.epoch}: stop using it and ask for a new grant`,
+            { shard: req.shard, epoch: String(req.epoch), current: h ? String(h.epoch) : null },
+          );
+        }
+        h.expiresAt = this.now + this.lease.ttlMs;
+        return this.ok(req.shard, h.epoch);
+      }
+      case 'release': {
+        if (!this.shardOk(req.shard)) return this.badShard(req.shard);
+        const h = this.leases.get(req.shard);
+        if (h && h.owner === req.node && h.epoch === req.epoch) {
+          this.free(req.shard, h);
+          this.home.delete(req.shard);
+        } else
+          return this.fail(
+            ClusterCode.LEASE_LOST,
+            `${req.node} does not hold shard ${req.shard} at epoch ${req.epoch}`,
+            { shard: req.shard },
+          );
+        return this.ok();
+      }
+    }
+  }
+
+  /** The current view (cached until something changes). */
+  view(): View {
+    if (this.changed || !this.cached) {
+      this.version++;
+      this.changed = false;
+      this.viewPending = true;
+      const members: MemberState[] = [...this.joined.values()]
+        .map(({ info, leaving }) => ({
+          id: info.id,
+          address: info.address,
+          status: (leaving ? 'leaving' : (this.detector.status(info.id) ?? 'alive')) as MemberStatus,
+        }))
+        .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      const leases = [...this.leases.entries()]
+        .map(([shard, h]) => ({ shard, owner: h.owner, epoch: h.epoch }))
+        .sort((a, b) => a.shard - b.shard);
+      this.cached = Object.freeze({ version: this.version, members, leases });
+    }
+    return this.cached;
+  }
+
+  /** Whether `node` is a current member (joined, not removed). The wire's admission check. */
+  isMember(node: string): boolean {
+    return this.joined.has(node);
+  }
+
+  /**
+   * Whether `node` may connect at all: listed in the configuration and not removed. The
+   * authority's own wire admits these (a node connects before it has joined).
+   */
+  isAdmitted(node: string): boolean {
+    return this.allowed.has(node) && !this.removed.has(node);
+  }
+
+  /** When the lease of `shard` ends on the authority's clock (undefined when free). */
+  expiresAt(shard: number): number | undefined {
+    return this.leases.get(shard)?.expiresAt;
+  }
+
+  ready(): AuthorityReady {
+    const current = this.view();
+    const view = this.viewPending ? current : undefined;
+    return { ...(view ? { view } : {}), grants: this.grants, freed: this.freed, health: this.detector.ready() };
+  }
+
+  advance(): void {
+    this.viewPending = false;
+    this.grants = [];
+    this.freed = [];
+    this.detector.advance();
+  }
+
+  private join(node: string, address: string, meta: ClusterMeta): AuthorityReply {
+    try {
+      checkJoinMeta(this.meta, meta, node);
+    } catch (e) {
+      const pe = e as { code: ClusterCodeValue; message: string; details: Record<string, unknown> };
+      return this.fail(pe.code, pe.message, pe.details);
+    }
+    const info = this.allowed.get(node);
+    if (!info || this.removed.has(node)) {
+      return this.fail(
+        ClusterCode.UNKNOWN_NODE,
+        `node id ${JSON.stringify(node)} is not ${this.removed.has(node) ? 'a member any more (it was removed)' : 'listed in the static configuration'} of cluster ${this.meta.id}`,
+        { field: 'node', node },
+      );
+    }
+    if (!this.joined.has(node)) {
+      this.joined.set(node, { info: { id: node, address: address || info.address }, leaving: false });
+      this.changed = true;
+    }
+    this.detector.heard(node, this.now);
+    if (this.autoAssign) this.assign();
+    return this.ok();
+  }
+
+  private assign(): void {
+    const alive = [...this.joined.entries()]
+      .filter(([id, m]) => !m.leaving && this.detector.status(id) === 'alive')
+      .map(([id]) => id);
+    if (alive.length === 0) return;
+    for (let s = 0; s < this.meta.shardCount; s++) {
+      if (this.leases.has(s)) continue;
+      const home = this.pinned ? this.home.get(s) : undefined;
+      if (home !== undefined) {
+        if (alive.includes(home)) this.newGrant(s, home);
+        continue;
+      }
+      this.newGrant(s, rankedOwner(alive, s) as string);
+    }
+  }
+
+  private newGrant(shard: number, owner: string): Held {
+    const last = this.epochs.get(shard) ?? this.epochBase;
+    const epoch = last + 1n;
+    this.epochs.set(shard, epoch);
+    const h = { owner, epoch, expiresAt: this.now + this.lease.ttlMs };
+    this.leases.set(shard, h);
+    if (this.pinned) this.home.set(shard, owner);
+    this.grants.push({ shard, owner, epoch });
+    this.changed = true;
+    return h;
+  }
+
+  private free(shard: number, h: Held): void {
+    this.leases.delete(shard);
+    this.freed.push({ shard, owner: h.owner, epoch: h.epoch });
+    this.changed = true;
+  }
+
+  private shardOk(shard: number): boolean {
+    return Number.isInteger(shard) && shard >= 0 && shard < this.meta.shardCount;
+  }
+
+  private badShard(shard: number): AuthorityReply {
+    return this.fail(ClusterCode.BAD_SHARD, `shard ${shard} is outside 0..${this.meta.shardCount - 1}`, { shard });
+  }
+
+  private ok(shard?: number, epoch?: bigint): AuthorityReply {
+    const view = this.view();
+    if (shard === undefined || epoch === undefined) return { ok: true, view };
+    return { ok: true, view, lease: { shard, epoch, ttlMs: this.lease.ttlMs } };
+  }
+
+  private fail(code: ClusterCodeValue, message: string, details: Record<string, unknown> = {}): AuthorityReply {
+    return { ok: false, code, message, details, view: this.view() };
+  }
+}

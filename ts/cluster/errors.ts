@@ -1,0 +1,40 @@
+/**
+ * The error codes of the cluster core (docs/errors.md, "Cluster"). Every refusal is a
+ * PlexusError with one of these codes and, where a field is at fault, `details.field`.
+ */
+import { PlexusError } from '../core/errors.js';
+
+export const ClusterCode = {
+  /** A ClusterMeta value is malformed (shard count not a power of two, empty id, ...). */
+  BAD_META: 'PLX_CLUSTER_BAD_META',
+  /** A joining node's ClusterMeta differs from the cluster's; `details.field` names the field. */
+  META_MISMATCH: 'PLX_CLUSTER_META_MISMATCH',
+  /** A node id that the configuration does not list, or a second node with the same id. */
+  UNKNOWN_NODE: 'PLX_CLUSTER_UNKNOWN_NODE',
+  /** A configuration value out of range. */
+  BAD_CONFIG: 'PLX_CLUSTER_BAD_CONFIG',
+  /** A lease request refused: the shard is held by another member, or the node is not active. */
+  LEASE_HELD: 'PLX_CLUSTER_LEASE_HELD',
+  /** A renewal or release of a lease the node no longer holds (expired, revoked, other epoch). */
+  LEASE_LOST: 'PLX_CLUSTER_LEASE_LOST',
+  /** An append with an epoch lower than the shard store accepted (from PLX_STORAGE_FENCED). */
+  FENCED: 'PLX_CLUSTER_FENCED',
+  /** The node is draining or has left: no new activations or leases. */
+  LEAVING: 'PLX_CLUSTER_LEAVING',
+  /** The lease authority cannot be reached. */
+  UNAVAILABLE: 'PLX_CLUSTER_UNAVAILABLE',
+  /** An authority request or reply of a bad shape or size. */
+  BAD_REQUEST: 'PLX_CLUSTER_BAD_REQUEST',
+  /** A shard number outside 0 .. shardCount-1. */
+  BAD_SHARD: 'PLX_CLUSTER_BAD_SHARD',
+} as const;
+export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
+
+export function clusterError(
+  code: ClusterCodeValue,
+  message: string,
+  details: Record<string, unknown> = {},
+  cause?: unknown,
+): PlexusError {
+  return new PlexusError(code, message, details, cause === undefined ? undefined : { cause });
+}

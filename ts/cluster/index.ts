@@ -1,0 +1,53 @@
+/**
+ * plexus cluster core: ClusterMeta, the Membership seam with static membership and its
+ * MemoryAuthority, leases with fencing epochs, the failure detector, ClusterStorage, the
+ * receive-side epoch gate and dead-letter log. docs/cluster.md describes them.
+ */
+export {
+  type AuthorityOptions,
+  type AuthorityReady,
+  type AuthorityReply,
+  type AuthorityRequest,
+  MemoryAuthority,
+  rankedOwner,
+} from './authority.js';
+export { decodeReply, decodeRequest, encodeReply, encodeRequest } from './codec.js';
+export {
+  type ClusterConfig,
+  clusterConfig,
+  DEFAULT_CLUSTER_CONFIG,
+  DEFAULT_DETECTOR_CONFIG,
+  DEFAULT_LEASE_CONFIG,
+  type DetectorConfig,
+  detectorConfig,
+  type LeaseConfig,
+  leaseConfig,
+} from './config.js';
+export { FailureDetector, type Health, type HealthChange } from './detector.js';
+export { type DrainHooks, drainAndLeave } from './drain.js';
+export { ClusterCode, clusterError } from './errors.js';
+export { DEAD_LETTER_LOG, type DeadLetter, DeadLetters, EpochGate, listDeadLetters } from './fencing.js';
+export { AuthorityHost, type AuthorityHostOptions } from './host.js';
+export { BoundedMailbox } from './mailbox.js';
+export {
+  type ClusterMeta,
+  checkJoinMeta,
+  clusterMeta,
+  HASH_VERSION,
+  META_FILE,
+  metaDifference,
+  readClusterMeta,
+  shardOfIri,
+  writeClusterMeta,
+} from './meta.js';
+export { fencedReceiver } from './receive.js';
+export {
+  type AuthorityCall,
+  canStart,
+  type StaticConfig,
+  StaticMembership,
+  type StaticMembershipOptions,
+  unexpired,
+} from './static.js';
+export { ClusterStorage, type ClusterStorageOptions } from './storage.js';
+export * from './types.js';

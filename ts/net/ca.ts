@@ -1,0 +1,168 @@
+/**
+ * The cluster CA: an Ed25519 key with a self-signed CA certificate for one cluster, and one
+ * Ed25519 certificate per node naming `<node>.<cluster>.plexus.internal` in its
+ * subjectAltName (the only name the wire looks at), usable as TLS server and client. PEM
+ * texts that `node:tls` takes directly. Built with @peculiar/x509 and signed by Node's
+ * WebCrypto, as ts/crypto/x509.ts does for SPERLI jobs.
+ */
+import 'reflect-metadata';
+import { randomBytes, webcrypto } from 'node:crypto';
+import * as x509 from '@peculiar/x509';
+import { PlexusError } from '../core/errors.js';
+
+export const NAME_SUFFIX = 'plexus.internal';
+const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+const ED25519 = { name: 'Ed25519' } as const;
+const DAY = 24 * 60 * 60 * 1000;
+
+export interface ClusterCa {
+  readonly cluster: string;
+  /** The CA certificate, PEM: `ca` for node:tls. */
+  readonly cert: string;
+  /** The CA's private key, PKCS #8 PEM. */
+  readonly key: string;
+}
+
+export interface NodeCredentials {
+  readonly node: string;
+  /** `<node>.<cluster>.plexus.internal`. */
+  readonly name: string;
+  readonly cert: string;
+  readonly key: string;
+  /** The cluster CA certificate. */
+  readonly ca: string;
+}
+
+function label(what: string, v: string): string {
+  if (typeof v !== 'string' || !LABEL.test(v)) {
+    throw new PlexusError(
+      'PLX_WIRE_BAD_NAME',
+      `${what} ${JSON.stringify(v)} must be a DNS label: lower-case letters, digits and hyphens, 1 to 63`,
+      { [what]: v },
+    );
+  }
+  return v;
+}
+
+/** The DNS name of a node's certificate. */
+export function nodeName(node: string, cluster: string): string {
+  return `${label('node', node)}.${label('cluster', cluster)}.${NAME_SUFFIX}`;
+}
+
+/** The node id a DNS name gives for `cluster`, or undefined when it is not a node name of it. */
+export function nodeOfName(name: string, cluster: string): string | undefined {
+  const suffix = `.${cluster}.${NAME_SUFFIX}`;
+  if (!name.endsWith(suffix)) return undefined;
+  const node = name.slice(0, -suffix.length);
+  return LABEL.test(node) ? node : undefined;
+}
+
+/**
+ * The node named by a peer certificate as node:tls reports it (`subjectaltname`, e.g.
+ * "DNS:a.c1.plexus.internal"): exactly one node name of `cluster`, else undefined.
+ */
+export function nodeOfPeer(cert: { subjectaltname?: string } | undefined, cluster: string): string | undefined {
+  const san = cert?.subjectaltname;
+  if (typeof san !== 'string') return undefined;
+  const nodes = san
+    .split(', ')
+    .filter((e) => e.startsWith('DNS:'))
+    .map((e) => nodeOfName(e.slice(4), cluster))
+    .filter((n): n is string => n !== undefined);
+  return nodes.length === 1 ? nodes[0] : undefined;
+}
+
+function pem(labelText: string, der: ArrayBuffer): string {
+  const lines =
+    Buffer.from(der)
+      .toString('base64')
+      .match(/.{1,64}/g) ?? [];
+  return `-----BEGIN ${labelText}-----\n${lines.join('\n')}\n-----END ${labelText}-----\n`;
+}
+
+function serial(): string {
+  const b = randomBytes(16);
+  b[0] = (b[0]! & 0x7f) | 0x01;
+  return b.toString('hex');
+}
+
+async function keys(): Promise<webcrypto.CryptoKeyPair> {
+  return (await webcrypto.subtle.generateKey(ED25519, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+}
+
+/** Makes the CA of cluster `cluster` (valid 10 years by default). */
+export async function createClusterCa(cluster: string, opts: { notAfter?: Date } = {}): Promise<ClusterCa> {
+  label('cluster', cluster);
+  const k = await keys();
+  const cert = await x509.X509CertificateGenerator.createSelfSigned(
+    {
+      serialNumber: serial(),
+      name: [{ CN: [`plexus-cluster-ca-${cluster}`] }],
+      notBefore: new Date(Date.now() - 5 * 60_000),
+      notAfter: opts.notAfter ?? new Date(Date.now() + 3650 * DAY),
+      signingAlgorithm: ED25519,
+      keys: k,
+      extensions: [
+        new x509.BasicConstraintsExtension(true, 0, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+        await x509.SubjectKeyIdentifierExtension.create(k.publicKey, false, webcrypto),
+      ],
+    },
+    webcrypto,
+  );
+  return {
+    cluster,
+    cert: cert.toString('pem'),
+    key: pem('PRIVATE KEY', await webcrypto.subtle.exportKey('pkcs8', k.privateKey)),
+  };
+}
+
+/** Issues node `node`'s certificate (valid 1 year by default) with a fresh Ed25519 key. */
+export async function issueNodeCertificate(
+  ca: ClusterCa,
+  node: string,
+  opts: { notAfter?: Date } = {},
+): Promise<NodeCredentials> {
+  const name = nodeName(node, ca.cluster);
+  const caCert = new x509.X509Certificate(ca.cert);
+  let signingKey: webcrypto.CryptoKey;
+  try {
+    const der = Buffer.from(ca.key.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+    signingKey = await webcrypto.subtle.importKey('pkcs8', der, ED25519, false, ['sign']);
+  } catch (e) {
+    throw new PlexusError(
+      'PLX_WIRE_BAD_NAME',
+      'the cluster CA key must be an Ed25519 PKCS #8 PEM key',
+      {},
+      { cause: e },
+    );
+  }
+  const k = await keys();
+  const cert = await x509.X509CertificateGenerator.create(
+    {
+      serialNumber: serial(),
+      subject: [{ CN: [name] }],
+      issuer: caCert.subjectName,
+      notBefore: new Date(Date.now() - 5 * 60_000),
+      notAfter: opts.notAfter ?? new Date(Date.now() + 365 * DAY),
+      signingAlgorithm: ED25519,
+      publicKey: k.publicKey,
+      signingKey,
+      extensions: [
+        new x509.BasicConstraintsExtension(false, undefined, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], false),
+        new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: name }], false),
+        await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey, false, webcrypto),
+      ],
+    },
+    webcrypto,
+  );
+  return {
+    node,
+    name,
+    cert: cert.toString('pem'),
+    key: pem('PRIVATE KEY', await webcrypto.subtle.exportKey('pkcs8', k.privateKey)),
+    ca: ca.cert,
+  };
+}

@@ -1,0 +1,26 @@
+/**
+ * plexus net: the cluster wire (HTTP/2 over mutual TLS 1.3, and an in-memory stand-in) and
+ * the cluster CA that issues its node certificates. docs/cluster.md describes them.
+ */
+export {
+  type ClusterCa,
+  createClusterCa,
+  issueNodeCertificate,
+  NAME_SUFFIX,
+  type NodeCredentials,
+  nodeName,
+  nodeOfName,
+  nodeOfPeer,
+} from './ca.js';
+export { Http2Wire, type Http2WireOptions } from './http2-wire.js';
+export { type MemoryFaults, MemoryNetwork, MemoryWire, type MemoryWireOptions } from './memory-wire.js';
+export { DedupCache, Receiver } from './receiver.js';
+export type {
+  CallHandler,
+  DeliveryVerdict,
+  FrameHandler,
+  OutboundFrame,
+  Wire,
+  WireRefusal,
+  WireTuning,
+} from './types.js';
