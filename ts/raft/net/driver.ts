@@ -1,0 +1,237 @@
+/**
+ * Runs one RaftNode on real time and a real transport: ticks it every `tickMs`, feeds it
+ * the messages the transport receives, and handles each Ready in the order the core asks
+ * (docs/raft.md): persist the snapshot, entries and hard state (and wait until they are
+ * durable), send the messages, apply the snapshot and committed entries, serve read
+ * states, then `advance()`. Readies are handled one at a time, never overlapping.
+ *
+ * `propose` resolves once the entry is committed and applied, with its index; it fails
+ * with PLX_RAFT_NOT_LEADER on a follower, and with PLX_RAFT_PROPOSAL_LOST when another
+ * entry takes its index (leadership changed before it was committed) or when the driver
+ * stops, and with PLX_RAFT_TIMEOUT (outcome unknown) after `timeoutMs`. `read` resolves
+ * once a linearizable read at the returned index is safe.
+ */
+import { randomBytes } from 'node:crypto';
+import { PlexusError } from '../../core/errors.js';
+import type { RaftNode } from '../node.js';
+import type { RaftStorageWriter } from '../storage.js';
+import type { Entry, Message, Ready, Snapshot, SoftState } from '../types.js';
+
+export interface RaftApplier {
+  /** Applies committed entries in order (both kinds; conf changes are already in effect in the core). */
+  apply(entries: readonly Entry[]): void | Promise<void>;
+  /** Replaces the application state by a snapshot's. */
+  restore?(snapshot: Snapshot): void | Promise<void>;
+}
+
+export interface RaftDriverOptions {
+  readonly node: RaftNode;
+  /** Writes persisted state; `sync` (when present) resolves once the writes are durable. */
+  readonly storage: RaftStorageWriter & { sync?(): Promise<void> };
+  readonly send: (messages: readonly Message[]) => void;
+  readonly applier: RaftApplier;
+  /** Milliseconds per Raft tick. Default 100. */
+  readonly tickMs?: number;
+  readonly onSoftState?: (s: SoftState) => void;
+  /**
+   * How long a proposal or read may wait before it fails with PLX_RAFT_TIMEOUT (its outcome
+   * is then unknown: retry with the same idempotency key). Default 10,000 ms.
+   */
+  readonly timeoutMs?: number;
+  readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
+}
+
+interface Waiter {
+  readonly term: number;
+  resolve(index: number): void;
+  reject(err: unknown): void;
+}
+
+function lost(message: string, details: Record<string, unknown> = {}): PlexusError {
+  return new PlexusError('PLX_RAFT_PROPOSAL_LOST', message, details);
+}
+
+export class RaftDriver {
+  private readonly node: RaftNode;
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private scheduled = false;
+  private stopped = false;
+  private readonly waiters = new Map<number, Waiter>();
+  private readonly reads = new Map<string, { resolve(index: number): void; reject(err: unknown): void }>();
+  private applied = 0;
+  private failure: unknown;
+
+  constructor(private readonly opts: RaftDriverOptions) {
+    this.node = opts.node;
+  }
+
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.timer = setInterval(() => {
+      this.node.tick();
+      this.kick();
+    }, this.opts.tickMs ?? 100);
+    this.kick();
+  }
+
+  /** Stops ticking and fails every pending proposal and read. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    while (this.running) await new Promise((r) => setTimeout(r, 5));
+    this.failAll(lost('the node stopped before the entry was committed'));
+  }
+
+  /** The highest entry index applied so far. */
+  get appliedIndex(): number {
+    return this.applied;
+  }
+
+  /** A message from the transport. Messages the core refuses are logged and dropped. */
+  receive(m: Message): void {
+    if (this.stopped) return;
+    try {
+      this.node.step(m);
+    } catch (err) {
+      this.opts.logger?.warn('raft: dropped a message', { error: String(err), type: m.type, from: m.from });
+      return;
+    }
+    this.kick();
+  }
+
+  /** Proposes a payload; resolves with its index once committed and applied. */
+  propose(data: Uint8Array): Promise<number> {
+    if (this.stopped) return Promise.reject(lost('the node is stopped'));
+    let proposed: { index: number; term: number };
+    try {
+      proposed = this.node.propose(data);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const { index, term } = proposed;
+    const p = new Promise<number>((resolve, reject) => this.waiters.set(index, { term, resolve, reject }));
+    this.kick();
+    return this.bounded(p, () => this.waiters.delete(index), `entry ${index}`);
+  }
+
+  /** Resolves with an index at or below which a read is linearizable, once it is applied here. */
+  read(): Promise<number> {
+    if (this.stopped) return Promise.reject(lost('the node is stopped'));
+    const ctx = randomBytes(8);
+    const key = ctx.toString('hex');
+    const p = new Promise<number>((resolve, reject) => this.reads.set(key, { resolve, reject }));
+    try {
+      this.node.readIndex(ctx);
+    } catch (err) {
+      this.reads.delete(key);
+      return Promise.reject(err);
+    }
+    this.kick();
+    return this.bounded(p, () => this.reads.delete(key), 'a read');
+  }
+
+  private kick(): void {
+    if (this.scheduled || this.running || this.stopped) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    if (this.running || this.failure) return;
+    this.running = true;
+    try {
+      while (this.node.hasReady()) await this.handle(this.node.ready());
+    } catch (err) {
+      // A failed write leaves the node unable to go on safely: stop, and say why.
+      this.failure = err;
+      this.opts.logger?.warn('raft: persisting failed; the node stops', { error: String(err) });
+      this.stopped = true;
+      if (this.timer) clearInterval(this.timer);
+      this.failAll(err);
+    } finally {
+      this.running = false;
+    }
+    if (this.node.hasReady() && !this.stopped) this.kick();
+  }
+
+  private async handle(rd: Ready): Promise<void> {
+    const st = this.opts.storage;
+    if (rd.snapshot) st.applySnapshot(rd.snapshot);
+    if (rd.entries.length > 0) st.append(rd.entries);
+    if (rd.hardState) st.setHardState(rd.hardState);
+    if ((rd.snapshot || rd.entries.length > 0 || rd.hardState) && st.sync) await st.sync();
+    if (rd.messages.length > 0) this.opts.send(rd.messages);
+    if (rd.softState) this.opts.onSoftState?.(rd.softState);
+    if (rd.snapshot) {
+      await this.opts.applier.restore?.(rd.snapshot);
+      this.applied = Math.max(this.applied, rd.snapshot.metadata.index);
+      for (const [i, w] of this.waiters) {
+        if (i <= this.applied) {
+          this.waiters.delete(i);
+          w.reject(lost(`entry ${i} was replaced by a snapshot before it was confirmed here`, { index: i }));
+        }
+      }
+    }
+    if (rd.committedEntries.length > 0) {
+      await this.opts.applier.apply(rd.committedEntries);
+      for (const e of rd.committedEntries) {
+        this.applied = e.index;
+        const w = this.waiters.get(e.index);
+        if (!w) continue;
+        this.waiters.delete(e.index);
+        if (e.term === w.term) w.resolve(e.index);
+        else w.reject(lost(`entry ${e.index} was taken by term ${e.term}: leadership changed`, { index: e.index }));
+      }
+    }
+    for (const rs of rd.readStates) {
+      const key = Buffer.from(rs.context).toString('hex');
+      const r = this.reads.get(key);
+      if (!r) continue;
+      this.reads.delete(key);
+      if (rs.index <= this.applied) r.resolve(rs.index);
+      else this.waitApplied(rs.index).then(() => r.resolve(rs.index), r.reject);
+    }
+    this.node.advance();
+  }
+
+  private bounded(p: Promise<number>, forget: () => void, what: string): Promise<number> {
+    const ms = this.opts.timeoutMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        forget();
+        reject(
+          new PlexusError(
+            'PLX_RAFT_TIMEOUT',
+            `${what} was not confirmed within ${ms} ms; its outcome is unknown: retry with the same idempotency key`,
+            { timeoutMs: ms },
+          ),
+        );
+      }, ms);
+    });
+    return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  private waitApplied(index: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const poll = () => {
+        if (this.applied >= index) resolve();
+        else if (this.stopped) reject(lost('the node stopped before the read was safe'));
+        else setTimeout(poll, 2);
+      };
+      poll();
+    });
+  }
+
+  private failAll(err: unknown): void {
+    for (const w of this.waiters.values()) w.reject(err);
+    this.waiters.clear();
+    for (const r of this.reads.values()) r.reject(err);
+    this.reads.clear();
+  }
+}

@@ -1,0 +1,299 @@
+/**
+ * Carries Raft messages between processes over TCP, or TLS 1.3 with mutual authentication
+ * when `tls` is given (docs/raft-wire.md). Each node dials every peer it sends to and keeps
+ * that one connection for its messages to the peer; it only reads on the connections peers
+ * dial to it. A connection opens with a 24-byte greeting (magic `PXRH`, u32 version 1,
+ * u64 sender id, u64 receiver id), then carries wire messages one after another.
+ *
+ * Raft tolerates lost messages, so the transport never blocks the core: a message for a
+ * peer that is not connected, or whose socket already holds `maxQueuedBytes`, is dropped
+ * and counted; the leader's next heartbeat or append retries. A dropped connection is
+ * dialled again after a backoff that doubles from `retryMs` up to `maxRetryMs`. A received
+ * message must come from the id the connection greeted with and be addressed to this node;
+ * anything else (and any message the decoder refuses) closes the connection.
+ */
+import { createServer as createTcpServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { createServer as createTlsServer, connect as tlsConnect } from 'node:tls';
+import { PlexusError } from '../../core/errors.js';
+import type { Message } from '../types.js';
+import { encodeRaftMessage, RaftMessageStream } from '../wire.js';
+
+export interface RaftTlsOptions {
+  /** PEM key and certificate of this node, and the CA that signs every member's certificate. */
+  readonly key: string;
+  readonly cert: string;
+  readonly ca: string;
+}
+
+export interface RaftTransportOptions {
+  readonly id: number;
+  /** Where to listen; port 0 picks a free port. Default 127.0.0.1:0. */
+  readonly host?: string;
+  readonly port?: number;
+  /** Peer id -> "host:port" to dial. */
+  readonly peers?: ReadonlyMap<number, string>;
+  readonly tls?: RaftTlsOptions;
+  /** Called with each message received for this node, in arrival order per peer. */
+  readonly onMessage: (m: Message) => void;
+  /** First redial delay, doubled up to `maxRetryMs`. Defaults 50 and 1000 ms. */
+  readonly retryMs?: number;
+  readonly maxRetryMs?: number;
+  /** Bytes a peer's socket may hold unsent before messages to it are dropped. Default 64 MiB. */
+  readonly maxQueuedBytes?: number;
+  readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
+}
+
+export interface RaftTransportStats {
+  sent: number;
+  received: number;
+  dropped: number;
+  refused: number;
+  dials: number;
+}
+
+const GREETING_BYTES = 24;
+const MAGIC = 0x48525850; // "PXRH" little endian
+
+function greeting(from: number, to: number): Uint8Array {
+  const b = new Uint8Array(GREETING_BYTES);
+  const dv = new DataView(b.buffer);
+  dv.setUint32(0, MAGIC, true);
+  dv.setUint32(4, 1, true);
+  dv.setBigUint64(8, BigInt(from), true);
+  dv.setBigUint64(16, BigInt(to), true);
+  return b;
+}
+
+function parseAddress(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  const port = Number(addr.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new PlexusError('PLX_RAFT_TRANSPORT_BAD_ADDRESS', `"${addr}" is not host:port`, { address: addr });
+  }
+  return { host: addr.slice(0, i), port };
+}
+
+interface Peer {
+  address: string;
+  socket: Socket | undefined;
+  connecting: boolean;
+  backoff: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export class RaftTcpTransport {
+  readonly stats: RaftTransportStats = { sent: 0, received: 0, dropped: 0, refused: 0, dials: 0 };
+  private readonly peers = new Map<number, Peer>();
+  private readonly inbound = new Set<Socket>();
+  private closed = false;
+  private readonly retryMs: number;
+  private readonly maxRetryMs: number;
+  private readonly maxQueued: number;
+
+  private constructor(
+    private readonly opts: RaftTransportOptions,
+    private readonly server: Server,
+  ) {
+    this.retryMs = opts.retryMs ?? 50;
+    this.maxRetryMs = opts.maxRetryMs ?? 1000;
+    this.maxQueued = opts.maxQueuedBytes ?? 64 * 1024 * 1024;
+    for (const [id, addr] of opts.peers ?? []) this.setPeer(id, addr);
+  }
+
+  static async start(opts: RaftTransportOptions): Promise<RaftTcpTransport> {
+    if (!Number.isSafeInteger(opts.id) || opts.id < 1) {
+      throw new PlexusError('PLX_RAFT_TRANSPORT_BAD_ADDRESS', `node id ${opts.id} must be a positive integer`);
+    }
+    const server = opts.tls
+      ? createTlsServer({
+          key: opts.tls.key,
+          cert: opts.tls.cert,
+          ca: opts.tls.ca,
+          requestCert: true,
+          rejectUnauthorized: true,
+          minVersion: 'TLSv1.3',
+        })
+      : createTcpServer();
+    const t = new RaftTcpTransport(opts, server);
+    server.on(opts.tls ? 'secureConnection' : 'connection', (s: Socket) => t.accept(s));
+    server.on('tlsClientError', () => {
+      t.stats.refused++;
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return t;
+  }
+
+  get port(): number {
+    const a = this.server.address();
+    if (a === null || typeof a === 'string') return 0;
+    return a.port;
+  }
+
+  get address(): string {
+    return `${this.opts.host ?? '127.0.0.1'}:${this.port}`;
+  }
+
+  /** Adds a peer or changes its address (an open connection to the old address is closed). */
+  setPeer(id: number, address: string): void {
+    parseAddress(address);
+    const p = this.peers.get(id);
+    if (p && p.address === address) return;
+    if (p) this.dropPeer(p);
+    this.peers.set(id, { address, socket: undefined, connecting: false, backoff: this.retryMs, timer: undefined });
+  }
+
+  removePeer(id: number): void {
+    const p = this.peers.get(id);
+    if (p) this.dropPeer(p);
+    this.peers.delete(id);
+  }
+
+  /** Sends each message to its `to`; never blocks and never throws for an unreachable peer. */
+  send(messages: readonly Message[]): void {
+    for (const m of messages) {
+      const p = this.peers.get(m.to);
+      if (!p || this.closed) {
+        this.stats.dropped++;
+        continue;
+      }
+      const s = p.socket;
+      if (!s || s.destroyed || s.writableLength > this.maxQueued) {
+        this.stats.dropped++;
+        if (!s && !p.connecting && !p.timer) this.dial(m.to, p);
+        continue;
+      }
+      s.write(encodeRaftMessage(m));
+      this.stats.sent++;
+    }
+  }
+
+  /** Whether a connection to the peer is open now. */
+  connected(id: number): boolean {
+    const s = this.peers.get(id)?.socket;
+    return s !== undefined && !s.destroyed;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const p of this.peers.values()) this.dropPeer(p);
+    for (const s of this.inbound) s.destroy();
+    this.inbound.clear();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private dropPeer(p: Peer): void {
+    if (p.timer) clearTimeout(p.timer);
+    p.timer = undefined;
+    p.socket?.destroy();
+    p.socket = undefined;
+    p.connecting = false;
+  }
+
+  private dial(id: number, p: Peer): void {
+    if (this.closed) return;
+    p.connecting = true;
+    this.stats.dials++;
+    const { host, port } = parseAddress(p.address);
+    const tls = this.opts.tls;
+    const s: Socket = tls
+      ? tlsConnect({
+          host,
+          port,
+          key: tls.key,
+          cert: tls.cert,
+          ca: tls.ca,
+          minVersion: 'TLSv1.3',
+          // Members are named by id, not by host: the CA is the cluster's own.
+          checkServerIdentity: () => undefined,
+        })
+      : tcpConnect(port, host);
+    s.setNoDelay(true);
+    const ready = tls ? 'secureConnect' : 'connect';
+    let opened = false;
+    s.once(ready, () => {
+      opened = true;
+      if (this.peers.get(id) !== p || this.closed) {
+        s.destroy();
+        return;
+      }
+      p.connecting = false;
+      p.socket = s;
+      p.backoff = this.retryMs;
+      s.write(greeting(this.opts.id, id));
+    });
+    // The dialled side never writes; data here is a protocol error.
+    s.on('data', () => s.destroy());
+    s.on('error', () => undefined);
+    s.on('close', () => {
+      if (p.socket === s) p.socket = undefined;
+      p.connecting = false;
+      if (this.closed || this.peers.get(id) !== p) return;
+      const wait = opened ? this.retryMs : p.backoff;
+      p.backoff = Math.min(p.backoff * 2, this.maxRetryMs);
+      p.timer = setTimeout(() => {
+        p.timer = undefined;
+        if (!p.socket && !p.connecting) this.dial(id, p);
+      }, wait);
+    });
+  }
+
+  private accept(s: Socket): void {
+    if (this.closed) {
+      s.destroy();
+      return;
+    }
+    this.inbound.add(s);
+    s.setNoDelay(true);
+    let from = 0;
+    let head = new Uint8Array(0);
+    const stream = new RaftMessageStream();
+    const refuse = (why: string, details: Record<string, unknown> = {}) => {
+      this.stats.refused++;
+      this.opts.logger?.warn(`raft transport: closing a connection: ${why}`, details);
+      s.destroy();
+    };
+    s.on('data', (chunk: Buffer) => {
+      let data: Uint8Array = chunk;
+      if (from === 0) {
+        const joined = new Uint8Array(head.length + data.length);
+        joined.set(head);
+        joined.set(data, head.length);
+        if (joined.length < GREETING_BYTES) {
+          head = joined;
+          return;
+        }
+        const dv = new DataView(joined.buffer, joined.byteOffset, GREETING_BYTES);
+        const to = Number(dv.getBigUint64(16, true));
+        const sender = dv.getBigUint64(8, true);
+        if (dv.getUint32(0, true) !== MAGIC || dv.getUint32(4, true) !== 1) return refuse('not a Raft greeting');
+        if (to !== this.opts.id) return refuse(`the peer dialled node ${to}, this is node ${this.opts.id}`, { to });
+        if (sender < 1n || sender > BigInt(Number.MAX_SAFE_INTEGER)) return refuse('bad sender id');
+        from = Number(sender);
+        data = joined.subarray(GREETING_BYTES);
+        head = new Uint8Array(0);
+      }
+      let msgs: Message[];
+      try {
+        msgs = stream.push(data);
+      } catch (err) {
+        return refuse(err instanceof Error ? err.message : String(err), { from });
+      }
+      for (const m of msgs) {
+        if (m.from !== from || m.to !== this.opts.id) {
+          return refuse(`a message from ${m.from} to ${m.to} on node ${from}'s connection`, { from });
+        }
+        this.stats.received++;
+        this.opts.onMessage(m);
+      }
+    });
+    s.on('error', () => undefined);
+    s.on('close', () => this.inbound.delete(s));
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * The sequential specification of an append-only log: `append(value)` returns the 1-based
+ * position the value took; `read(limit?)` returns the first `limit` values (all of them
+ * without a limit).
+ *
+ * States are interned in a trie (one node per distinct sequence of appended values), so the
+ * checker's cache key is a small number however long the log grows. Make a fresh model for
+ * each check with `appendLogModel()`.
+ */
+import type { Model } from './linearizability.js';
+
+export type LogInput =
+  | { readonly kind: 'append'; readonly value: string }
+  | { readonly kind: 'read'; readonly limit?: number };
+export type LogOutput = { readonly position: number } | { readonly values: readonly string[] };
+
+/** One state: the log `values` (shared, never mutated), identified by `id`. */
+export interface LogState {
+  readonly id: number;
+  readonly length: number;
+  readonly last: string | undefined;
+  readonly parent: LogState | undefined;
+  readonly children: Map<string, LogState>;
+}
+
+/** The values of a state, oldest first. */
+export function logValues(s: LogState): string[] {
+  const out: string[] = new Array(s.length);
+  for (let at: LogState | undefined = s; at?.parent; at = at.parent) out[at.length - 1] = at.last!;
+  return out;
+}
+
+function prefixMatches(s: LogState, values: readonly string[]): boolean {
+  // `values` must equal the first values.length entries of s.
+  let at: LogState | undefined = s;
+  while (at && at.length > values.length) at = at.parent;
+  if (!at || at.length !== values.length) return false;
+  for (; at?.parent; at = at.parent) if (values[at.length - 1] !== at.last) return false;
+  return true;
+}
+
+export function appendLogModel(): Model<LogState, LogInput, LogOutput> {
+  let ids = 0;
+  const root: LogState = { id: ids++, length: 0, last: undefined, parent: undefined, children: new Map() };
+  const child = (s: LogState, v: string): LogState => {
+    let c = s.children.get(v);
+    if (c === undefined) {
+      c = { id: ids++, length: s.length + 1, last: v, parent: s, children: new Map() };
+      s.children.set(v, c);
+    }
+    return c;
+  };
+  return {
+    init: () => root,
+    step(state, input, output) {
+      if (input.kind === 'append') {
+        const next = child(state, input.value);
+        if (output === undefined) return { ok: true, state: next };
+        return { ok: 'position' in output && output.position === next.length, state: next };
+      }
+      if (output === undefined) return { ok: true, state };
+      if (!('values' in output)) return { ok: false, state };
+      const want = input.limit === undefined ? state.length : Math.min(input.limit, state.length);
+      return { ok: output.values.length === want && prefixMatches(state, output.values), state };
+    },
+    key: (state) => String(state.id),
+  };
+}
