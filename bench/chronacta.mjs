@@ -22,6 +22,11 @@
 //
 // Every process started here runs in its own process group, killed when the suite ends,
 // when it runs past its time limit, and when this process exits or is interrupted.
+//
+// The load generator is one thread: at 64 clients its own CPU time per call (grpc-js +
+// protobufjs) can bound the rates of every server alike. bench/chronacta/cpu.mjs measures
+// the Chronacta server's CPU time per append (and the client's), which does not depend on
+// what else the machine runs.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

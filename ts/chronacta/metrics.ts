@@ -107,9 +107,10 @@ export class ChronactaMetrics {
 
   /** The hooks the store reports through. */
   observer(): StoreObserver {
+    const ok = this.appends.labels('ok');
     return {
       appended: (events, bytes, seconds) => {
-        this.appends.inc({ outcome: 'ok' });
+        ok.inc();
         this.appendedEvents.inc(events);
         this.appendedBytes.inc(bytes);
         this.appendSeconds.observe(seconds);

@@ -32,16 +32,34 @@ export interface ChronactaDefinitions {
 }
 
 let loaded: ChronactaDefinitions | undefined;
+let pkgDef: protoLoader.PackageDefinition | undefined;
+
+/** The services and messages of proto/chronacta.proto as proto-loader reads them (protobufjs codecs). */
+export function packageDefinition(): protoLoader.PackageDefinition {
+  pkgDef ??= protoLoader.loadSync(PROTO_PATH, {
+    keepCase: false,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  return pkgDef;
+}
+
+/** One method of a service: its path and the protobufjs codecs of its messages. */
+export function methodDefinition(
+  service: 'EventStore' | 'ClusterService',
+  method: string,
+): protoLoader.MethodDefinition<object, object> {
+  const svc = packageDefinition()[`plexus.chronacta.v1.${service}`] as protoLoader.ServiceDefinition;
+  const m = svc[method];
+  if (!m) throw new Error(`proto/chronacta.proto has no ${service}.${method}`);
+  return m as protoLoader.MethodDefinition<object, object>;
+}
 
 export function definitions(): ChronactaDefinitions {
   if (!loaded) {
-    const def = protoLoader.loadSync(PROTO_PATH, {
-      keepCase: false,
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    });
+    const def = packageDefinition();
     const pkg = grpc.loadPackageDefinition(def) as unknown as {
       plexus: { chronacta: { v1: ChronactaDefinitions } };
     };

@@ -3,28 +3,33 @@
  * stub of standalone mode, and (optionally) the metrics endpoint on its own port.
  * `startServer` opens the store, binds (port 0: any free port) and resolves once it
  * serves; `close` ends every subscription, stops the server and closes the store.
+ *
+ * Every method is served by the lean gRPC server of grpc-server.ts on one port. Append,
+ * the hot one, has its own codec (wire.ts): the request's event bytes go straight to the
+ * store's record encoder. The other methods' messages go through protobufjs
+ * (proto-loader), with the same shapes the typed client uses.
  */
-import * as grpc from '@grpc/grpc-js';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import { isPlexusError } from '../core/errors.js';
 import type { FsyncMode, StorageLogger } from '../storage/types.js';
 import { ChronactaCode, chronactaError } from './errors.js';
+import { type CallContext, frame, type GrpcMethod, type ServerStream, startGrpcServer } from './grpc-server.js';
 import { type PreparedDataDir, recordAddress } from './layout.js';
 import { ChronactaMetrics, type MetricsServer, startMetricsServer } from './metrics.js';
 import {
-  CHANNEL_OPTIONS,
   compactionToWire,
-  definitions,
   expectedFromWire,
+  MAX_MESSAGE_BYTES,
   messageToWire,
+  methodDefinition,
   recordedToWire,
   targetFromWire,
   toBig,
-  type WireEvent,
   type WireExpected,
   type WireLong,
   type WireSubscribeRequest,
 } from './proto.js';
-import { toServiceError } from './status.js';
+import { toCallStatus } from './status.js';
 import { EventStore } from './store.js';
 import {
   checkTarget,
@@ -34,6 +39,7 @@ import {
   type SubscriptionStats,
 } from './subscription.js';
 import type { Direction, SubscriptionMessage } from './types.js';
+import { decodeAppendRequest, encodeAppendResponseFrame } from './wire.js';
 
 export interface ServerOptions {
   /** The data directory (made when missing). */
@@ -71,8 +77,6 @@ export interface ChronactaServer {
   close(): Promise<void>;
 }
 
-type Unary<Req, Res> = (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>) => void;
-
 function dir(v: string | undefined): Direction {
   return v === 'BACKWARDS' ? 'backwards' : 'forwards';
 }
@@ -101,158 +105,142 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     observer: metrics.observer(),
   });
   const subs = new Set<Subscription>();
-  const server = new grpc.Server(CHANNEL_OPTIONS);
-  const defs = definitions();
-
-  function unary<Req, Res>(method: string, fn: (req: Req) => Promise<Res>): Unary<Req, Res> {
-    return (call, callback) => {
-      fn(call.request).then(
-        (res) => {
-          metrics.grpcRequests.inc({ method, code: 'OK' });
-          callback(null, res);
-        },
-        (e: unknown) => {
-          const se = toServiceError(e);
-          metrics.grpcRequests.inc({ method, code: grpc.status[se.code ?? grpc.status.INTERNAL] ?? 'UNKNOWN' });
-          if (!isPlexusError(e))
-            options.logger?.warn('chronacta: unexpected failure in a call', { method, error: String(e) });
-          callback(se as grpc.ServiceError, null);
-        },
-      );
-    };
-  }
-
+  const methods = new Map<string, GrpcMethod>();
   const prepared: PreparedDataDir = store.prepared;
   let cluster = prepared;
 
-  server.addService(defs.EventStore.service, {
-    Append: unary(
-      'Append',
-      async (req: { stream: string; events: WireEvent[]; expectedVersion?: WireExpected; idempotencyKey: string }) => {
-        const r = await store.append(
-          req.stream,
-          (req.events ?? []).map((e) => ({
-            ...(e.id ? { id: e.id } : {}),
-            type: e.type,
-            data: e.data,
-            metadata: e.metadata,
-          })),
-          {
-            expectedVersion: expectedFromWire(req.expectedVersion),
-            ...(req.idempotencyKey ? { idempotencyKey: req.idempotencyKey } : {}),
-          },
-        );
-        return {
-          firstVersion: r.firstVersion.toString(),
-          lastVersion: r.lastVersion.toString(),
-          firstPosition: r.firstPosition.toString(),
-          lastPosition: r.lastPosition.toString(),
-          batchId: r.batchId,
-          duplicate: r.duplicate,
-        };
+  /** A unary method whose messages go through protobufjs. */
+  function unary<Req>(service: 'EventStore' | 'ClusterService', name: string, fn: (req: Req) => Promise<object>): void {
+    const def = methodDefinition(service, name);
+    methods.set(def.path, {
+      kind: 'unary',
+      handle: async (request: Buffer) => {
+        const res = await fn(decodeRequest(def, name, request) as Req);
+        return frame(def.responseSerialize(res));
       },
-    ),
-    ReadStream: unary(
-      'ReadStream',
-      async (req: {
-        stream: string;
-        direction: string;
-        from?: string;
-        fromVersion?: WireLong;
-        maxCount: number;
-        types: string[];
-      }) => {
-        const fromVersion = req.from === 'fromVersion' ? optionalBig(req.fromVersion, 'fromVersion') : undefined;
-        const maxCount = count(req.maxCount);
-        const r = await store.readStream(req.stream, {
-          direction: dir(req.direction),
-          ...(fromVersion !== undefined ? { fromVersion } : {}),
-          ...(maxCount !== undefined ? { maxCount } : {}),
-          types: req.types ?? [],
-        });
-        return {
-          events: r.events.map(recordedToWire),
-          lastVersion: r.lastVersion.toString(),
-          ...(r.nextVersion !== undefined ? { nextVersion: r.nextVersion.toString() } : {}),
-          end: r.end,
-          deleted: r.deleted,
-        };
-      },
-    ),
-    ReadAll: unary(
-      'ReadAll',
-      async (req: {
-        direction: string;
-        from?: string;
-        fromPosition?: WireLong;
-        maxCount: number;
-        streamPrefix: string;
-        types: string[];
-      }) => {
-        const fromPosition = req.from === 'fromPosition' ? optionalBig(req.fromPosition, 'fromPosition') : undefined;
-        const maxCount = count(req.maxCount);
-        const r = await store.readAll({
-          direction: dir(req.direction),
-          ...(fromPosition !== undefined ? { fromPosition } : {}),
-          ...(maxCount !== undefined ? { maxCount } : {}),
-          ...(req.streamPrefix ? { streamPrefix: req.streamPrefix } : {}),
-          types: req.types ?? [],
-        });
-        return {
-          events: r.events.map(recordedToWire),
-          nextPosition: r.nextPosition.toString(),
-          end: r.end,
-          lastPosition: r.lastPosition.toString(),
-        };
-      },
-    ),
-    Delete: unary('Delete', async (req: { stream: string; expectedVersion?: WireExpected; hard: boolean }) => {
-      const r = await store.deleteStream(req.stream, {
-        expectedVersion: expectedFromWire(req.expectedVersion),
-        hard: req.hard === true,
+    });
+  }
+
+  methods.set(methodDefinition('EventStore', 'Append').path, {
+    kind: 'unary',
+    handle: async (request: Buffer, _ctx: CallContext) => {
+      const reply = await store.appendWire(decodeAppendRequest(request));
+      return encodeAppendResponseFrame(reply);
+    },
+  });
+  unary(
+    'EventStore',
+    'ReadStream',
+    async (req: {
+      stream: string;
+      direction: string;
+      from?: string;
+      fromVersion?: WireLong;
+      maxCount: number;
+      types: string[];
+    }) => {
+      const fromVersion = req.from === 'fromVersion' ? optionalBig(req.fromVersion, 'fromVersion') : undefined;
+      const maxCount = count(req.maxCount);
+      const r = await store.readStream(req.stream, {
+        direction: dir(req.direction),
+        ...(fromVersion !== undefined ? { fromVersion } : {}),
+        ...(maxCount !== undefined ? { maxCount } : {}),
+        types: req.types ?? [],
       });
-      return { position: r.position.toString(), lastVersion: r.lastVersion.toString() };
-    }),
-    Truncate: unary(
-      'Truncate',
-      async (req: {
-        stream: string;
-        count?: string;
-        maxCount?: WireLong;
-        age?: string;
-        maxAgeMs?: WireLong;
-        before?: string;
-        beforeVersion?: WireLong;
-        expectedVersion?: WireExpected;
-      }) => {
-        const maxCount = req.count === 'maxCount' ? optionalBig(req.maxCount, 'maxCount') : undefined;
-        const maxAgeMs = req.age === 'maxAgeMs' ? optionalBig(req.maxAgeMs, 'maxAgeMs') : undefined;
-        const beforeVersion =
-          req.before === 'beforeVersion' ? optionalBig(req.beforeVersion, 'beforeVersion') : undefined;
-        const r = await store.truncateStream(req.stream, {
-          ...(maxCount !== undefined ? { maxCount: Number(maxCount) } : {}),
-          ...(maxAgeMs !== undefined ? { maxAgeMs: Number(maxAgeMs) } : {}),
-          ...(beforeVersion !== undefined ? { beforeVersion } : {}),
-          expectedVersion: expectedFromWire(req.expectedVersion),
-        });
-        return { position: r.position.toString(), truncateBefore: r.truncateBefore.toString() };
-      },
-    ),
-    Compact: unary('Compact', async () => compactionToWire(await store.compact())),
-    Subscribe: (call: grpc.ServerWritableStream<WireSubscribeRequest, unknown>) => {
-      let sub: Subscription;
-      try {
-        sub = new Subscription(
-          store,
-          checkTarget(targetFromWire(call.request)),
-          sinkOf(call),
-          options.subscriptionLimits,
-        );
-      } catch (e) {
-        metrics.grpcRequests.inc({ method: 'Subscribe', code: 'INVALID_ARGUMENT' });
-        call.emit('error', toServiceError(e));
-        return;
-      }
+      return {
+        events: r.events.map(recordedToWire),
+        lastVersion: r.lastVersion.toString(),
+        ...(r.nextVersion !== undefined ? { nextVersion: r.nextVersion.toString() } : {}),
+        end: r.end,
+        deleted: r.deleted,
+      };
+    },
+  );
+  unary(
+    'EventStore',
+    'ReadAll',
+    async (req: {
+      direction: string;
+      from?: string;
+      fromPosition?: WireLong;
+      maxCount: number;
+      streamPrefix: string;
+      types: string[];
+    }) => {
+      const fromPosition = req.from === 'fromPosition' ? optionalBig(req.fromPosition, 'fromPosition') : undefined;
+      const maxCount = count(req.maxCount);
+      const r = await store.readAll({
+        direction: dir(req.direction),
+        ...(fromPosition !== undefined ? { fromPosition } : {}),
+        ...(maxCount !== undefined ? { maxCount } : {}),
+        ...(req.streamPrefix ? { streamPrefix: req.streamPrefix } : {}),
+        types: req.types ?? [],
+      });
+      return {
+        events: r.events.map(recordedToWire),
+        nextPosition: r.nextPosition.toString(),
+        end: r.end,
+        lastPosition: r.lastPosition.toString(),
+      };
+    },
+  );
+  unary('EventStore', 'Delete', async (req: { stream: string; expectedVersion?: WireExpected; hard: boolean }) => {
+    const r = await store.deleteStream(req.stream, {
+      expectedVersion: expectedFromWire(req.expectedVersion),
+      hard: req.hard === true,
+    });
+    return { position: r.position.toString(), lastVersion: r.lastVersion.toString() };
+  });
+  unary(
+    'EventStore',
+    'Truncate',
+    async (req: {
+      stream: string;
+      count?: string;
+      maxCount?: WireLong;
+      age?: string;
+      maxAgeMs?: WireLong;
+      before?: string;
+      beforeVersion?: WireLong;
+      expectedVersion?: WireExpected;
+    }) => {
+      const maxCount = req.count === 'maxCount' ? optionalBig(req.maxCount, 'maxCount') : undefined;
+      const maxAgeMs = req.age === 'maxAgeMs' ? optionalBig(req.maxAgeMs, 'maxAgeMs') : undefined;
+      const beforeVersion =
+        req.before === 'beforeVersion' ? optionalBig(req.beforeVersion, 'beforeVersion') : undefined;
+      const r = await store.truncateStream(req.stream, {
+        ...(maxCount !== undefined ? { maxCount: Number(maxCount) } : {}),
+        ...(maxAgeMs !== undefined ? { maxAgeMs: Number(maxAgeMs) } : {}),
+        ...(beforeVersion !== undefined ? { beforeVersion } : {}),
+        expectedVersion: expectedFromWire(req.expectedVersion),
+      });
+      return { position: r.position.toString(), truncateBefore: r.truncateBefore.toString() };
+    },
+  );
+  unary('EventStore', 'Compact', async () => compactionToWire(await store.compact()));
+  unary('ClusterService', 'GetStatus', async () => ({
+    mode: cluster.cluster.mode,
+    clusterId: cluster.cluster.clusterId,
+    nodeId: cluster.node.id,
+    leaderId: cluster.cluster.leader,
+    epoch: String(cluster.cluster.epoch),
+    members: cluster.cluster.members.map((m) => ({ id: m.id, address: m.address })),
+  }));
+
+  const subscribeDef = methodDefinition('EventStore', 'Subscribe');
+  methods.set(subscribeDef.path, {
+    kind: 'stream',
+    handle: (request: Buffer, call: ServerStream) => {
+      // A refusal here (a bad target) ends the call with its status, as a thrown error.
+      const target = checkTarget(
+        targetFromWire(decodeRequest(subscribeDef, 'Subscribe', request) as WireSubscribeRequest),
+      );
+      const sub = new Subscription(
+        store,
+        target,
+        sinkOf(call, (m) => frame(subscribeDef.responseSerialize(messageToWire(m)))),
+        options.subscriptionLimits,
+      );
       subs.add(sub);
       metrics.subscriptionsStarted.inc();
       metrics.subscriptionsActive.inc();
@@ -266,19 +254,12 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
         delivered = sub.stats.delivered;
         fallbacks = sub.stats.fallbacks;
       };
-      call.on('cancelled', () => sub.close());
+      call.onCancel(() => sub.close());
       sub
         .run()
         .then(
-          () => {
-            metrics.grpcRequests.inc({ method: 'Subscribe', code: 'OK' });
-            if (!call.cancelled) call.end();
-          },
-          (e: unknown) => {
-            const se = toServiceError(e);
-            metrics.grpcRequests.inc({ method: 'Subscribe', code: grpc.status[se.code ?? 2] ?? 'UNKNOWN' });
-            if (!call.cancelled) call.emit('error', se);
-          },
+          () => call.end(),
+          (e: unknown) => call.end(toCallStatus(e)),
         )
         .finally(() => {
           clearInterval(tick);
@@ -289,25 +270,28 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     },
   });
 
-  server.addService(defs.ClusterService.service, {
-    GetStatus: unary('GetStatus', async () => ({
-      mode: cluster.cluster.mode,
-      clusterId: cluster.cluster.clusterId,
-      nodeId: cluster.node.id,
-      leaderId: cluster.cluster.leader,
-      epoch: String(cluster.cluster.epoch),
-      members: cluster.cluster.members.map((m) => ({ id: m.id, address: m.address })),
-    })),
-  });
-
-  let port: number;
+  const okCalls = new Map<string, { inc(): void }>();
+  const methodNames = new Map<string, string>();
+  for (const path of methods.keys()) methodNames.set(path, path.slice(path.lastIndexOf('/') + 1));
+  let grpcServer: Awaited<ReturnType<typeof startGrpcServer>>;
   try {
-    port = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(
-        `${host.includes(':') ? `[${host}]` : host}:${options.port ?? 0}`,
-        grpc.ServerCredentials.createInsecure(),
-        (err, p) => (err ? reject(err) : resolve(p)),
-      );
+    grpcServer = await startGrpcServer(host, options.port ?? 0, methods, {
+      maxMessageBytes: MAX_MESSAGE_BYTES,
+      statusOf: (e: unknown) => {
+        if (!isPlexusError(e)) options.logger?.warn('chronacta: unexpected failure in a call', { error: String(e) });
+        return toCallStatus(e);
+      },
+      onEnd: (path, code) => {
+        const method = methodNames.get(path) ?? 'unknown';
+        if (code === 0) {
+          let c = okCalls.get(method);
+          if (!c) {
+            c = metrics.grpcRequests.labels(method, 'OK');
+            okCalls.set(method, c);
+          }
+          c.inc();
+        } else metrics.grpcRequests.inc({ method, code: grpcStatus[code] ?? 'UNKNOWN' });
+      },
     });
   } catch (e) {
     await store.close();
@@ -316,6 +300,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
       `cannot bind gRPC on ${host}:${options.port ?? 0}: ${(e as Error).message}`,
     );
   }
+  const port = grpcServer.port;
   const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   cluster = await recordAddress(prepared, address);
 
@@ -326,7 +311,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
         ...(options.minFreeBytes !== undefined ? { minFreeBytes: options.minFreeBytes } : {}),
       });
     } catch (e) {
-      server.forceShutdown();
+      await grpcServer.close(0);
       await store.close();
       throw chronactaError(
         ChronactaCode.UNAVAILABLE,
@@ -356,16 +341,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
         closing = (async () => {
           if (compactTimer) clearInterval(compactTimer);
           for (const s of subs) s.close();
-          await new Promise<void>((resolve) => {
-            const force = setTimeout(() => {
-              server.forceShutdown();
-              resolve();
-            }, 2000);
-            server.tryShutdown(() => {
-              clearTimeout(force);
-              resolve();
-            });
-          });
+          await grpcServer.close(2000);
           await metricsServer?.close();
           await store.close();
         })();
@@ -375,32 +351,29 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   };
 }
 
-/** A gRPC server stream as a subscription sink: full when its write buffer is. */
-function sinkOf(call: grpc.ServerWritableStream<WireSubscribeRequest, unknown>): SubscriptionSink {
-  let closed = false;
-  const waiters = new Set<() => void>();
-  const finish = () => {
-    closed = true;
-    for (const w of waiters) w();
-    waiters.clear();
-  };
-  call.on('cancelled', finish);
-  call.on('close', finish);
-  call.on('error', finish);
-  call.on('drain', () => {
-    for (const w of waiters) w();
-    waiters.clear();
-  });
+/** A request message through protobufjs; one it cannot read is PLX_CHRONACTA_BAD_INPUT. */
+function decodeRequest(def: { requestDeserialize(b: Buffer): object }, method: string, request: Buffer): object {
+  try {
+    return def.requestDeserialize(request);
+  } catch (e) {
+    throw chronactaError(
+      ChronactaCode.BAD_INPUT,
+      `the ${method} request is not a well-formed protobuf message: ${(e as Error).message}`,
+    );
+  }
+}
+
+/** A server stream as a subscription sink: full when its write buffer is. */
+function sinkOf(call: ServerStream, encode: (m: SubscriptionMessage) => Uint8Array): SubscriptionSink {
   return {
     get closed() {
-      return closed || call.cancelled || call.destroyed;
+      return call.cancelled;
     },
     write(msg: SubscriptionMessage) {
-      return call.write(messageToWire(msg));
+      return call.write(encode(msg));
     },
     drained() {
-      if (closed || call.cancelled) return Promise.resolve();
-      return new Promise<void>((resolve) => waiters.add(resolve));
+      return call.drained();
     },
   };
 }

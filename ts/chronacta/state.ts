@@ -107,23 +107,65 @@ export class StoreState {
     if (e.recordedMs > this.lastRecordedMs) this.lastRecordedMs = e.recordedMs;
   }
 
+  /**
+   * Applies the EVENT entries of one durable append without their objects: `count`
+   * events of `stream` from `firstVersion` at `firstPosition`, the key (if any) on the
+   * first. The same state as `apply` of each entry in order.
+   */
+  applyAppend(
+    stream: string,
+    firstVersion: number,
+    firstPosition: number,
+    count: number,
+    recordedMs: number,
+    batchId: Uint8Array,
+    idempotency: { readonly key: string; readonly fingerprint: Uint8Array } | undefined,
+  ): void {
+    const s = this.stream(stream);
+    for (let i = 0; i < count; i++) {
+      const version = firstVersion + i;
+      this.indexAt(s, version, firstPosition + i);
+      if (s.deleted === 'soft' && version >= s.truncateBefore) s.deleted = 'none';
+    }
+    if (idempotency) {
+      this.keys.delete(idempotency.key);
+      this.keys.set(idempotency.key, {
+        key: idempotency.key,
+        stream,
+        fingerprint: idempotency.fingerprint.slice(),
+        firstVersion,
+        count,
+        firstPosition,
+        batchId: batchId.slice(),
+        recordedMs,
+      });
+    }
+    const last = firstPosition + count - 1;
+    if (last > this.last) this.last = last;
+    if (recordedMs > this.lastRecordedMs) this.lastRecordedMs = recordedMs;
+  }
+
   private index(s: StreamState, e: Entry): void {
+    this.indexAt(s, e.version, e.position);
+  }
+
+  private indexAt(s: StreamState, version: number, position: number): void {
     if (s.positions.length === 0) {
-      s.base = e.version;
-      s.positions.push(e.position);
+      s.base = version;
+      s.positions.push(position);
     } else {
-      const at = e.version - s.base;
+      const at = version - s.base;
       if (at < s.positions.length) {
         throw chronactaError(
           ChronactaCode.CORRUPT,
-          `stream "${e.stream}" has version ${e.version} twice (positions ${s.positions[at]} and ${e.position})`,
-          { stream: e.stream, version: e.version, position: e.position },
+          `stream "${s.name}" has version ${version} twice (positions ${s.positions[at]} and ${position})`,
+          { stream: s.name, version, position },
         );
       }
       while (s.positions.length < at) s.positions.push(0);
-      s.positions.push(e.position);
+      s.positions.push(position);
     }
-    if (e.version > s.lastVersion) s.lastVersion = e.version;
+    if (version > s.lastVersion) s.lastVersion = version;
   }
 
   private applyMeta(e: Entry): void {

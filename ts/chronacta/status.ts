@@ -7,6 +7,7 @@
 import { Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { ChronactaCode, type ChronactaCodeName } from './errors.js';
+import type { CallStatus } from './grpc-server.js';
 
 export const CODE_KEY = 'plexus-code';
 export const DETAILS_KEY = 'plexus-details';
@@ -46,22 +47,28 @@ function reviver(_k: string, v: unknown): unknown {
   return v;
 }
 
-/** What the server hands grpc-js to end a call with `e`. */
-export function toServiceError(e: unknown): Partial<ServiceError> {
+/** JSON with every character outside printable ASCII escaped (\uXXXX), so it fits a header value. */
+function asciiJson(v: unknown): string {
+  return JSON.stringify(v, replacer).replace(
+    /[^\x20-\x7e]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+/** How the server ends a call refused with `e`: the status of its code, the code and details as trailing metadata. */
+export function toCallStatus(e: unknown): CallStatus {
   const err = isPlexusError(e)
     ? e
     : new PlexusError(ChronactaCode.INTERNAL, `internal failure: ${e instanceof Error ? e.message : String(e)}`);
-  const metadata = new Metadata();
-  metadata.set(CODE_KEY, err.code);
   let details = '{}';
   try {
-    details = JSON.stringify(err.details, replacer);
+    details = asciiJson(err.details);
   } catch {
     // details that cannot be written (cycles) are left out
   }
-  metadata.set(DETAILS_KEY, details);
+  const metadata: Record<string, string> = { [CODE_KEY]: err.code, [DETAILS_KEY]: details };
   if (err.code === ChronactaCode.WRONG_EXPECTED_VERSION && err.details.actual !== undefined) {
-    metadata.set(ACTUAL_VERSION_KEY, String(err.details.actual));
+    metadata[ACTUAL_VERSION_KEY] = String(err.details.actual);
   }
   return { code: statusOf(err.code), details: err.message, metadata };
 }

@@ -18,6 +18,7 @@ import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
 import type { FsyncMode, LogRecord, StorageLogger } from '../storage/types.js';
 import { ArchiveGen, genDirName, readPointer, removeOtherGenerations, writePointer } from './archive.js';
+import { checkTable, type EventTable, encodeTable, fingerprintTable, randomUuidBytes, tableOf } from './batch.js';
 import { ChronactaCode, chronactaError, fromStorage } from './errors.js';
 import { type PreparedDataDir, prepareDataDir } from './layout.js';
 import {
@@ -49,17 +50,17 @@ import type {
   TruncateResult,
 } from './types.js';
 import {
-  type CheckedEvent,
   checkBig,
   checkCount,
   checkDirection,
-  checkEvents,
   checkExpectedVersion,
   checkKey,
   checkStream,
   checkTypes,
-  fingerprint,
 } from './validate.js';
+import type { AppendReply, AppendWire } from './wire.js';
+
+const utf8 = new TextEncoder();
 
 /** Hooks for metrics; every one is optional. */
 export interface StoreObserver {
@@ -302,10 +303,43 @@ export class EventStore {
   async append(stream: string, events: readonly EventData[], opts: AppendOptions = {}): Promise<AppendResult> {
     this.checkOpen();
     const name = checkStream(stream);
-    const checked = checkEvents(events);
+    const table = tableOf(events);
     const expected = checkExpectedVersion(opts?.expectedVersion);
     const key = checkKey(opts?.idempotencyKey);
-    const fp = key === undefined ? undefined : fingerprint(name, checked);
+    const r = await this.appendTable(name, table, expected, key);
+    return {
+      stream: name,
+      firstVersion: BigInt(r.firstVersion),
+      lastVersion: BigInt(r.lastVersion),
+      firstPosition: BigInt(r.firstPosition),
+      lastPosition: BigInt(r.lastPosition),
+      batchId: bytesToUuid(r.batchId),
+      duplicate: r.duplicate,
+    };
+  }
+
+  /**
+   * An append as the gRPC server decodes it (wire.ts): the events stay in the request's
+   * bytes until the record encoder copies them into the log's batch. Same checks, same
+   * result as `append`, with numbers and the batch id's bytes.
+   */
+  appendWire(w: AppendWire): Promise<AppendReply> {
+    this.checkOpen();
+    const name = checkStream(w.stream);
+    const key = checkKey(w.key);
+    return this.appendTable(name, w, w.expected, key);
+  }
+
+  private async appendTable(
+    name: string,
+    table: EventTable,
+    expected: ExpectedVersion,
+    key: string | undefined,
+  ): Promise<AppendReply> {
+    const bodyBytes = checkTable(table);
+    const streamBytes = utf8.encode(name);
+    const fp = key === undefined ? undefined : fingerprintTable(streamBytes, table);
+    const count = table.count;
     if (key !== undefined && fp !== undefined) {
       for (;;) {
         this.state.expireKeys(this.clock());
@@ -313,12 +347,11 @@ export class EventStore {
         if (done) {
           if (done.stream !== name || !sameBytes(done.fingerprint, fp)) throw idempotencyConflict(key, done.stream);
           return {
-            stream: done.stream,
-            firstVersion: BigInt(done.firstVersion),
-            lastVersion: BigInt(done.firstVersion + done.count - 1),
-            firstPosition: BigInt(done.firstPosition),
-            lastPosition: BigInt(done.firstPosition + done.count - 1),
-            batchId: bytesToUuid(done.batchId),
+            firstVersion: done.firstVersion,
+            lastVersion: done.firstVersion + done.count - 1,
+            firstPosition: done.firstPosition,
+            lastPosition: done.firstPosition + done.count - 1,
+            batchId: done.batchId,
             duplicate: true,
           };
         }
@@ -333,27 +366,26 @@ export class EventStore {
     const head = this.head(name);
     this.checkExpected(name, head, expected);
     const first = this.pendingLast + 1;
+    const firstVersion = head.lastVersion + 1;
     const recordedMs = this.recordedNow();
-    const entries: Entry[] = checked.map((e: CheckedEvent, i) => ({
-      kind: RecordKind.EVENT,
-      batchSize: checked.length,
-      indexInBatch: i,
-      position: first + i,
-      version: head.lastVersion + 1 + i,
-      recordedMs,
-      id: e.id,
-      stream: name,
-      type: e.type,
-      metadata: e.metadata,
-      data: e.data,
-      ...(i === 0 && key !== undefined && fp !== undefined ? { idempotency: { key, fingerprint: fp } } : {}),
-    }));
-    const heads = new Map<string, StreamHead>([
-      [name, { lastVersion: head.lastVersion + checked.length, deleted: 'none' }],
-    ]);
+    const encoded = encodeTable(
+      table,
+      {
+        stream: streamBytes,
+        firstPosition: first,
+        firstVersion,
+        recordedMs,
+        ...(key !== undefined && fp !== undefined ? { key: utf8.encode(key), fingerprint: fp } : {}),
+      },
+      bodyBytes,
+    );
+    const heads = new Map<string, StreamHead>([[name, { lastVersion: head.lastVersion + count, deleted: 'none' }]]);
     const started = performance.now();
-    const batchId = uuidToBytes(randomUUID());
-    const done = this.submit(entries, batchId, heads);
+    const batchId = randomUuidBytes();
+    const idem = key !== undefined && fp !== undefined ? { key, fingerprint: fp } : undefined;
+    const done = this.submit(encoded.payloads, first, batchId, heads, () =>
+      this.state.applyAppend(name, firstVersion, first, count, recordedMs, batchId, idem),
+    );
     if (key !== undefined && fp !== undefined) {
       // Settles (never rejects) once the append is applied or failed; retries wait for it.
       const settled = done.then(
@@ -363,20 +395,19 @@ export class EventStore {
       this.pendingKeys.set(key, { stream: name, fingerprint: fp, settled });
     }
     try {
-      const bytes = await done;
-      this.opts.observer?.appended?.(entries.length, bytes, (performance.now() - started) / 1000);
+      await done;
+      this.opts.observer?.appended?.(count, encoded.bytes.length, (performance.now() - started) / 1000);
     } catch (e) {
       const err = fromStorage(e, `appending to "${name}"`);
       this.opts.observer?.appendFailed?.(err.code);
       throw err;
     }
     return {
-      stream: name,
-      firstVersion: BigInt(head.lastVersion + 1),
-      lastVersion: BigInt(head.lastVersion + checked.length),
-      firstPosition: BigInt(first),
-      lastPosition: BigInt(first + checked.length - 1),
-      batchId: bytesToUuid(batchId),
+      firstVersion,
+      lastVersion: head.lastVersion + count,
+      firstPosition: first,
+      lastPosition: first + count - 1,
+      batchId,
       duplicate: false,
     };
   }
@@ -415,15 +446,20 @@ export class EventStore {
   }
 
   /**
-   * The write pipeline: entries -> one log batch -> (durable) apply and publish. Resolves
-   * with the bytes written once applied. `heads` are the stream heads the batch leaves.
+   * The write pipeline: encoded entries -> one log batch -> (durable) apply and publish.
+   * Resolves once applied. `heads` are the stream heads the batch leaves; `apply` applies
+   * the batch's entries to the indexes (state.ts), in log order with every other batch.
    */
-  private submit(entries: Entry[], batchId: Uint8Array, heads: Map<string, StreamHead>): Promise<number> {
-    const payloads = entries.map(encodeEntry);
-    const first = (entries[0] as Entry).position;
+  private submit(
+    payloads: Uint8Array[],
+    first: number,
+    batchId: Uint8Array,
+    heads: Map<string, StreamHead>,
+    apply: () => void,
+  ): Promise<void> {
     if (first !== this.pendingLast + 1) throw new Error('entries do not start after the pending last position');
     const gen = this.gen;
-    this.pendingLast += entries.length;
+    this.pendingLast += payloads.length;
     for (const [s, h] of heads) {
       const o = this.overlay.get(s);
       if (o && o.gen === gen) {
@@ -431,17 +467,16 @@ export class EventStore {
         o.refs++;
       } else this.overlay.set(s, { head: h, refs: 1, gen });
     }
-    let bytes = 0;
-    for (const p of payloads) bytes += p.length;
     return this.log.append(payloads, { batchId, expectedLast: BigInt(first - 1) }).then(
       () => {
-        for (const e of entries) this.state.apply(e, batchId);
+        apply();
         for (const s of heads.keys()) {
           const o = this.overlay.get(s);
           if (o && o.gen === gen && --o.refs === 0) this.overlay.delete(s);
         }
         if (this.listeners.size > 0) {
-          for (const e of entries) {
+          for (const p of payloads) {
+            const e = decodeEntry(p);
             const ev = toRecorded(e, batchId);
             for (const l of this.listeners) {
               try {
@@ -452,7 +487,6 @@ export class EventStore {
             }
           }
         }
-        return bytes;
       },
       (e: unknown) => {
         if (gen === this.gen) {
@@ -563,7 +597,8 @@ export class EventStore {
       [metaStream, { lastVersion: metaHead.lastVersion + 1, deleted: 'none' }],
     ]);
     try {
-      await this.submit([entry], uuidToBytes(randomUUID()), heads);
+      const batchId = uuidToBytes(randomUUID());
+      await this.submit([encodeEntry(entry)], position, batchId, heads, () => this.state.apply(entry, batchId));
     } catch (e) {
       throw fromStorage(e, `changing stream "${name}"`);
     }

@@ -1,0 +1,452 @@
+/**
+ * A lean gRPC server on `node:http2`: the wire protocol of gRPC over HTTP/2 as grpc-js
+ * clients speak it, for unary and server-streaming methods, with the message codecs left
+ * to the caller (server.ts). One request message per call.
+ *
+ * - Requests: POST, `content-type: application/grpc[+proto]`, messages framed with a
+ *   5-byte prefix (compressed flag, big-endian length). The length is checked against the
+ *   limit before the message is buffered; compressed messages are refused (the server
+ *   never offers compression; a refusal for it carries `grpc-accept-encoding: identity`).
+ * - Responses: headers (`:status 200`, `content-type: application/grpc+proto`), the framed
+ *   messages, then trailers `grpc-status` and (unless OK) `grpc-message` (percent-encoded
+ *   as grpc-js does) with the call's trailing metadata. A call refused before any message is sent
+ *   ends with a trailers-only response (one HEADERS frame, as grpc-js servers do).
+ * - `grpc-timeout` (the caller's deadline) ends the call with DEADLINE_EXCEEDED when it
+ *   passes first; a stream reset by the client cancels the call (`onCancel`).
+ * - An unknown path ends with UNIMPLEMENTED.
+ */
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+
+/** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
+export const GrpcStatus = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+
+/** How a call ends: a status code, its message, and trailing metadata (ASCII text values). */
+export interface CallStatus {
+  readonly code: number;
+  readonly details: string;
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+/** What a handler sees of its call besides the request. */
+export interface CallContext {
+  /** True once the client cancelled, the deadline passed or the call ended. */
+  readonly cancelled: boolean;
+  onCancel(fn: () => void): void;
+}
+
+/** The sending side of a server-streaming call. */
+export interface ServerStream extends CallContext {
+  /** Sends one framed message (see `frame`); false when the stream's buffer is full. */
+  write(framed: Uint8Array): boolean;
+  /** Resolves once the stream takes more, or once the call is over. */
+  drained(): Promise<void>;
+  /** Ends the call with `status` (default OK). */
+  end(status?: CallStatus): void;
+}
+
+export type GrpcMethod =
+  | {
+      readonly kind: 'unary';
+      /** Resolves with the framed response message; a rejection becomes the call's status. */
+      readonly handle: (request: Buffer, ctx: CallContext) => Promise<Uint8Array>;
+    }
+  | { readonly kind: 'stream'; readonly handle: (request: Buffer, call: ServerStream) => void };
+
+export interface GrpcServerOptions {
+  /** Largest request message taken (bytes); a larger one ends the call with RESOURCE_EXHAUSTED. */
+  readonly maxMessageBytes: number;
+  /** The status a handler's failure ends its call with. */
+  readonly statusOf: (e: unknown) => CallStatus;
+  /** Called when a call ends: its method path and status code. */
+  readonly onEnd?: (path: string, code: number) => void;
+}
+
+export interface GrpcServer {
+  readonly port: number;
+  /** Stops taking connections, lets running calls finish (at most `graceMs`), then closes the rest. */
+  close(graceMs?: number): Promise<void>;
+}
+
+const PREFIX = 5;
+
+/** A message with its 5-byte gRPC prefix (not compressed). */
+export function frame(message: Uint8Array): Uint8Array {
+  const out = Buffer.allocUnsafe(PREFIX + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, PREFIX);
+  return out;
+}
+
+// Every header less is work saved on both sides, per call: messages are never compressed,
+// so no grpc-encoding (identity is the default) and no grpc-accept-encoding (absent means
+// identity only; a compressed request is refused with it), no date, and an OK status
+// needs no grpc-message.
+const RESPONSE_HEADERS = {
+  ':status': 200,
+  'content-type': 'application/grpc+proto',
+};
+const OK_TRAILERS = { 'grpc-status': '0' };
+const WAIT_FOR_TRAILERS = { waitForTrailers: true, sendDate: false };
+const END_STREAM = { endStream: true, sendDate: false };
+const IDENTITY_ONLY = { 'grpc-accept-encoding': 'identity' };
+
+function ignore(): void {}
+
+function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+/** The grpc-timeout header in milliseconds (undefined: none or unreadable). */
+export function parseTimeout(v: unknown): number | undefined {
+  if (typeof v !== 'string') return undefined;
+  const m = /^(\d{1,8})([HMSmun])$/.exec(v.trim());
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  switch (m[2]) {
+    case 'H':
+      return n * 3_600_000;
+    case 'M':
+      return n * 60_000;
+    case 'S':
+      return n * 1000;
+    case 'm':
+      return n;
+    case 'u':
+      return n / 1000;
+    default:
+      return n / 1_000_000;
+  }
+}
+
+/** grpc-message: percent-encoded as grpc-js encodes it (and decodes it with decodeURI). */
+function encodeMessage(s: string): string {
+  try {
+    return encodeURI(s);
+  } catch {
+    return encodeURI(s.replace(/[\ud800-\udfff]/g, '\ufffd'));
+  }
+}
+
+/** Starts a gRPC server on `host:port` (0: any free port) serving `methods` by path. */
+export async function startGrpcServer(
+  host: string,
+  port: number,
+  methods: ReadonlyMap<string, GrpcMethod>,
+  opts: GrpcServerOptions,
+): Promise<GrpcServer> {
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const server = http2.createServer({
+    maxSessionMemory: Number.MAX_SAFE_INTEGER,
+    maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
+    settings: { initialWindowSize: 1 << 20 },
+  });
+  server.on('session', (s) => {
+    sessions.add(s);
+    s.on('close', () => sessions.delete(s));
+    s.on('error', () => {});
+    // A larger connection window than the 64 KiB default: large appends arrive sooner.
+    s.on('connect', () => {
+      try {
+        s.setLocalWindowSize(8 << 20);
+      } catch {
+        // a session closed at once
+      }
+    });
+  });
+  server.on('stream', (stream, headers) => {
+    const path = headers[':path'] ?? '';
+    const ct = headers['content-type'];
+    if (headers[':method'] !== 'POST' || typeof ct !== 'string' || !ct.startsWith('application/grpc')) {
+      stream.on('error', ignore);
+      if (!stream.destroyed) stream.respond({ ':status': 415 }, { endStream: true });
+      return;
+    }
+    const call = new Call(stream, path, opts);
+    const method = methods.get(path);
+    if (!method) {
+      call.finish({ code: GrpcStatus.UNIMPLEMENTED, details: `the server has no method ${path}` });
+      return;
+    }
+    const enc = headers['grpc-encoding'];
+    if (enc !== undefined && enc !== 'identity') {
+      call.finish({
+        code: GrpcStatus.UNIMPLEMENTED,
+        details: `grpc-encoding ${String(enc)} is not supported`,
+        metadata: IDENTITY_ONLY,
+      });
+      return;
+    }
+    const timeout = headers['grpc-timeout'];
+    if (timeout !== undefined) {
+      const ms = parseTimeout(timeout);
+      if (ms === undefined) {
+        call.finish({ code: GrpcStatus.INTERNAL, details: `invalid grpc-timeout "${String(timeout)}"` });
+        return;
+      }
+      call.setDeadline(ms);
+    }
+    call.read(method);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  return {
+    port: bound,
+    close(graceMs = 2000) {
+      return new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          for (const s of sessions) s.destroy();
+        }, graceMs);
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        for (const s of sessions) s.close();
+      });
+    },
+  };
+}
+
+/** One call: reads its request message, runs its method and ends it with a status. */
+class Call implements ServerStream {
+  private done = false;
+  private headersSent = false;
+  private timer: NodeJS.Timeout | undefined;
+  private cancelFns: (() => void)[] | undefined;
+  private drainFns: (() => void)[] | undefined;
+  private trailers: Record<string, string> = OK_TRAILERS;
+
+  constructor(
+    private readonly stream: http2.ServerHttp2Stream,
+    private readonly path: string,
+    private readonly opts: GrpcServerOptions,
+  ) {
+    stream.on('error', ignore);
+    stream.once('close', () => {
+      if (!this.done) {
+        this.done = true;
+        this.opts.onEnd?.(this.path, GrpcStatus.CANCELLED);
+      }
+      this.cancelled$();
+    });
+  }
+
+  get cancelled(): boolean {
+    return this.done;
+  }
+
+  onCancel(fn: () => void): void {
+    if (this.done) fn();
+    else (this.cancelFns ??= []).push(fn);
+  }
+
+  private cancelled$(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const fns = this.cancelFns;
+    this.cancelFns = undefined;
+    if (fns) for (const f of fns) f();
+    const d = this.drainFns;
+    this.drainFns = undefined;
+    if (d) for (const f of d) f();
+  }
+
+  setDeadline(ms: number): void {
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.finish({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
+    }, ms);
+  }
+
+  /** Reads the one request message (length first), then runs `method`. */
+  read(method: GrpcMethod): void {
+    const stream = this.stream;
+    const max = this.opts.maxMessageBytes;
+    let message: Buffer | undefined;
+    let chunks: Buffer[] | undefined;
+    let have = 0;
+    let need = -1;
+    let refused = false;
+    const refuse = (status: CallStatus) => {
+      // What else the client sends is read and dropped.
+      refused = true;
+      this.finish(status);
+    };
+    stream.on('data', (chunk: Buffer) => {
+      if (refused) return;
+      if (message !== undefined) {
+        refuse({ code: GrpcStatus.UNIMPLEMENTED, details: 'more than one request message in a call' });
+        return;
+      }
+      // The usual case: the whole message in one chunk.
+      if (chunks === undefined && chunk.length >= PREFIX) {
+        if (chunk[0] !== 0) {
+          refuse({
+            code: GrpcStatus.UNIMPLEMENTED,
+            details: 'compressed messages are not supported',
+            metadata: IDENTITY_ONLY,
+          });
+          return;
+        }
+        const len = chunk.readUInt32BE(1);
+        if (len > max) {
+          refuse({
+            code: GrpcStatus.RESOURCE_EXHAUSTED,
+            details: `a request message of ${len} bytes is above the limit of ${max}`,
+          });
+          return;
+        }
+        if (chunk.length === PREFIX + len) {
+          message = chunk.subarray(PREFIX);
+          return;
+        }
+        if (chunk.length > PREFIX + len) {
+          refuse({ code: GrpcStatus.UNIMPLEMENTED, details: 'more than one request message in a call' });
+          return;
+        }
+      }
+      (chunks ??= []).push(chunk);
+      have += chunk.length;
+      if (need < 0 && have >= PREFIX) {
+        const head = Buffer.concat(chunks, have);
+        chunks = [head];
+        if (head[0] !== 0) {
+          refuse({
+            code: GrpcStatus.UNIMPLEMENTED,
+            details: 'compressed messages are not supported',
+            metadata: IDENTITY_ONLY,
+          });
+          return;
+        }
+        const len = head.readUInt32BE(1);
+        if (len > max) {
+          refuse({
+            code: GrpcStatus.RESOURCE_EXHAUSTED,
+            details: `a request message of ${len} bytes is above the limit of ${max}`,
+          });
+          return;
+        }
+        need = PREFIX + len;
+      }
+      if (need >= 0 && have >= need) {
+        if (have > need) {
+          refuse({ code: GrpcStatus.UNIMPLEMENTED, details: 'more than one request message in a call' });
+          return;
+        }
+        message = Buffer.concat(chunks, have).subarray(PREFIX);
+        chunks = undefined;
+      }
+    });
+    stream.once('end', () => {
+      if (refused || this.done) return;
+      if (message === undefined) {
+        this.finish({ code: GrpcStatus.UNIMPLEMENTED, details: 'the call has no request message' });
+        return;
+      }
+      if (method.kind === 'unary') {
+        method.handle(message, this).then(
+          (framed) => this.reply(framed),
+          (e: unknown) => this.finish(this.opts.statusOf(e)),
+        );
+      } else {
+        try {
+          method.handle(message, this);
+        } catch (e) {
+          this.finish(this.opts.statusOf(e));
+        }
+      }
+    });
+  }
+
+  /** Ends a unary call with its one response message and OK. */
+  private reply(framed: Uint8Array): void {
+    if (this.done) return;
+    const stream = this.stream;
+    if (stream.destroyed || stream.closed) return;
+    this.done = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
+    stream.on('wantTrailers', sendOkTrailers);
+    stream.end(framed);
+    this.opts.onEnd?.(this.path, GrpcStatus.OK);
+  }
+
+  write(framed: Uint8Array): boolean {
+    if (this.done) return true;
+    const stream = this.stream;
+    if (stream.destroyed || stream.closed) return true;
+    if (!this.headersSent) {
+      this.headersSent = true;
+      stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
+      stream.once('wantTrailers', () => stream.sendTrailers(this.trailers));
+    }
+    return stream.write(framed);
+  }
+
+  drained(): Promise<void> {
+    if (this.done) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      if (!this.drainFns) {
+        this.drainFns = [];
+        this.stream.once('drain', () => {
+          const d = this.drainFns;
+          this.drainFns = undefined;
+          if (d) for (const f of d) f();
+        });
+      }
+      this.drainFns.push(resolve);
+    });
+  }
+
+  end(status: CallStatus = { code: GrpcStatus.OK, details: '' }): void {
+    this.finish(status);
+  }
+
+  /** Ends the call with `status`: trailers after what was sent, or a trailers-only response. */
+  finish(status: CallStatus): void {
+    if (this.done) return;
+    this.done = true;
+    const stream = this.stream;
+    this.opts.onEnd?.(this.path, status.code);
+    if (!stream.destroyed && !stream.closed) {
+      const trailers: Record<string, string> = {
+        'grpc-status': String(status.code),
+        'grpc-message': encodeMessage(status.details),
+        ...status.metadata,
+      };
+      if (this.headersSent) {
+        this.trailers = trailers;
+        stream.end();
+      } else {
+        stream.respond({ ...RESPONSE_HEADERS, ...trailers }, END_STREAM);
+      }
+    }
+    this.cancelled$();
+  }
+}
