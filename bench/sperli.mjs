@@ -12,7 +12,9 @@
 //   between two processes (bench/sperli/tls-ceiling.mjs: Ed25519 certificates of a job CA,
 //   mutual authentication, the options of the mesh), and plain TCP for reference; and the
 //   8-byte round trip of such a connection (and of plain TCP), the floor of an 8-byte
-//   allreduce on 2 ranks (one message each way).
+//   allreduce on 2 ranks (one message each way); and a 16 MiB echo on such a connection
+//   (receive 16 MiB, then send 16 MiB back), the floor of a 16 MiB star allreduce on 2
+//   ranks, shown next to it (not a target).
 //
 // Every job reports per-iteration medians measured on rank 0 after a warm-up (see
 // job.mjs and mpi-bench.c); the ceiling reports the median of equal samples of a stream.
@@ -112,6 +114,7 @@ export async function runSperliSuite({ root, log = console.log, budgetMs = 2000,
   const results = []; // {impl, case, bytes, ranks, medianUs, ...}
   const ceilings = []; // {proto, samplesMs, sampleBytes, ...}
   const rtts = []; // {proto, medianUs, ...}
+  const echoes = []; // {bytes, medianUs, ...}
   if (!existsSync(cli)) {
     const text = 'sperli: skipped: dist/cli/main.js is missing (npm run build)';
     log(text);
@@ -142,6 +145,16 @@ export async function runSperliSuite({ root, log = console.log, budgetMs = 2000,
       const lines = benchLines(r.stdout);
       if (r.code !== 0 || lines.length !== 1) notes.push(failed(`${proto} round trips`, r));
       else rtts.push(lines[0]);
+    };
+    const echoRun = async () => {
+      log('sperli: TLS 16 MiB echo (one connection: receive 16 MiB, send 16 MiB back) ...');
+      const r = await run(process.execPath, [ceiling, '--mode', 'echo', '--proto', 'tls', '--rounds', '20'], {
+        cwd: root,
+        timeoutMs: 60_000,
+      });
+      const lines = benchLines(r.stdout);
+      if (r.code !== 0 || lines.length !== 1) notes.push(failed('tls echo', r));
+      else echoes.push(lines[0]);
     };
     // ---- SPERLI ----
     const sperliJob = async (n, cases) => {
@@ -202,6 +215,7 @@ export async function runSperliSuite({ root, log = console.log, budgetMs = 2000,
       await ceilingRun('tls');
       await sperliJob(2, ['pingpong', 'allreduce']);
       await ceilingRun('tls');
+      await echoRun();
       await mpiJob(2, MPI_TCP, ['pingpong', 'allreduce']);
       await mpiJob(2, MPI_DEFAULT, ['pingpong', 'allreduce']);
       await sperliJob(4, ['allreduce']);
@@ -359,6 +373,18 @@ export async function runSperliSuite({ root, log = console.log, budgetMs = 2000,
     out.push(
       `  ${what.padEnd(58)} ${fmtTime(r.medianUs).padStart(11)}  8-byte round trip (median of ${r.rounds}; fastest ${fmtTime(r.minUs)})`,
     );
+  }
+  const echo16 = echoes[0];
+  if (echo16) {
+    out.push(
+      `  ${'node:tls 16 MiB echo (receive 16 MiB, then send 16 MiB back)'.padEnd(58)} ${fmtTime(echo16.medianUs).padStart(11)}  per round (median of ${echo16.rounds}; fastest ${fmtTime(echo16.minUs)})`,
+    );
+    const s16e = find(SPERLI, 'allreduce', 16 * MIB, 2);
+    if (s16e) {
+      out.push(
+        `  (SPERLI 16MiB allreduce on 2 ranks: ${(s16e.medianUs / echo16.medianUs).toFixed(2)}x the node:tls echo, the floor of a star: the root decrypts the contribution, then encrypts the result)`,
+      );
+    }
   }
   const s8 = find(SPERLI, 'allreduce', 8, 2);
   const tlsRtt = rtts.find((r) => r.proto === 'tls');

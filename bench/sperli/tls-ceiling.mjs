@@ -18,6 +18,14 @@
 // --rounds / 10 warm-up round trips, each is timed and the median is printed:
 //   BENCH {"case":"rtt","proto":...,"bytes":8,"rounds":...,"medianUs":...,"minUs":...}
 // That is the floor of one SPERLI message each way (an 8-byte allreduce on 2 ranks).
+//
+// With --mode echo (and --echo-mib N, --rounds N), the other process sends N MiB and then
+// waits for N MiB back; this process takes the N MiB and then sends N MiB back, in 128 KiB
+// writes behind backpressure, round after round. The median round, timed here:
+//   BENCH {"case":"echo","proto":...,"bytes":...,"rounds":...,"medianUs":...,"minUs":...}
+// That is the floor of a star allreduce of N MiB on 2 ranks in node:tls: the root must
+// decrypt every byte of the contribution and encrypt every byte of the result, and the
+// result cannot leave before the contribution is in.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, connect as netConnect } from 'node:net';
@@ -41,9 +49,13 @@ const { values: o } = parseArgs({
     'chunk-kib': { type: 'string', default: '64' },
     mode: { type: 'string', default: 'bulk' },
     rounds: { type: 'string', default: '5000' },
+    'echo-mib': { type: 'string', default: '16' },
   },
 });
 const latency = o.mode === 'latency';
+const echo = o.mode === 'echo';
+const echoBytes = Number(o['echo-mib']) * 2 ** 20;
+const ECHO_PIECE = 128 * 1024;
 const rounds = Number(o.rounds);
 const warmRounds = Math.ceil(rounds / 10);
 const RTT_BYTES = 8;
@@ -92,6 +104,31 @@ if (o.role === 'sender') {
       : netConnect({ host: '127.0.0.1', port });
   await once(socket, proto === 'tls' ? 'secureConnect' : 'connect');
   socket.setNoDelay(true);
+  if (echo) {
+    const out = Buffer.alloc(echoBytes, 0x5a);
+    let have = 0;
+    let wake;
+    socket.on('data', (buf) => {
+      have += buf.length;
+      if (have >= echoBytes && wake) {
+        const w = wake;
+        wake = undefined;
+        w();
+      }
+    });
+    const ended = once(socket, 'end');
+    for (let r = 0; r < rounds + Math.ceil(rounds / 10); r++) {
+      for (let at = 0; at < echoBytes; at += ECHO_PIECE) {
+        if (!socket.write(out.subarray(at, at + ECHO_PIECE))) await once(socket, 'drain');
+      }
+      if (have < echoBytes) await new Promise((res) => (wake = res));
+      have -= echoBytes;
+    }
+    await ended;
+    socket.end();
+    await once(socket, 'close');
+    process.exit(0);
+  }
   if (latency) {
     // Sends back every 8 bytes as they complete.
     let have = 0;
@@ -142,6 +179,46 @@ if (o.role === 'sender') {
     const onSocket = (socket) => {
       const info = proto === 'tls' ? { cipher: socket.getCipher()?.name, protocol: socket.getProtocol() } : {};
       if (proto === 'tls' && !socket.authorized) rej(new Error('the sender was not authorized'));
+      if (echo) {
+        const warm = Math.ceil(rounds / 10);
+        const out = Buffer.alloc(echoBytes, 0xa5);
+        let have = 0;
+        let wake;
+        socket.on('data', (buf) => {
+          have += buf.length;
+          if (have >= echoBytes && wake) {
+            const w = wake;
+            wake = undefined;
+            w();
+          }
+        });
+        socket.on('error', rej);
+        (async () => {
+          const times = [];
+          for (let r = 0; r < warm + rounds; r++) {
+            const start = performance.now();
+            if (have < echoBytes) await new Promise((res2) => (wake = res2));
+            have -= echoBytes;
+            for (let at = 0; at < echoBytes; at += ECHO_PIECE) {
+              if (!socket.write(out.subarray(at, at + ECHO_PIECE))) await once(socket, 'drain');
+            }
+            times.push(performance.now() - start);
+          }
+          const kept = times.slice(warm);
+          result = {
+            case: 'echo',
+            proto,
+            ...info,
+            bytes: echoBytes,
+            rounds,
+            medianUs: Number((median(kept) * 1000).toFixed(3)),
+            minUs: Number((Math.min(...kept) * 1000).toFixed(3)),
+          };
+          socket.end();
+          res();
+        })().catch(rej);
+        return;
+      }
       if (latency) {
         const times = [];
         const msg = Buffer.alloc(RTT_BYTES, 2);
@@ -244,5 +321,9 @@ function passOn() {
     o['chunk-kib'],
     '--mode',
     o.mode,
+    '--rounds',
+    String(rounds),
+    '--echo-mib',
+    o['echo-mib'],
   ];
 }

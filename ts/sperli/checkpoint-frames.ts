@@ -30,8 +30,11 @@ export interface CheckpointLink {
   allreduceSum(data: BigUint64Array): Promise<BigUint64Array>;
   /** barrier (a collective call of the communicator). */
   barrier(): Promise<void>;
-  /** Sends one checkpoint frame to `peer` after every earlier send to it. */
-  send(peer: number, type: number, payload: Uint8Array, epoch: bigint): Promise<void>;
+  /**
+   * Sends one checkpoint frame to `peer` after every earlier send to it; with `prefix`,
+   * its payload is `prefix` followed by `payload`.
+   */
+  send(peer: number, type: number, payload: Uint8Array, epoch: bigint, prefix?: Uint8Array): Promise<void>;
   /** The next checkpoint frame from `peer`. */
   next(peer: number): Promise<TransportFrame>;
   /** Ends the job with ABORT `reason` (unless it has failed already). */
@@ -74,13 +77,54 @@ export async function sendFile(
   epoch: bigint,
   file: Uint8Array,
 ): Promise<void> {
-  const total = BigInt(file.length);
+  return sendFileParts(link, peer, kind, rank, epoch, EMPTY, file);
+}
+
+const EMPTY: Uint8Array = new Uint8Array(0);
+
+/**
+ * `sendFile` of the file `head` followed by `body`, without joining them: each chunk's
+ * frame is its 24-byte CKPT_DATA header (and, for the first chunk, `head`) followed by a
+ * view of `body`, so the file is never copied. At most SEND_AHEAD chunks are handed to
+ * the connection before the earlier ones are taken.
+ */
+export async function sendFileParts(
+  link: CheckpointLink,
+  peer: number,
+  kind: number,
+  rank: number,
+  epoch: bigint,
+  head: Uint8Array,
+  body: Uint8Array,
+): Promise<void> {
+  const length = head.length + body.length;
+  const total = BigInt(length);
+  const inFlight: Promise<void>[] = [];
   for (let at = 0; ; ) {
-    const chunk = file.subarray(at, at + MAX_CHUNK);
-    await link.send(peer, FrameType.CKPT_DATA, encodeCkptData({ kind, rank, offset: BigInt(at), total, chunk }), epoch);
-    at += chunk.length;
-    if (at >= file.length) return;
+    const end = Math.min(at + MAX_CHUNK, length);
+    const prefix = encodeCkptData({ kind, rank, offset: BigInt(at), total, chunk: EMPTY });
+    let fromHead: Uint8Array = EMPTY;
+    if (at < head.length) fromHead = head.subarray(at, Math.min(end, head.length));
+    const first = fromHead.length > 0 ? joinBytes(prefix, fromHead) : prefix;
+    const part = body.subarray(Math.max(0, at - head.length), end - head.length);
+    const sent = link.send(peer, FrameType.CKPT_DATA, part, epoch, first);
+    sent.catch(() => {}); // awaited below; a failure must not go unhandled meanwhile
+    inFlight.push(sent);
+    if (inFlight.length >= SEND_AHEAD) await inFlight.shift();
+    at = end;
+    if (at >= length) break;
   }
+  await Promise.all(inFlight);
+}
+
+/** Chunks a file transfer hands to the connection ahead of the ones already taken. */
+const SEND_AHEAD = 4;
+
+function joinBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
 }
 
 /** Sends a CKPT_DATA frame without a chunk (kinds 1, 3 and 4) about the file of `rank`. */

@@ -32,6 +32,11 @@ export interface PieceWriter {
 export interface CheckpointStore {
   /** Writes `bytes` as `path` durably, making missing directories (durably too). */
   write(path: string, bytes: Uint8Array): Promise<void>;
+  /**
+   * Optional: `write` of the bytes of `parts` one after the other, without joining them
+   * first. Without it, the caller joins them and calls `write`.
+   */
+  writeParts?(path: string, parts: readonly Uint8Array[]): Promise<void>;
   /** Starts a durable write of `path` fed in pieces. */
   begin(path: string): Promise<PieceWriter>;
   /**
@@ -94,7 +99,7 @@ async function quietUnlink(path: string): Promise<void> {
   }
 }
 
-async function beginFile(path: string): Promise<PieceWriter> {
+async function beginFile(path: string): Promise<PieceWriter & { writev(parts: readonly Uint8Array[]): Promise<void> }> {
   const dir = dirname(path);
   const tmp = tempName(path);
   let fh: FileHandle | undefined;
@@ -117,6 +122,21 @@ async function beginFile(path: string): Promise<PieceWriter> {
         for (let at = 0; at < bytes.length; ) {
           const { bytesWritten } = await handle.write(bytes, at, bytes.length - at);
           at += bytesWritten;
+        }
+      } catch (e) {
+        throw ioError('write', path, e);
+      }
+    },
+    async writev(parts) {
+      try {
+        let rest = parts.filter((p) => p.length > 0);
+        while (rest.length > 0) {
+          let { bytesWritten } = await handle.writev(rest as Uint8Array[]);
+          while (rest.length > 0 && bytesWritten >= (rest[0] as Uint8Array).length) {
+            bytesWritten -= (rest[0] as Uint8Array).length;
+            rest = rest.slice(1);
+          }
+          if (bytesWritten > 0) rest = [(rest[0] as Uint8Array).subarray(bytesWritten), ...rest.slice(1)];
         }
       } catch (e) {
         throw ioError('write', path, e);
@@ -179,6 +199,17 @@ export const fileStore: CheckpointStore = {
     const w = await beginFile(path);
     try {
       await w.write(bytes);
+    } catch (e) {
+      await w.discard();
+      throw e;
+    }
+    await w.commit();
+  },
+
+  async writeParts(path, parts) {
+    const w = await beginFile(path);
+    try {
+      await w.writev(parts);
     } catch (e) {
       await w.discard();
       throw e;

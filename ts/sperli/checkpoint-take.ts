@@ -18,7 +18,7 @@
  *    keeps a copy and deletes every epoch directory older than e - 1.
  */
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
-import { encodeRankFile } from '../codec/sperli-files.js';
+import { FILE_VERSION, RANK_FILE_HEADER_SIZE, RANK_FILE_MAGIC } from '../codec/sperli-files.js';
 import { FrameType } from '../codec/sperli-frame.js';
 import {
   AbortReason,
@@ -37,10 +37,11 @@ import {
   expectFileOf,
   FrameRouter,
   frameKey,
-  sendFile,
+  sendFileParts,
   servedRank,
 } from './checkpoint-frames.js';
 import { checkCommit } from './checkpoint-layout.js';
+import type { CheckpointStore } from './checkpoint-store.js';
 import { signCommit } from './tokens.js';
 
 const BEGIN = frameKey(FrameType.CKPT_BEGIN);
@@ -110,10 +111,17 @@ async function begin(job: CheckpointJob, router: FrameRouter, epoch: bigint): Pr
   }
 }
 
+/** Chunks of a buddy copy handed to the disk before the first of them must be written. */
+const WRITE_AHEAD = 8;
+
 /** Step 3, receiving: the file of the served rank, written durably as it comes; its SHA-256. */
 async function keepBuddyCopy(job: CheckpointJob, router: FrameRouter, epoch: bigint): Promise<Uint8Array> {
   const served = servedRank(job);
   const writer = await job.store.begin(job.layout.buddyFile(epoch, served));
+  // Chunks go to the disk in order, each after the one before; meanwhile the next ones
+  // are received and hashed. At most WRITE_AHEAD chunks wait for the disk.
+  let writing: Promise<void> = Promise.resolve();
+  let waiting = 0;
   try {
     const hash = createSha256();
     const rx = new ChunkReceiver();
@@ -122,16 +130,76 @@ async function keepBuddyCopy(job: CheckpointJob, router: FrameRouter, epoch: big
       expectEpoch(f, epoch);
       const d = expectFileOf(f, served);
       const complete = rx.accept(d);
-      await writer.write(d.chunk);
-      hash.update(d.chunk);
+      const chunk = d.chunk;
+      writing = writing.then(() => writer.write(chunk));
+      writing.catch(() => {}); // awaited below
+      if (++waiting >= WRITE_AHEAD) {
+        await writing;
+        waiting = 0;
+      }
+      hash.update(chunk);
       if (complete) break;
     }
+    await writing;
     await writer.commit();
     return hash.digest();
   } catch (e) {
+    await writing.catch(() => {});
     await writer.discard();
     throw e;
   }
+}
+
+/** The 80-byte rank file header of docs/sperli.md for a state of `length` bytes whose SHA-256 is `stateHash`. */
+export function rankFileHeader(
+  id: { readonly jobId: Uint8Array; readonly epoch: bigint; readonly rank: number; readonly size: number },
+  length: number,
+  stateHash: Uint8Array,
+): Uint8Array {
+  const out = new Uint8Array(RANK_FILE_HEADER_SIZE);
+  const v = new DataView(out.buffer);
+  out.set(RANK_FILE_MAGIC, 0);
+  v.setUint16(4, FILE_VERSION, true);
+  v.setUint16(6, 0, true);
+  out.set(id.jobId, 8);
+  v.setBigUint64(24, id.epoch, true);
+  v.setUint32(32, id.rank, true);
+  v.setUint32(36, id.size, true);
+  v.setBigUint64(40, BigInt(length), true);
+  out.set(stateHash, 48);
+  return out;
+}
+
+/** Bytes hashed between two turns of the event loop, so that frames keep flowing meanwhile. */
+const HASH_SLICE = 4 << 20;
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** The SHA-256 of `parts` one after the other, hashed a slice at a time. */
+async function digestOf(parts: readonly Uint8Array[]): Promise<Uint8Array> {
+  const h = createSha256();
+  for (const p of parts) {
+    for (let at = 0; at < p.length; at += HASH_SLICE) {
+      h.update(p.subarray(at, at + HASH_SLICE));
+      if (at + HASH_SLICE < p.length) await nextTurn();
+    }
+    if (p.length === 0) h.update(p);
+  }
+  return h.digest();
+}
+
+/** Writes `parts` one after the other as `path`, durably. */
+function writeParts(store: CheckpointStore, path: string, parts: readonly Uint8Array[]): Promise<void> {
+  if (store.writeParts !== undefined) return store.writeParts(path, parts);
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const all = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return store.write(path, all);
 }
 
 /** Step 4 at rank 0: every ACK, then the signed COMMIT on disk and to every rank. */
@@ -210,20 +278,27 @@ export async function takeCheckpoint(
     await store.remove(layout.commitFile(epoch));
   }
 
-  const file = encodeRankFile({ jobId: job.check.jobId, epoch, rank, size }, state);
-  const digest = sha256(file);
-  // The copy for the buddy and the buddy's copy travel while the rank file is written:
-  // network and disk overlap. Nothing counts before the COMMIT, which needs every ACK.
-  const sending = size > 1 ? sendFile(link, buddyRank(job), CkptDataKind.ownChunk, rank, epoch, file) : undefined;
+  // The rank file is its 80-byte header and the state, kept as two parts: it is written,
+  // hashed and sent to the buddy from them, never joined into one copy.
+  const head = rankFileHeader({ jobId: job.check.jobId, epoch, rank, size }, state.length, sha256(state));
+  const parts = [head, state];
+  // The copy for the buddy, the buddy's copy and the rank file on disk all travel at the
+  // same time, while the file's SHA-256 is computed: network, disk and hashing overlap.
+  // Nothing counts before the COMMIT, which needs every ACK.
+  const sending =
+    size > 1 ? sendFileParts(link, buddyRank(job), CkptDataKind.ownChunk, rank, epoch, head, state) : undefined;
   const keeping = size > 1 ? keepBuddyCopy(job, router, epoch) : undefined;
   sending?.catch(() => {});
   keeping?.catch(() => {});
-  await store.write(layout.rankFile(epoch, rank), file);
+  const writing = writeParts(store, layout.rankFile(epoch, rank), parts);
+  writing.catch(() => {});
+  const digest = await digestOf(parts);
+  await writing;
   if (rank !== 0) await link.send(0, FrameType.CKPT_ACK, encodeCkptAck(digest), epoch);
 
   const [, buddyDigest, commitBytes] = await Promise.all([
     sending,
-    keeping ?? store.write(layout.buddyFile(epoch, rank), file).then(() => digest),
+    keeping ?? writeParts(store, layout.buddyFile(epoch, rank), parts).then(() => digest),
     rank === 0
       ? commitAtRoot(job, router, epoch, digest)
       : router.take(0, COMMIT).then((f) => {

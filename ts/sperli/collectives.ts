@@ -35,6 +35,7 @@ import {
   reduceAllowed,
 } from '../core/index.js';
 import { HeldBytes } from './comm-bytes.js';
+import { IncomingFrame } from './comm-stream.js';
 
 /** What the collectives need of the communicator. */
 export interface CollectiveLink {
@@ -47,8 +48,11 @@ export interface CollectiveLink {
    * (split at MAX_COLLECTIVE_DATA), after every earlier send to that rank.
    */
   sendCollective(peer: number, header: CollectiveHeader, data: HeldBytes): Promise<void>;
-  /** The next COLLECTIVE payload from `peer`, in arrival order. */
-  nextCollective(peer: number): Promise<Uint8Array>;
+  /**
+   * The next COLLECTIVE frame from `peer`, in arrival order: its whole payload, or a
+   * large frame whose payload is still arriving (comm-stream.ts).
+   */
+  nextCollective(peer: number): Promise<Uint8Array | IncomingFrame>;
   /** Ends the job with ABORT `reason`; resolves to the error the call rejects with. */
   abort(reason: number, error: PlexusError): Promise<PlexusError>;
 }
@@ -110,6 +114,14 @@ const VIEW_TYPES: readonly ViewCtor[] = [
 ];
 
 const EMPTY = new Uint8Array(0);
+/** Bytes of a contribution folded into the root's accumulator at a time (whole elements of every type). */
+const REDUCE_RUN = 256 * 1024;
+/**
+ * Contributions from this size on are folded through an arena block, smaller ones
+ * directly. Below STREAM_MIN (mesh-stream.ts), so a contribution whose frames may arrive
+ * in pieces of any length always goes through the block.
+ */
+const SMALL_REDUCE = 32 * 1024;
 const noop = (): void => {};
 
 function describe(v: unknown): string {
@@ -321,9 +333,15 @@ export class Collectives {
     return Promise.all(this.others(root).map((r) => this.link.sendCollective(r, h, data(r)))).then(noop);
   }
 
-  /** One frame of the call from `peer`: its data, or the end of the job (H1617, ABORT reason 3). */
-  private async accept(peer: number, expected: CollectiveHeader): Promise<Uint8Array> {
-    const payload = await this.link.nextCollective(peer);
+  /**
+   * One frame of the call from `peer`: its data (a whole frame), or the frame whose data
+   * is still arriving, once its collective header has been checked; or the end of the
+   * job (H1617, ABORT reason 3).
+   */
+  private async accept(peer: number, expected: CollectiveHeader): Promise<Uint8Array | IncomingFrame> {
+    const item = await this.link.nextCollective(peer);
+    const streamed = item instanceof IncomingFrame;
+    const payload = streamed ? await item.header() : item;
     let got: ReturnType<typeof decodeCollective>;
     try {
       got = decodeCollective(payload);
@@ -338,14 +356,15 @@ export class Collectives {
       const error = sperliError(SperliCode.collectiveMismatch, reason, message, { ...e.details, rank: peer }, e);
       throw await this.link.abort(AbortReason.collectiveMismatch, error);
     }
-    return got.data;
+    return streamed ? item : got.data;
   }
 
   /**
    * Receives one message of the call from `peer` that must have exactly `length` bytes.
-   * With `write`, each frame's data is handed to it at its offset; without, the message
-   * is returned (the frame's own bytes when it came in one frame). Another length ends
-   * the job with `fault` (ABORT reason 3), checked before any byte of the frame is used.
+   * With `write`, each frame's data is handed to it at its offset (a frame still arriving
+   * piece by piece, as its pieces arrive); without, the message is returned (the frame's
+   * own bytes when it came whole in one frame). Another length ends the job with `fault`
+   * (ABORT reason 3), checked before any byte of the frame is used.
    */
   private async receiveExact(
     peer: number,
@@ -358,17 +377,27 @@ export class Collectives {
     let at = 0;
     for (;;) {
       const data = await this.accept(peer, h);
-      const last = endsMessage(data.length, MAX_COLLECTIVE_DATA);
-      const end = at + data.length;
+      const streamed = data instanceof IncomingFrame;
+      const n = streamed ? data.dataLength : data.length;
+      const last = endsMessage(n, MAX_COLLECTIVE_DATA);
+      const end = at + n;
       if (end > length || (last && end !== length)) {
         throw await this.link.abort(AbortReason.collectiveMismatch, fault(end, !last));
       }
-      if (write !== undefined) {
+      if (streamed) {
+        const base = at;
+        if (write !== undefined) await data.drain((off, chunk) => write(base + off, chunk));
+        else {
+          const o = out ?? filledLater(length);
+          out = o;
+          await data.drain((off, chunk) => o.set(chunk, base + off));
+        }
+      } else if (write !== undefined) {
         if (data.length > 0) write(at, data);
       } else if (last && at === 0) {
         return data;
       } else {
-        out ??= new Uint8Array(length);
+        out ??= filledLater(length);
         out.set(data, at);
       }
       at = end;
@@ -378,12 +407,17 @@ export class Collectives {
 
   /** Receives one message of the call from `peer`, of any length. */
   private async receiveAny(peer: number, h: CollectiveHeader): Promise<Uint8Array> {
-    const first = await this.accept(peer, h);
-    if (endsMessage(first.length, MAX_COLLECTIVE_DATA)) return first;
-    const parts = [first];
-    let total = first.length;
+    const parts: Uint8Array[] = [];
+    let total = 0;
     for (;;) {
-      const data = await this.accept(peer, h);
+      const item = await this.accept(peer, h);
+      let data: Uint8Array;
+      if (item instanceof IncomingFrame) {
+        const buf = filledLater(item.dataLength);
+        await item.drain((off, chunk) => buf.set(chunk, off));
+        data = buf;
+      } else data = item;
+      if (parts.length === 0 && endsMessage(data.length, MAX_COLLECTIVE_DATA)) return data;
       parts.push(data);
       total += data.length;
       if (endsMessage(data.length, MAX_COLLECTIVE_DATA)) break;
@@ -420,6 +454,13 @@ export class Collectives {
     op: number,
   ): Promise<Uint8Array<ArrayBuffer>> {
     const length = own.length;
+    if (length < SMALL_REDUCE) return this.reduceSmall(h, own, type, op);
+    // Large: the accumulator is a block of the shared arena (memory that stays mapped from
+    // call to call). Rank 0's contribution is copied in; each later one is gathered run by
+    // run (REDUCE_RUN bytes, whole elements of every type) into a second arena block and
+    // folded into the accumulator there, so the kernel reads both operands in place.
+    // Pieces as they come off the connection need not be whole elements.
+    const stage = allocShared(REDUCE_RUN);
     const acc = allocShared(length);
     try {
       for (let r = 0; r < this.link.size; r++) {
@@ -428,23 +469,76 @@ export class Collectives {
           else combine(acc.u8, own.bytes, op, type);
           continue;
         }
-        const fault: LengthFault = (got, more) =>
-          sperliError(
-            SperliCode.collectiveArgs,
-            'contribution-length',
-            `${callName(h)}: rank ${r} contributed ${more ? 'more than ' : ''}${got} bytes and the root ${length}; every rank must contribute the same number of elements`,
-            { rank: r, got, expected: length },
-          );
-        const write =
-          r === 0
-            ? (at: number, chunk: Uint8Array) => acc.u8.set(chunk, at)
-            : (at: number, chunk: Uint8Array) => combine(acc.u8.subarray(at, at + chunk.length), chunk, op, type);
-        await this.receiveExact(r, h, length, fault, write);
+        const fault = this.contributionFault(h, r, length);
+        if (r === 0) {
+          await this.receiveExact(r, h, length, fault, (at, chunk) => acc.u8.set(chunk, at));
+          continue;
+        }
+        let base = 0;
+        let fill = 0;
+        const fold = (n: number): void => {
+          const mem = acc.u8;
+          combine(mem.subarray(base, base + n), stage.u8.subarray(0, n), op, type);
+          base += n;
+          fill = 0;
+        };
+        await this.receiveExact(r, h, length, fault, (_at, chunk) => {
+          for (let pos = 0; pos < chunk.length; ) {
+            const take = Math.min(REDUCE_RUN - fill, chunk.length - pos);
+            stage.u8.set(pos === 0 && take === chunk.length ? chunk : chunk.subarray(pos, pos + take), fill);
+            fill += take;
+            pos += take;
+            if (fill === REDUCE_RUN) fold(REDUCE_RUN);
+          }
+        });
+        if (fill > 0) fold(fill);
       }
-      return acc.u8.slice();
+      const result = filledLater(length);
+      result.set(acc.u8);
+      return result;
     } finally {
       acc.free();
+      stage.free();
     }
+  }
+
+  /** reduceAtRoot for small arrays: folded straight into the result, frame by frame. */
+  private async reduceSmall(
+    h: CollectiveHeader,
+    own: HeldBytes,
+    type: number,
+    op: number,
+  ): Promise<Uint8Array<ArrayBuffer>> {
+    const length = own.length;
+    const result = new Uint8Array(length);
+    for (let r = 0; r < this.link.size; r++) {
+      if (r === h.root) {
+        if (r === 0) result.set(own.bytes);
+        else combine(result, own.bytes, op, type);
+        continue;
+      }
+      const fault = this.contributionFault(h, r, length);
+      await this.receiveExact(
+        r,
+        h,
+        length,
+        fault,
+        r === 0
+          ? (at, chunk) => result.set(chunk, at)
+          : (at, chunk) => combine(result.subarray(at, at + chunk.length), chunk, op, type),
+      );
+    }
+    return result;
+  }
+
+  private contributionFault(h: CollectiveHeader, r: number, length: number): LengthFault {
+    return (got, more) =>
+      sperliError(
+        SperliCode.collectiveArgs,
+        'contribution-length',
+        `${callName(h)}: rank ${r} contributed ${more ? 'more than ' : ''}${got} bytes and the root ${length}; every rank must contribute the same number of elements`,
+        { rank: r, got, expected: length },
+      );
   }
 
   /** Every rank waits until every rank has called it. Root 0. */
@@ -595,6 +689,19 @@ export class Collectives {
       };
     });
   }
+}
+
+/**
+ * A new array of `length` bytes that the caller writes in full before anyone reads it
+ * (a message received at its known length, a reduction result). Large ones are not
+ * zeroed first: a fresh zeroed 16 MiB array costs a page fault per 4 KiB on first
+ * touch, where memory the allocator hands out again does not. It is never shared with
+ * other arrays (its own ArrayBuffer, from byte 0).
+ */
+function filledLater(length: number): Uint8Array<ArrayBuffer> {
+  if (length < 65536) return new Uint8Array(length);
+  const b = Buffer.allocUnsafeSlow(length);
+  return new Uint8Array(b.buffer as ArrayBuffer, b.byteOffset, length);
 }
 
 /**

@@ -13,13 +13,14 @@
  */
 
 import { endsMessage, FrameType, MAX_COLLECTIVE_DATA, MAX_PAYLOAD, MAX_USER_TAG } from '../codec/sperli-frame.js';
-import { type CollectiveHeader, encodeCollective } from '../codec/sperli-payloads.js';
+import { type CollectiveHeader, encodeCollective, encodeCollectiveHeader } from '../codec/sperli-payloads.js';
 import type { ElementTypeName, ReduceOpName } from '../core/codes.js';
 import { PlexusError } from '../core/errors.js';
 import { type Checkpointable, type CheckpointContext, Checkpointer, type CheckpointState } from './checkpoint.js';
 import { type CollectiveLink, Collectives, type ReduceArray, type Reduced, type ScatterData } from './collectives.js';
 import { HeldBytes } from './comm-bytes.js';
 import { ANY_SOURCE, ANY_TAG, FrameQueue, Mailbox, type Message } from './comm-queues.js';
+import type { IncomingFrame } from './comm-stream.js';
 import type { RankTransport, TransportFrame } from './transport.js';
 
 export type { ReduceArray, Reduced, ScatterData } from './collectives.js';
@@ -64,7 +65,7 @@ export class Comm {
   private ended: PlexusError | undefined;
   private finalizing: Promise<void> | undefined;
   private readonly mailbox = new Mailbox();
-  private readonly collectiveFrames: FrameQueue<Uint8Array>[] = [];
+  private readonly collectiveFrames: FrameQueue<Uint8Array | IncomingFrame>[] = [];
   private readonly checkpointFrames: FrameQueue<TransportFrame>[] = [];
   /** Per peer: the last queued send, settled either way. */
   private readonly sendQueue: Promise<void>[] = [];
@@ -90,7 +91,7 @@ export class Comm {
         stopped: () => this.stopped(),
         allreduceSum: (data) => this.collectives.allreduce(data, 'sum') as Promise<BigUint64Array>,
         barrier: () => this.collectives.barrier(),
-        send: (peer, type, payload, epoch) => this.sendCheckpointFrame(peer, type, payload, epoch),
+        send: (peer, type, payload, epoch, prefix) => this.sendCheckpointFrame(peer, type, payload, epoch, prefix),
         next: (peer) => this.nextCheckpointFrame(peer),
         abort: (reason, error) => this.abort(reason, error),
       },
@@ -110,6 +111,7 @@ export class Comm {
       abort: (reason, error) => this.abort(reason, error),
     };
     this.collectives = new Collectives(link);
+    transport.enableStreams?.();
     transport.onFrame((peer, frame) => this.onFrame(peer, frame));
     transport.onFailure((error) => this.fail(error));
     if (transport.failure !== undefined) this.fail(transport.failure);
@@ -297,8 +299,18 @@ export class Comm {
   // -------------------------------------------------------------------------------------
   // Checkpoint frames (for the checkpoint layer)
 
-  /** Sends one checkpoint frame (CKPT_BEGIN ..= RESUME) to `peer`, after every earlier send to it. */
-  sendCheckpointFrame(peer: number, type: number, payload: Uint8Array, epoch: bigint): Promise<void> {
+  /**
+   * Sends one checkpoint frame (CKPT_BEGIN ..= RESUME) to `peer`, after every earlier send
+   * to it. With `prefix`, the frame's payload is `prefix` followed by `payload` (sent
+   * without joining them first).
+   */
+  sendCheckpointFrame(
+    peer: number,
+    type: number,
+    payload: Uint8Array,
+    epoch: bigint,
+    prefix?: Uint8Array,
+  ): Promise<void> {
     this.checkRank(peer, 'sendCheckpointFrame: peer', false);
     if (peer === this.rank || !Number.isInteger(type) || type < FrameType.CKPT_BEGIN || type > FrameType.RESUME) {
       throw badArgument(`sendCheckpointFrame: type ${type} to rank ${peer} is not a checkpoint frame to a peer`, {
@@ -308,7 +320,15 @@ export class Comm {
     }
     const stopped = this.stopped();
     if (stopped !== undefined) return Promise.reject(stopped);
-    return this.enqueue(peer, () => this.transport.send(peer, type, 0, payload, epoch));
+    const t = this.transport;
+    if (prefix === undefined) return this.enqueue(peer, () => t.send(peer, type, 0, payload, epoch));
+    if (t.sendPrefixed !== undefined) {
+      return this.enqueue(peer, () => t.sendPrefixed!(peer, type, 0, prefix, payload, epoch));
+    }
+    const joined = new Uint8Array(prefix.length + payload.length);
+    joined.set(prefix);
+    joined.set(payload, prefix.length);
+    return this.enqueue(peer, () => t.send(peer, type, 0, joined, epoch));
   }
 
   /** The next checkpoint frame from `peer`, in arrival order. */
@@ -404,7 +424,7 @@ export class Comm {
     if (this.stopped() !== undefined) return;
     if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) return;
     if (frame.type === FrameType.DATA) this.mailbox.frame(peer, frame.tag, frame.payload);
-    else if (frame.type === FrameType.COLLECTIVE) this.collectiveFrames[peer]!.push(frame.payload);
+    else if (frame.type === FrameType.COLLECTIVE) this.collectiveFrames[peer]!.push(frame.incoming ?? frame.payload);
     else this.checkpointFrames[peer]!.push(frame);
   }
 
@@ -419,10 +439,13 @@ export class Comm {
   }
 
   private sendCollective(peer: number, h: CollectiveHeader, data: HeldBytes): Promise<void> {
+    const t = this.transport;
+    const head = encodeCollectiveHeader(h);
     return this.enqueue(peer, async () => {
       for (let at = 0; ; ) {
         const part = data.bytes.subarray(at, at + MAX_COLLECTIVE_DATA);
-        await this.transport.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
+        if (t.sendPrefixed !== undefined) await t.sendPrefixed(peer, FrameType.COLLECTIVE, 0, head, part);
+        else await t.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
         at += part.length;
         if (endsMessage(part.length, MAX_COLLECTIVE_DATA)) return;
         if (this.failure !== undefined) throw this.failure;

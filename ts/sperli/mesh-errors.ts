@@ -91,6 +91,7 @@ export function checkSend(
   tag: unknown,
   payload: unknown,
   epoch: unknown,
+  prefix?: unknown,
 ): void {
   if (typeof peer !== 'number' || !Number.isInteger(peer) || peer < 0 || peer >= size || peer === rank) {
     throw badArgument('peer', `peer ${String(peer)} is not another rank of this job (0..${size - 1}, not ${rank})`, {
@@ -123,12 +124,16 @@ export function checkSend(
     });
   }
   if (!(payload instanceof Uint8Array)) throw badArgument('payload', 'the payload must be a Uint8Array', {});
+  if (prefix !== undefined && !(prefix instanceof Uint8Array)) {
+    throw badArgument('payload', 'the payload prefix must be a Uint8Array', {});
+  }
+  const length = payload.length + ((prefix as Uint8Array | undefined)?.length ?? 0);
   const b = payloadBounds(type);
-  if (b !== undefined && (payload.length < b.min || payload.length > b.max)) {
+  if (b !== undefined && (length < b.min || length > b.max)) {
     throw badArgument(
       'payload',
-      `a ${name} payload of ${payload.length} bytes is outside ${b.min}..${b.max}; a larger message is split into frames`,
-      { length: payload.length, min: b.min, max: b.max },
+      `a ${name} payload of ${length} bytes is outside ${b.min}..${b.max}; a larger message is split into frames`,
+      { length, min: b.min, max: b.max },
     );
   }
 }

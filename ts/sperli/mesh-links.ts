@@ -19,7 +19,6 @@
 import { performance } from 'node:perf_hooks';
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import {
-  encodeFrame,
   encodeFrameHeader,
   FRAME_HEADER_SIZE,
   FrameContext,
@@ -29,12 +28,16 @@ import {
 
 /** Frames up to this payload size are written as one buffer. */
 const SMALL_FRAME = 4096;
-/** Larger payloads are written in pieces of this size. */
-const WRITE_PIECE = 256 * 1024;
+/**
+ * Larger payloads are written in pieces of this size, each after the link has taken the
+ * one before (its backpressure), so that encryption here and decryption at the peer
+ * overlap instead of following each other.
+ */
+const WRITE_PIECE = 128 * 1024;
 
 import { type Abort, decodeAbort, decodeHeartbeat, encodeAbort, encodeHeartbeat } from '../codec/sperli-payloads.js';
-import { FrameStream, type StreamEvent } from '../codec/sperli-stream.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
+import { IncomingFrame } from './comm-stream.js';
 import {
   AbortReason,
   abortFor,
@@ -45,6 +48,7 @@ import {
   type LostCause,
   lostPeerError,
 } from './mesh-errors.js';
+import { type PieceEvent, PieceStream } from './mesh-stream.js';
 import type { RankTransport, TransportFrame } from './transport.js';
 
 /** One ordered byte pipe to a peer, as its owner provides it. */
@@ -87,7 +91,11 @@ export interface PeerLinksOptions {
 interface Peer {
   readonly rank: number;
   link: Link | undefined;
-  stream: FrameStream | undefined;
+  stream: PieceStream | undefined;
+  /** The COLLECTIVE frame whose payload is arriving piece by piece. */
+  incoming: IncomingFrame | undefined;
+  /** The event handler of this peer's stream (made once). */
+  emit: (event: PieceEvent) => void;
   helloDone: boolean;
   /** The peer sent BYE. */
   bye: boolean;
@@ -100,11 +108,17 @@ interface Peer {
   heartbeatTimer: NodeJS.Timeout | undefined;
   silenceTimer: NodeJS.Timeout | undefined;
   ending: Promise<void> | undefined;
+  /** A large frame is being written piece by piece; other writes wait in `backlog`. */
+  busy: boolean;
+  /** Writes that wait for the large frame in progress, in order. */
+  backlog: (() => void)[];
 }
 
 type State = 'open' | 'failed' | 'closed';
 
 function noop(): void {}
+
+const EMPTY = new Uint8Array(0);
 
 export class PeerLinks implements RankTransport {
   readonly rank: number;
@@ -118,6 +132,7 @@ export class PeerLinks implements RankTransport {
   private readonly pending: [number, TransportFrame][] = [];
   private flushing = false;
   private graceTimers = new Set<NodeJS.Timeout>();
+  private streaming = false;
   private shutdown: Promise<void> | undefined;
   private readonly clock: () => number;
   /** Called when every peer's HELLO has been accepted. */
@@ -144,7 +159,15 @@ export class PeerLinks implements RankTransport {
         heartbeatTimer: undefined,
         silenceTimer: undefined,
         ending: undefined,
+        busy: false,
+        backlog: [],
+        incoming: undefined,
+        emit: noop,
       });
+      const p = this.peers[r] as Peer;
+      p.emit = (event) => {
+        if (this.state === 'open') this.onEvent(p, event);
+      };
     }
   }
 
@@ -181,18 +204,19 @@ export class PeerLinks implements RankTransport {
     }
     p.link = link;
     const hello = this.opts.hello;
-    p.stream = new FrameStream(
+    p.stream = new PieceStream(
       new FrameContext(
         { jobId: this.opts.jobId, peerRank: peer, ownRank: this.rank, incarnation: this.opts.incarnation },
         { helloReceived: hello === undefined },
       ),
     );
+    p.stream.streaming = this.streaming;
     p.helloDone = hello === undefined;
     const now = this.clock();
     p.lastReceived = now;
     p.lastSent = now;
     if (this.state !== 'open') {
-      p.ending = link.end().catch(noop);
+      p.ending = this.endLink(p);
       return;
     }
     if (hello !== undefined) this.write(p, FrameType.HELLO, hello.payload);
@@ -204,10 +228,17 @@ export class PeerLinks implements RankTransport {
   receive(peer: number, bytes: Uint8Array): void {
     const p = this.peers[peer];
     if (p?.stream === undefined || this.state !== 'open') return;
-    for (const event of p.stream.push(bytes)) {
-      if (this.state !== 'open') return;
-      this.onEvent(p, event);
-    }
+    p.stream.push(bytes, p.emit);
+  }
+
+  /**
+   * From now on, COLLECTIVE frames of at least STREAM_MIN payload bytes that do not
+   * arrive in one piece reach the frame handler at their header, with `incoming` set
+   * (and an empty `payload`); their bytes follow through it as they arrive.
+   */
+  enableStreams(): void {
+    this.streaming = true;
+    for (const p of this.peers) if (p.stream !== undefined) p.stream.streaming = true;
   }
 
   /** The pipe to `peer` closed (or failed). Without a BYE before, the peer is lost. */
@@ -232,9 +263,13 @@ export class PeerLinks implements RankTransport {
     this.failureError = error;
     this.stopAll();
     for (const p of this.peers) {
+      p.incoming?.fail(error);
+      p.incoming = undefined;
+    }
+    for (const p of this.peers) {
       if (p.link === undefined || p.closed || p.ending) continue;
-      if (abort !== undefined && !p.bye) this.write(p, FrameType.ABORT, encodeAbort(abort));
-      p.ending = p.link.end().catch(noop);
+      if (abort !== undefined && !p.bye) this.write(p, FrameType.ABORT, encodeAbort(abort)).catch(noop);
+      p.ending = this.endLink(p);
     }
     this.startShutdown();
     this.failureListener?.(error);
@@ -244,15 +279,30 @@ export class PeerLinks implements RankTransport {
   // ----------------------------------------------------------------------------------
   // RankTransport
 
-  async send(peer: number, type: number, tag: number, payload: Uint8Array, epoch: bigint = 0n): Promise<void> {
-    checkSend(this.rank, this.size, peer, type, tag, payload, epoch);
+  send(peer: number, type: number, tag: number, payload: Uint8Array, epoch: bigint = 0n): Promise<void> {
+    return this.sendPrefixed(peer, type, tag, undefined, payload, epoch);
+  }
+
+  /**
+   * `send` of a frame whose payload is `prefix` followed by `payload` (e.g. a collective
+   * header and the caller's data), without joining them into one buffer first.
+   */
+  async sendPrefixed(
+    peer: number,
+    type: number,
+    tag: number,
+    prefix: Uint8Array | undefined,
+    payload: Uint8Array,
+    epoch: bigint = 0n,
+  ): Promise<void> {
+    checkSend(this.rank, this.size, peer, type, tag, payload, epoch, prefix);
     if (this.failureError) throw this.failureError;
     if (this.state === 'closed') throw closedError();
     const p = this.peers[peer] as Peer;
     if (p.bye || p.link === undefined) throw closedError(peer);
     if (p.closed) throw lostPeerError(peer, 'close');
     try {
-      await this.write(p, type, payload, tag, epoch);
+      await this.write(p, type, payload, tag, epoch, prefix);
     } catch {
       throw (
         this.failureError ??
@@ -282,9 +332,13 @@ export class PeerLinks implements RankTransport {
       this.state = 'closed';
       this.stopAll();
       for (const p of this.peers) {
+        p.incoming?.fail(closedError());
+        p.incoming = undefined;
+      }
+      for (const p of this.peers) {
         if (p.link === undefined || p.closed || p.ending) continue;
-        this.write(p, FrameType.BYE, new Uint8Array(0));
-        p.ending = p.link.end().catch(noop);
+        this.write(p, FrameType.BYE, new Uint8Array(0)).catch(noop);
+        p.ending = this.endLink(p);
       }
       this.startShutdown();
     }
@@ -311,48 +365,114 @@ export class PeerLinks implements RankTransport {
     handler(error);
   }
 
-  private write(p: Peer, type: number, payload: Uint8Array, tag = 0, epoch = 0n): Promise<void> {
+  /**
+   * Ends `p`'s link once the large frame in progress (if any) and the writes waiting
+   * behind it have been handed over, so that no frame is cut short by the end.
+   */
+  private endLink(p: Peer): Promise<void> {
     const link = p.link as Link;
-    const init = {
-      type,
-      jobId: this.opts.jobId,
-      sourceRank: this.rank,
-      targetRank: p.rank,
-      incarnation: this.opts.incarnation,
-      tag,
-      epoch,
-    };
+    if (!p.busy) return link.end().catch(noop);
+    return new Promise<void>((resolve) => {
+      p.backlog.push(() => {
+        link.end().then(resolve, resolve);
+      });
+    });
+  }
+
+  private write(p: Peer, type: number, payload: Uint8Array, tag = 0, epoch = 0n, prefix?: Uint8Array): Promise<void> {
+    if (p.busy) {
+      // A large frame is on its way piece by piece: this frame follows it, never inside it.
+      const queued = new Promise<void>((resolve, reject) => {
+        p.backlog.push(() => {
+          this.write(p, type, payload, tag, epoch, prefix).then(resolve, reject);
+        });
+      });
+      // As below: callers that do not await a frame of the transport's own leave it handled.
+      queued.catch(noop);
+      return queued;
+    }
+    const link = p.link as Link;
+    const pre = prefix?.length ?? 0;
+    const length = pre + payload.length;
     p.lastSent = this.clock();
     let done: Promise<void>;
-    if (payload.length <= SMALL_FRAME) {
+    if (length <= SMALL_FRAME) {
       // One buffer, one TLS record for small frames.
-      done = link.write(encodeFrame(init, payload));
+      const out = new Uint8Array(FRAME_HEADER_SIZE + length);
+      this.header(p, type, tag, epoch, length, out);
+      if (prefix !== undefined) out.set(prefix, FRAME_HEADER_SIZE);
+      if (payload.length > 0) out.set(payload, FRAME_HEADER_SIZE + pre);
+      done = link.write(out);
     } else {
-      // Large frames: the header, then the caller's payload without a copy, in pieces so
-      // that encryption here and decryption at the peer overlap. The last piece resolves
-      // once the link has taken it, so the caller's bytes are free again.
-      const head = new Uint8Array(FRAME_HEADER_SIZE);
-      encodeFrameHeader({ ...init, length: payload.length }, head);
-      link.write(head).catch(noop);
-      done = Promise.resolve();
-      for (let off = 0; off < payload.length; off += WRITE_PIECE) {
-        const end = Math.min(off + WRITE_PIECE, payload.length);
-        done = link.write(payload.subarray(off, end), end === payload.length);
-      }
+      // Large frames: the header (and prefix), then the caller's payload without a copy,
+      // piece by piece behind the link's backpressure. The last piece resolves once the
+      // link has taken it, so the caller's bytes are free again.
+      const head = new Uint8Array(FRAME_HEADER_SIZE + pre);
+      this.header(p, type, tag, epoch, length, head);
+      if (prefix !== undefined) head.set(prefix, FRAME_HEADER_SIZE);
+      p.busy = true;
+      done = this.writePieces(p, link, head, payload);
+      const release = (): void => {
+        p.busy = false;
+        this.runBacklog(p);
+      };
+      done.then(release, release);
     }
     // The transport's own frames are not awaited; a failed write shows as a closed link.
     done.catch(noop);
     return done;
   }
 
-  private onEvent(p: Peer, event: StreamEvent): void {
+  private async writePieces(p: Peer, link: Link, head: Uint8Array, payload: Uint8Array): Promise<void> {
+    await link.write(head);
+    for (let off = 0; off < payload.length; ) {
+      const end = Math.min(off + WRITE_PIECE, payload.length);
+      p.lastSent = this.clock();
+      await link.write(payload.subarray(off, end), end === payload.length);
+      off = end;
+    }
+  }
+
+  /** Runs the writes that waited for a large frame, until one of them is large again. */
+  private runBacklog(p: Peer): void {
+    while (!p.busy && p.backlog.length > 0) (p.backlog.shift() as () => void)();
+  }
+
+  private header(p: Peer, type: number, tag: number, epoch: bigint, length: number, out: Uint8Array): void {
+    encodeFrameHeader(
+      {
+        type,
+        jobId: this.opts.jobId,
+        sourceRank: this.rank,
+        targetRank: p.rank,
+        incarnation: this.opts.incarnation,
+        tag,
+        epoch,
+        length,
+      },
+      out,
+    );
+  }
+
+  private onEvent(p: Peer, event: PieceEvent): void {
     if (event.kind === 'refuse') {
       this.refuse(event.error);
       return;
     }
     p.lastReceived = this.clock();
     if (event.kind === 'drop') return;
-    const { header, payload } = event;
+    if (event.kind === 'piece') {
+      p.incoming?.push(event.bytes);
+      return;
+    }
+    if (event.kind === 'end') {
+      const f = p.incoming;
+      p.incoming = undefined;
+      f?.end();
+      return;
+    }
+    const header = event.header;
+    const payload = event.kind === 'frame' ? event.payload : EMPTY;
     if (p.bye) {
       this.refuse(
         sperliError(SperliCode.frame, 'bye-order', `rank ${p.rank} sent a ${header.type} frame after its BYE`, {
@@ -392,7 +512,11 @@ export class PeerLinks implements RankTransport {
           this.stopTimers(p);
           return;
         default:
-          this.deliver(p.rank, { type: header.type, tag: header.tag, epoch: header.epoch, payload });
+          if (event.kind === 'begin') {
+            const incoming = new IncomingFrame(header.length);
+            p.incoming = incoming;
+            this.deliver(p.rank, { type: header.type, tag: header.tag, epoch: header.epoch, payload, incoming });
+          } else this.deliver(p.rank, { type: header.type, tag: header.tag, epoch: header.epoch, payload });
       }
     } catch (e) {
       if (!isPlexusError(e)) throw e;
@@ -490,7 +614,10 @@ export function transportOf(links: PeerLinks): RankTransport {
       return links.failure;
     },
     send: (peer, type, tag, payload, epoch) => links.send(peer, type, tag, payload, epoch),
+    sendPrefixed: (peer, type, tag, prefix, payload, epoch) =>
+      links.sendPrefixed(peer, type, tag, prefix, payload, epoch),
     onFrame: (handler) => links.onFrame(handler),
+    enableStreams: () => links.enableStreams(),
     onFailure: (handler) => links.onFailure(handler),
     abort: (reason, error) => links.abort(reason, error),
     close: () => links.close(),

@@ -8,6 +8,7 @@
  * ABORT and BYE are the transport's own business and never reach `onFrame`.
  */
 import type { PlexusError } from '../core/errors.js';
+import type { IncomingFrame } from './comm-stream.js';
 
 /** One accepted frame as the communicator sees it. */
 export interface TransportFrame {
@@ -16,6 +17,11 @@ export interface TransportFrame {
   readonly tag: number;
   readonly epoch: bigint;
   readonly payload: Uint8Array;
+  /**
+   * Set only after `enableStreams()`, on a large COLLECTIVE frame handed on at its
+   * header: `payload` is then empty and the payload bytes arrive through this.
+   */
+  readonly incoming?: IncomingFrame;
 }
 
 export interface RankTransport {
@@ -27,6 +33,25 @@ export interface RankTransport {
    * job's failure if the job has failed.
    */
   send(peer: number, type: number, tag: number, payload: Uint8Array, epoch?: bigint): Promise<void>;
+  /**
+   * Optional: `send` of one frame whose payload is `prefix` followed by `payload`, without
+   * joining them first (the communicator puts a collective header before the caller's
+   * data this way). Without it, the communicator joins them itself.
+   */
+  sendPrefixed?(
+    peer: number,
+    type: number,
+    tag: number,
+    prefix: Uint8Array,
+    payload: Uint8Array,
+    epoch?: bigint,
+  ): Promise<void>;
+  /**
+   * Optional: large COLLECTIVE frames reach the frame handler at their header and their
+   * payload follows piece by piece (`TransportFrame.incoming`), so the receiver can use
+   * each piece as it arrives. Without it every frame arrives whole.
+   */
+  enableStreams?(): void;
   /** Installs the receiver of every accepted DATA, COLLECTIVE and checkpoint frame. */
   onFrame(handler: (peer: number, frame: TransportFrame) => void): void;
   /**

@@ -1,0 +1,106 @@
+/**
+ * A COLLECTIVE frame whose payload arrives piece by piece (ts/sperli/mesh-stream.ts):
+ * the transport hands it to the communicator at its header, in frame order, and then
+ * feeds its payload bytes as they arrive. The first 16 bytes are the collective header;
+ * the rest is data, which the collective that takes the frame copies or reduces piece by
+ * piece (`drain`). Pieces that come before anyone drains are held, so what it holds
+ * never exceeds the bytes received (at most one frame's payload).
+ */
+import { COLLECTIVE_HEADER_SIZE } from '../codec/sperli-payloads.js';
+import type { PlexusError } from '../core/errors.js';
+
+/** Takes `chunk`, the data bytes at offset `at` of the frame's data. */
+export type PieceSink = (at: number, chunk: Uint8Array) => void;
+
+export class IncomingFrame {
+  /** Data bytes of the frame (its payload less the collective header). */
+  readonly dataLength: number;
+  private readonly headBytes = new Uint8Array(COLLECTIVE_HEADER_SIZE);
+  private headFill = 0;
+  private held: Uint8Array[] = [];
+  /** Data bytes received so far. */
+  private received = 0;
+  private ended = false;
+  private error: PlexusError | undefined;
+  private sink: PieceSink | undefined;
+  private headWaiter: { resolve: (h: Uint8Array) => void; reject: (e: PlexusError) => void } | undefined;
+  private endWaiter: { resolve: () => void; reject: (e: PlexusError) => void } | undefined;
+
+  /** `length` is the frame's payload length (at least the collective header). */
+  constructor(readonly length: number) {
+    this.dataLength = length - COLLECTIVE_HEADER_SIZE;
+  }
+
+  /** Payload bytes as they arrive, in order. */
+  push(bytes: Uint8Array): void {
+    if (this.error !== undefined) return;
+    let pos = 0;
+    if (this.headFill < COLLECTIVE_HEADER_SIZE) {
+      const take = Math.min(COLLECTIVE_HEADER_SIZE - this.headFill, bytes.length);
+      this.headBytes.set(bytes.subarray(0, take), this.headFill);
+      this.headFill += take;
+      pos = take;
+      if (this.headFill === COLLECTIVE_HEADER_SIZE && this.headWaiter !== undefined) {
+        const w = this.headWaiter;
+        this.headWaiter = undefined;
+        w.resolve(this.headBytes);
+      }
+      if (pos === bytes.length) return;
+    }
+    const chunk = pos === 0 ? bytes : bytes.subarray(pos);
+    if (this.sink !== undefined) this.sink(this.received, chunk);
+    else this.held.push(chunk);
+    this.received += chunk.length;
+  }
+
+  /** The whole payload has arrived. */
+  end(): void {
+    if (this.error !== undefined) return;
+    this.ended = true;
+    if (this.sink !== undefined && this.endWaiter !== undefined) {
+      const w = this.endWaiter;
+      this.endWaiter = undefined;
+      this.sink = undefined;
+      w.resolve();
+    }
+  }
+
+  /** The job failed before the payload was complete. */
+  fail(error: PlexusError): void {
+    if (this.error !== undefined || this.ended) return;
+    this.error = error;
+    this.held = [];
+    this.headWaiter?.reject(error);
+    this.endWaiter?.reject(error);
+    this.headWaiter = undefined;
+    this.endWaiter = undefined;
+  }
+
+  /** The 16 bytes of the collective header, once they have arrived. */
+  header(): Promise<Uint8Array> {
+    if (this.headFill === COLLECTIVE_HEADER_SIZE) return Promise.resolve(this.headBytes);
+    if (this.error !== undefined) return Promise.reject(this.error);
+    return new Promise((resolve, reject) => {
+      this.headWaiter = { resolve, reject };
+    });
+  }
+
+  /**
+   * Hands every data byte to `sink` (the bytes held so far at once, the rest as they
+   * arrive), with its offset in the frame's data; resolves once the last one is handed.
+   */
+  drain(sink: PieceSink): Promise<void> {
+    if (this.error !== undefined) return Promise.reject(this.error);
+    let at = 0;
+    for (const c of this.held) {
+      sink(at, c);
+      at += c.length;
+    }
+    this.held = [];
+    if (this.ended) return Promise.resolve();
+    this.sink = sink;
+    return new Promise((resolve, reject) => {
+      this.endWaiter = { resolve, reject };
+    });
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * The frame decoder of one connection as PeerLinks (ts/sperli/mesh-links.ts) uses it:
+ * the checks and events of FrameStream (ts/codec/sperli-stream.ts), with one addition.
+ * When `streaming` is on, a COLLECTIVE frame of at least STREAM_MIN payload bytes that
+ * does not arrive in one chunk is handed on as it arrives instead of being gathered:
+ * `begin` (the accepted header), then `piece` for each run of payload bytes (views of
+ * the chunks, no copy), then `end`. The bytes on the wire and every check are those of
+ * docs/sperli.md; only the moment the receiver sees the payload changes, so a receiver
+ * can reduce or copy each piece while the rest is still on its way.
+ */
+import {
+  _outcomeOf,
+  decodeFrameHeader,
+  FRAME_HEADER_SIZE,
+  type FrameContext,
+  type FrameHeader,
+  FrameType,
+} from '../codec/sperli-frame.js';
+import type { PlexusError } from '../core/errors.js';
+import { decodeHeaders } from '../core/index.js';
+
+/** Payloads from this size on are handed on piece by piece (when streaming is on). */
+export const STREAM_MIN = 64 * 1024;
+
+export type PieceEvent =
+  | { readonly kind: 'frame'; readonly header: FrameHeader; readonly payload: Uint8Array }
+  | { readonly kind: 'drop'; readonly header: FrameHeader }
+  | { readonly kind: 'refuse'; readonly error: PlexusError }
+  | { readonly kind: 'begin'; readonly header: FrameHeader }
+  | { readonly kind: 'piece'; readonly bytes: Uint8Array }
+  | { readonly kind: 'end' };
+
+type Mode = 'header' | 'payload' | 'stream' | 'skip' | 'refused';
+
+function plainView(b: Uint8Array, start: number, length: number): Uint8Array {
+  return new Uint8Array(b.buffer, b.byteOffset + start, length);
+}
+
+const END: PieceEvent = { kind: 'end' };
+
+export class PieceStream {
+  /** Whether large COLLECTIVE payloads are handed on piece by piece. */
+  streaming = false;
+  private mode: Mode = 'header';
+  private readonly head = new Uint8Array(FRAME_HEADER_SIZE);
+  private headFill = 0;
+  private current: FrameHeader | undefined;
+  private parts: Uint8Array[] = [];
+  private got = 0;
+  private want = 0;
+
+  /** `ctx` is the connection's receive side (expected values and HELLO state). */
+  constructor(private readonly ctx: FrameContext) {}
+
+  /** Whether a frame was refused; the decoder takes nothing after that. */
+  get refused(): boolean {
+    return this.mode === 'refused';
+  }
+
+  /**
+   * Feeds bytes; calls `emit` with the events they complete, in order. Payloads and
+   * pieces are views of the chunks given: a caller must not change a chunk after pushing
+   * it (socket data chunks are never reused).
+   */
+  push(chunk: Uint8Array, emit: (event: PieceEvent) => void): void {
+    if (this.mode === 'refused') return;
+    if (!(chunk instanceof Uint8Array)) throw new TypeError('PieceStream.push takes a Uint8Array');
+    let pos = 0;
+    while (pos < chunk.length && !this.refused) {
+      if (this.mode === 'header') {
+        if (this.headFill === 0 && chunk.length - pos >= FRAME_HEADER_SIZE) {
+          const used = this.batch(chunk, pos, emit);
+          if (used > 0) {
+            pos += used;
+            continue;
+          }
+        }
+        const take = Math.min(FRAME_HEADER_SIZE - this.headFill, chunk.length - pos);
+        this.head.set(chunk.subarray(pos, pos + take), this.headFill);
+        this.headFill += take;
+        pos += take;
+        if (this.headFill === FRAME_HEADER_SIZE) {
+          this.headFill = 0;
+          this.begin(decodeFrameHeader(this.ctx, this.head), emit);
+        }
+      } else if (this.mode === 'stream') {
+        const take = Math.min(this.want - this.got, chunk.length - pos);
+        this.got += take;
+        emit({ kind: 'piece', bytes: plainView(chunk, pos, take) });
+        pos += take;
+        if (this.got === this.want) {
+          this.mode = 'header';
+          this.got = 0;
+          this.want = 0;
+          emit(END);
+        }
+      } else if (this.mode === 'payload') {
+        const take = Math.min(this.want - this.got, chunk.length - pos);
+        this.parts.push(plainView(chunk, pos, take));
+        this.got += take;
+        pos += take;
+        if (this.got === this.want) this.finish(emit);
+      } else {
+        const take = Math.min(this.want - this.got, chunk.length - pos);
+        this.got += take;
+        pos += take;
+        if (this.got === this.want) this.mode = 'header';
+      }
+    }
+  }
+
+  /** Judges the whole frames at chunk[pos ..] in one kernel call; returns the bytes used. */
+  private batch(chunk: Uint8Array, pos: number, emit: (event: PieceEvent) => void): number {
+    const view = chunk.subarray(pos);
+    const r = decodeHeaders(this.ctx.schema, view);
+    for (let i = 0; i < r.count; i++) {
+      const off = r.offsets[i] as number;
+      const out = _outcomeOf(this.ctx, view.subarray(off, off + FRAME_HEADER_SIZE), r.verdicts[i] as number);
+      if (out.kind === 'refuse') {
+        this.refuse(emit, out.error);
+        return off + FRAME_HEADER_SIZE;
+      }
+      if (out.kind === 'drop') {
+        emit({ kind: 'drop', header: out.header });
+        continue;
+      }
+      const start = off + FRAME_HEADER_SIZE;
+      emit({ kind: 'frame', header: out.header, payload: plainView(view, start, out.header.length) });
+    }
+    return r.consumed;
+  }
+
+  private begin(out: ReturnType<typeof decodeFrameHeader>, emit: (event: PieceEvent) => void): void {
+    if (out.kind === 'refuse') {
+      this.refuse(emit, out.error);
+      return;
+    }
+    this.got = 0;
+    this.want = out.header.length;
+    if (out.kind === 'drop') {
+      emit({ kind: 'drop', header: out.header });
+      this.mode = this.want === 0 ? 'header' : 'skip';
+      return;
+    }
+    if (this.streaming && out.header.type === FrameType.COLLECTIVE && this.want >= STREAM_MIN) {
+      this.mode = 'stream';
+      emit({ kind: 'begin', header: out.header });
+      return;
+    }
+    this.current = out.header;
+    this.parts = [];
+    this.mode = 'payload';
+    if (this.want === 0) this.finish(emit);
+  }
+
+  private finish(emit: (event: PieceEvent) => void): void {
+    const header = this.current as FrameHeader;
+    let payload: Uint8Array;
+    if (this.parts.length === 0) payload = new Uint8Array(0);
+    else if (this.parts.length === 1) payload = this.parts[0] as Uint8Array;
+    else {
+      payload = new Uint8Array(this.want);
+      let at = 0;
+      for (const p of this.parts) {
+        payload.set(p, at);
+        at += p.length;
+      }
+    }
+    this.parts = [];
+    this.current = undefined;
+    this.got = 0;
+    this.want = 0;
+    this.mode = 'header';
+    emit({ kind: 'frame', header, payload });
+  }
+
+  private refuse(emit: (event: PieceEvent) => void, error: PlexusError): void {
+    this.mode = 'refused';
+    this.parts = [];
+    this.current = undefined;
+    this.headFill = 0;
+    emit({ kind: 'refuse', error });
+  }
+}
