@@ -8,11 +8,12 @@ import { PlexusError } from '../core/errors.js';
 import { type Command, UsageError } from './command.js';
 import { chronacta } from './commands/chronacta.js';
 import { demo } from './commands/demo.js';
+import { federation } from './commands/federation.js';
 import { hash } from './commands/hash.js';
 import { shard } from './commands/shard.js';
 import { sperli } from './commands/sperli.js';
 
-const commands: readonly Command[] = [demo, shard, hash, sperli, chronacta];
+const commands: readonly Command[] = [demo, shard, hash, sperli, chronacta, federation];
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };

@@ -7,4 +7,7 @@
  */
 export * from './did/index.js';
 export * from './didcomm/index.js';
+export * from './grants.js';
 export * from './keys/index.js';
+export * from './mediator/index.js';
+export * from './pickup/index.js';

@@ -1,0 +1,174 @@
+/**
+ * The mediator's routing table: which clients it granted mediation, and which recipient DIDs (or
+ * key ids) each registered with keylist-update. Kept in its own log, one record per change:
+ *
+ *   u8 kind (1 grant, 2 add, 3 remove) | client u16+utf8 | recipient u16+utf8 (empty for grant)
+ *
+ * and rebuilt from it on open. Changes are rare, so the log is never compacted.
+ */
+import { PlexusError } from '../../core/errors.js';
+import type { LogStorage } from '../../storage/types.js';
+
+const GRANT = 1;
+const ADD = 2;
+const REMOVE = 3;
+const MAX_NAME_BYTES = 8192;
+
+export interface RouteLimits {
+  /** Most clients granted mediation (default 100,000). */
+  maxClients: number;
+  /** Most recipient keys per client (default 1,000). */
+  maxKeysPerClient: number;
+}
+
+export const DEFAULT_ROUTE_LIMITS: RouteLimits = { maxClients: 100_000, maxKeysPerClient: 1000 };
+
+const te = new TextEncoder();
+const td = new TextDecoder('utf-8', { fatal: true });
+
+function encode(kind: number, client: string, recipient: string): Uint8Array {
+  const c = te.encode(client);
+  const r = te.encode(recipient);
+  if (c.length > MAX_NAME_BYTES || r.length > MAX_NAME_BYTES) {
+    throw new PlexusError('PLX_MEDIATOR_TOO_LARGE', `a DID above ${MAX_NAME_BYTES} bytes cannot be registered`, {});
+  }
+  const out = new Uint8Array(1 + 2 + c.length + 2 + r.length);
+  const v = new DataView(out.buffer);
+  out[0] = kind;
+  v.setUint16(1, c.length, true);
+  out.set(c, 3);
+  v.setUint16(3 + c.length, r.length, true);
+  out.set(r, 5 + c.length);
+  return out;
+}
+
+function decode(b: Uint8Array, position: bigint): { kind: number; client: string; recipient: string } {
+  const bad = (reason: string) =>
+    new PlexusError(
+      'PLX_MEDIATOR_CORRUPT',
+      `route record ${position} is malformed (${reason}): restore the data directory from a backup`,
+      {
+        position: String(position),
+        reason,
+      },
+    );
+  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  if (b.length < 5) throw bad('cut');
+  const kind = b[0]!;
+  if (kind !== GRANT && kind !== ADD && kind !== REMOVE) throw bad('kind');
+  const cl = v.getUint16(1, true);
+  if (3 + cl + 2 > b.length) throw bad('cut');
+  const rl = v.getUint16(3 + cl, true);
+  if (5 + cl + rl !== b.length) throw bad('length');
+  try {
+    return { kind, client: td.decode(b.subarray(3, 3 + cl)), recipient: td.decode(b.subarray(5 + cl)) };
+  } catch {
+    throw bad('utf8');
+  }
+}
+
+export type KeyChange = 'success' | 'no_change' | 'client_error';
+
+export class RouteTable {
+  /** client DID -> its recipient keys, in registration order. */
+  private readonly clients = new Map<string, Set<string>>();
+  /** recipient key -> client DID. */
+  private readonly recipients = new Map<string, string>();
+
+  private constructor(
+    private readonly log: LogStorage,
+    readonly limits: RouteLimits,
+  ) {}
+
+  static async open(log: LogStorage, limits: Partial<RouteLimits> = {}): Promise<RouteTable> {
+    const t = new RouteTable(log, { ...DEFAULT_ROUTE_LIMITS, ...limits });
+    let from = log.first === 0n ? 1n : log.first;
+    while (from <= log.last) {
+      const recs = await log.read(from);
+      if (recs.length === 0) break;
+      for (const r of recs) {
+        const d = decode(r.payload, r.position);
+        if (d.kind === GRANT) t.clients.set(d.client, t.clients.get(d.client) ?? new Set());
+        else if (d.kind === ADD) t.applyAdd(d.client, d.recipient);
+        else t.applyRemove(d.client, d.recipient);
+        from = r.position + 1n;
+      }
+    }
+    return t;
+  }
+
+  private applyAdd(client: string, recipient: string): void {
+    const keys = this.clients.get(client) ?? new Set<string>();
+    this.clients.set(client, keys);
+    keys.add(recipient);
+    this.recipients.set(recipient, client);
+  }
+
+  private applyRemove(client: string, recipient: string): void {
+    this.clients.get(client)?.delete(recipient);
+    if (this.recipients.get(recipient) === client) this.recipients.delete(recipient);
+  }
+
+  isGranted(client: string): boolean {
+    return this.clients.has(client);
+  }
+
+  get clientCount(): number {
+    return this.clients.size;
+  }
+
+  /** Records a grant durably; false when the table is full. */
+  async grant(client: string): Promise<boolean> {
+    if (this.clients.has(client)) return true;
+    if (this.clients.size >= this.limits.maxClients) return false;
+    await this.log.append([encode(GRANT, client, '')]);
+    if (!this.clients.has(client)) this.clients.set(client, new Set());
+    return true;
+  }
+
+  /** Registers a recipient DID or key id for a granted client, durably. */
+  async add(client: string, recipient: string): Promise<KeyChange> {
+    const keys = this.clients.get(client);
+    if (!keys) return 'client_error';
+    const owner = this.recipients.get(recipient);
+    if (owner === client) return 'no_change';
+    if (owner !== undefined) return 'client_error';
+    if (keys.size >= this.limits.maxKeysPerClient) return 'client_error';
+    this.applyAdd(client, recipient);
+    try {
+      await this.log.append([encode(ADD, client, recipient)]);
+    } catch (e) {
+      this.applyRemove(client, recipient);
+      throw e;
+    }
+    return 'success';
+  }
+
+  async remove(client: string, recipient: string): Promise<KeyChange> {
+    if (!this.clients.get(client)?.has(recipient)) return 'no_change';
+    await this.log.append([encode(REMOVE, client, recipient)]);
+    this.applyRemove(client, recipient);
+    return 'success';
+  }
+
+  keys(client: string): string[] {
+    return [...(this.clients.get(client) ?? [])];
+  }
+
+  /** The client a forward's `next` belongs to: an exact registered key, else its DID. */
+  route(next: string): { client: string; recipient: string } | undefined {
+    const exact = this.recipients.get(next);
+    if (exact !== undefined) return { client: exact, recipient: next };
+    const hash = next.indexOf('#');
+    if (hash > 0) {
+      const did = next.slice(0, hash);
+      const c = this.recipients.get(did);
+      if (c !== undefined) return { client: c, recipient: did };
+    }
+    return undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.log.close();
+  }
+}
