@@ -69,7 +69,10 @@ describe('the plexus command', () => {
   it('demo runs the tour and shows both backends agree', () => {
     const r = plexus('demo', '--quick');
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toContain('[7/7]');
+    expect(r.stdout).toContain('[9/9]');
+    expect(r.stdout).toContain('(nothing committed was lost)');
+    expect(r.stdout).toMatch(/node \d's log: event-1, event-2, event-3, event-4/);
+    expect(r.stdout).toContain('rebuilt by replay: {"count":11,"total":51}');
     expect(r.stdout).toContain('duplicate=true');
     expect(r.stdout).toContain('read back: 0:OrderPlaced, 1:OrderPaid');
     expect(r.stdout).toMatch(/\[rank 0\] pi ~ 3\.14/);
