@@ -1,0 +1,34 @@
+/**
+ * The refusals of the replicated log (docs/chronacta-ha.md). Match on `err.code`;
+ * docs/errors.md lists them. Compare-and-set and fencing refusals keep the log engine's
+ * codes (`PLX_STORAGE_CONFLICT`, `PLX_STORAGE_FENCED`), and an append whose outcome is
+ * unknown keeps the Raft driver's (`PLX_RAFT_TIMEOUT`, `PLX_RAFT_PROPOSAL_LOST`), since the
+ * LogStorage seam promises exactly those.
+ */
+import { PlexusError } from '../../core/errors.js';
+
+export const HaErrorCode = {
+  /** An append or membership change on a member that is not the leader; `details.leader`, `details.leaderAddress`. */
+  NOT_LEADER: 'PLX_CHRONACTA_HA_NOT_LEADER',
+  /** A new leader that has not yet applied every entry of earlier terms within the timeout. */
+  NOT_READY: 'PLX_CHRONACTA_HA_NOT_READY',
+  /** A committed entry that does not fit the local log (a gap, an overlap with another batch, a bad frame): the member stops. */
+  DIVERGED: 'PLX_CHRONACTA_HA_DIVERGED',
+  /** The member stopped: after a divergence, a failed local write (disk full) or `close()`. */
+  STOPPED: 'PLX_CHRONACTA_HA_STOPPED',
+  /** A bad cluster configuration or option (ids, addresses, a member list without this node). */
+  BAD_CONFIG: 'PLX_CHRONACTA_HA_BAD_CONFIG',
+  /** An operation the replicated log does not offer (truncating committed records, installing a data snapshot). */
+  UNSUPPORTED: 'PLX_CHRONACTA_HA_UNSUPPORTED',
+  /** A membership change that cannot go ahead (a known id, an unknown id, a learner that did not catch up). */
+  MEMBERSHIP: 'PLX_CHRONACTA_HA_MEMBERSHIP',
+} as const;
+
+export function haError(
+  code: string,
+  message: string,
+  details: Record<string, unknown> = {},
+  cause?: unknown,
+): PlexusError {
+  return new PlexusError(code, message, details, cause === undefined ? undefined : { cause });
+}

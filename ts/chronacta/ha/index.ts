@@ -1,0 +1,10 @@
+/** Chronacta cluster mode: the replicated log (docs/chronacta-ha.md). */
+export { checkMember, type HaConfig, type HaMember, parseHaConfig } from './config.js';
+export { HaErrorCode } from './errors.js';
+export {
+  type AppliedBatch,
+  type FollowerStatus,
+  ReplicatedLog,
+  type ReplicatedLogOptions,
+  type ReplicatedLogStatus,
+} from './replicated-log.js';
