@@ -32,6 +32,7 @@ function optString(o: Record<string, unknown>, key: string): boolean {
 export function eventOf(v: unknown): ActorEvent | undefined {
   if (!isObject(v) || typeof v.name !== 'string') return undefined;
   if (!optString(v, 'sendid') || !optString(v, 'origin') || !optString(v, 'origintype')) return undefined;
+  if (v.originverified !== undefined && typeof v.originverified !== 'boolean') return undefined;
   return v as unknown as ActorEvent;
 }
 

@@ -52,8 +52,21 @@ export class NodeBuilder {
   private configValue: Partial<RuntimeConfig> = {};
   private idValue = 'node';
   private observer?: (iri: string, entry: MacrostepEntry) => void;
+  private readonly schemes = new Map<string, string>();
 
   constructor(private readonly storage: JournalStorage) {}
+
+  /**
+   * Sends without a `type` whose target has this IRI scheme (e.g. `did`) and no chart on this
+   * node go to the processor of `type` (e.g. `didcomm`), as if the send named it.
+   */
+  routeScheme(scheme: string, type: string): this {
+    if (typeof scheme !== 'string' || !/^[A-Za-z][A-Za-z0-9+.-]*$/.test(scheme) || typeof type !== 'string') {
+      throw runtimeError(RuntimeCode.badInput, 'routeScheme(scheme, type) takes an IRI scheme and a processor type');
+    }
+    this.schemes.set(scheme.toLowerCase(), type);
+    return this;
+  }
 
   /** Where actors live (default: all local). */
   placement(p: Placement): this {
@@ -127,6 +140,7 @@ export class NodeBuilder {
       config,
       this.idValue,
       this.observer,
+      new Map(this.schemes),
     );
     for (const p of this.processors) p.attach?.(node);
     return node;
@@ -141,6 +155,7 @@ export class Node implements NodeHandle {
   private readonly actors = new Map<string, Activation>();
   private readonly held = new Map<string, Held[]>();
   private readonly replies = new Map<string, Reply>();
+  private readonly bound = new Map<string, Chart<unknown, ActorEvent>>();
   private readonly host: ActorHost;
   private unsubscribe?: () => void;
   private stopping = false;
@@ -162,6 +177,7 @@ export class Node implements NodeHandle {
     readonly config: RuntimeConfig,
     readonly id: string,
     observer?: (iri: string, entry: MacrostepEntry) => void,
+    private readonly schemes: ReadonlyMap<string, string> = new Map(),
   ) {
     this.host = {
       storage,
@@ -181,8 +197,27 @@ export class Node implements NodeHandle {
     return this;
   }
 
-  /** The chart for an IRI, by longest prefix. */
+  /**
+   * Binds a chart to one exact IRI after the node is built (federation binds a provisioned
+   * actor's DID this way). An exact binding wins over every prefix. A second binding of the
+   * same IRI to another chart is refused.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: charts of any state type are bound side by side
+  bindChart(iri: string, chart: Chart<any, any>): void {
+    if (typeof iri !== 'string' || iri.length === 0 || typeof chart?.transition !== 'function') {
+      throw runtimeError(RuntimeCode.badInput, 'bindChart(iri, chart) takes a non-empty IRI and a chart');
+    }
+    const had = this.bound.get(iri);
+    if (had !== undefined && had !== chart) {
+      throw runtimeError(RuntimeCode.badInput, `${iri} is already bound to another chart`, { target: iri });
+    }
+    this.bound.set(iri, chart);
+  }
+
+  /** The chart for an IRI: an exact binding, else by longest prefix. */
   chartOf(iri: string): Chart<unknown, ActorEvent> | undefined {
+    const exact = this.bound.get(iri);
+    if (exact !== undefined) return exact;
     for (const [prefix, chart] of this.charts) if (iri.startsWith(prefix)) return chart;
     return undefined;
   }
@@ -369,10 +404,20 @@ export class Node implements NodeHandle {
     for (const m of requeue) this.place(m, {}, true);
   }
 
+  /** The processor type for an untyped send to `target` by its IRI scheme, when it has no chart here. */
+  private schemeType(target: string): string | undefined {
+    if (this.schemes.size === 0) return undefined;
+    const colon = target.indexOf(':');
+    if (colon <= 0) return undefined;
+    const type = this.schemes.get(target.slice(0, colon).toLowerCase());
+    return type !== undefined && this.chartOf(target) === undefined ? type : undefined;
+  }
+
   /** Starts one send of an actor's outbox (called after the macrostep's append is durable). */
   private dispatch(actor: Activation, item: OutboxItem): void {
     const s = item.send;
     const target = s.target ?? actor.iri;
+    const type = s.type ?? this.schemeType(target);
     const envelope: Envelope = {
       id: item.messageId,
       target,
@@ -381,23 +426,23 @@ export class Node implements NodeHandle {
         ...(s.data === undefined ? {} : { data: s.data }),
         ...(s.id === undefined ? {} : { sendid: s.id }),
         origin: actor.iri,
-        origintype: s.type ?? 'local',
+        origintype: type ?? 'local',
       },
     };
     let done: Promise<unknown>;
     this.dispatching++;
-    if (s.type === undefined || s.type === 'local') {
+    if (type === undefined || type === 'local') {
       done = this.route(envelope, { whenFull: 'wait' }, true, true);
     } else {
-      const p = this.processors.get(s.type);
+      const p = this.processors.get(type);
       done =
         p === undefined
           ? Promise.reject(
-              runtimeError(RuntimeCode.noProcessor, `no Event I/O Processor of type '${s.type}' is registered`, {
-                type: s.type,
+              runtimeError(RuntimeCode.noProcessor, `no Event I/O Processor of type '${type}' is registered`, {
+                type,
               }),
             )
-          : p.send({ envelope, send: s, from: actor.iri });
+          : p.send({ envelope, send: type === s.type ? s : { ...s, type }, from: actor.iri });
     }
     done.then(
       () => {

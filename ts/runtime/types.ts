@@ -21,6 +21,11 @@ export interface ActorEvent {
   readonly origin?: string;
   /** The processor type it arrived through (`local`, `cluster`, ...). */
   readonly origintype?: string;
+  /**
+   * Set (true) by a transport that verified `origin` before delivery, e.g. federation's
+   * admission pipeline for a sender DID; journaled with the event, so replay never verifies again.
+   */
+  readonly originverified?: boolean;
 }
 
 /** A message addressed to an actor: the event plus its globally unique message id. */

@@ -31,6 +31,7 @@ export interface XEvent {
   readonly sendid?: string;
   readonly origin?: string;
   readonly origintype?: string;
+  readonly originverified?: boolean;
 }
 
 /**
@@ -67,6 +68,7 @@ function toXEvent(e: ActorEvent): XEvent {
   if (e.sendid !== undefined) out.sendid = e.sendid;
   if (e.origin !== undefined) out.origin = e.origin;
   if (e.origintype !== undefined) out.origintype = e.origintype;
+  if (e.originverified !== undefined) out.originverified = e.originverified;
   return out as unknown as XEvent;
 }
 

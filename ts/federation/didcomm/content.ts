@@ -2,11 +2,10 @@
  * JWE content encryption (RFC 7518 §5): A256CBC-HS512 (AES-256-CBC with HMAC-SHA-512 truncated
  * to 256 bits, §5.2.5), A256GCM (§5.3) and XC20P (XChaCha20-Poly1305, draft-amringer-jose-chacha).
  */
-import { cbc, gcm } from '@noble/ciphers/aes.js';
+import { gcm } from '@noble/ciphers/aes.js';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
-import { hmac } from '@noble/hashes/hmac.js';
-import { sha512 } from '@noble/hashes/sha2.js';
 import { PlexusError } from '../../core/errors.js';
+import { cbcBackend } from './cbc-backend.js';
 
 export type ContentEncryption = 'A256CBC-HS512' | 'A256GCM' | 'XC20P';
 export const CONTENT_ENCRYPTIONS: readonly ContentEncryption[] = ['A256CBC-HS512', 'A256GCM', 'XC20P'];
@@ -20,12 +19,7 @@ export const SIZES: Record<ContentEncryption, { cek: number; iv: number; tag: nu
 function cbcHmacTag(macKey: Uint8Array, aad: Uint8Array, iv: Uint8Array, ct: Uint8Array): Uint8Array {
   const al = new Uint8Array(8);
   new DataView(al.buffer).setBigUint64(0, BigInt(aad.length) * 8n);
-  const h = hmac.create(sha512, macKey);
-  h.update(aad);
-  h.update(iv);
-  h.update(ct);
-  h.update(al);
-  return h.digest().slice(0, 32);
+  return cbcBackend().hmacSha512(macKey, [aad, iv, ct, al]).slice(0, 32);
 }
 
 export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
@@ -43,7 +37,7 @@ export function encryptContent(
   plaintext: Uint8Array,
 ): { ciphertext: Uint8Array; tag: Uint8Array } {
   if (enc === 'A256CBC-HS512') {
-    const ciphertext = cbc(cek.subarray(32), iv).encrypt(plaintext);
+    const ciphertext = cbcBackend().encrypt(cek.subarray(32), iv, plaintext);
     return { ciphertext, tag: cbcHmacTag(cek.subarray(0, 32), aad, iv, ciphertext) };
   }
   const sealed =
@@ -73,7 +67,7 @@ export function decryptContent(
   try {
     if (enc === 'A256CBC-HS512') {
       if (!constantTimeEqual(cbcHmacTag(cek.subarray(0, 32), aad, iv, ciphertext), tag)) throw refused(enc);
-      return cbc(cek.subarray(32), iv).decrypt(ciphertext);
+      return cbcBackend().decrypt(cek.subarray(32), iv, ciphertext);
     }
     const sealed = new Uint8Array(ciphertext.length + tag.length);
     sealed.set(ciphertext, 0);

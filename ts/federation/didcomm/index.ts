@@ -1,4 +1,6 @@
 /** DIDComm v2: message model, pack (plaintext, signed, anoncrypt, authcrypt, forward) and unpack. */
+
+export { type CbcBackend, cbcBackend, nobleCbc, nodeCbc, useCbcBackend } from './cbc-backend.js';
 export { CONTENT_ENCRYPTIONS, type ContentEncryption } from './content.js';
 export { FORWARD_TYPE, forwardMessage, MAX_ROUTING_KEYS, parseForward, wrapInForward } from './forward.js';
 export { type FromPrior, packFromPrior, verifyFromPrior } from './from-prior.js';

@@ -1,0 +1,197 @@
+/**
+ * Two organisations' nodes and a mediator running as its own process (`plexus federation
+ * mediator`): the buyer's didcomm send to the shop's did:peer is resolved to the mediator,
+ * authcrypted (sender protected) and forwarded; the mediator stores routing data only; the shop
+ * picks it up, verifies the sender, checks the grant and journals the event before acknowledging.
+ * The mediator is SIGKILLed after the pickup and before the acknowledgement: after its restart the
+ * message is delivered again, deduplicated, and journaled exactly once.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AdmissionCode, DIDCOMM_PROCESSOR_TYPE } from '../../ts/federation/admission.js';
+import { ResolverRegistry } from '../../ts/federation/did/registry.js';
+import { grant } from '../../ts/federation/grants.js';
+import { InMemoryKeyManager } from '../../ts/federation/keys/memory.js';
+import { Federation } from '../../ts/federation/provision.js';
+import { openJournal } from '../../ts/runtime/log-journal.js';
+import { Node } from '../../ts/runtime/node.js';
+import type { ActorEvent, Chart } from '../../ts/runtime/types.js';
+import { ROOT } from '../helpers/paths.js';
+import { CHILD, compileForChild, filesUnder, freePort, tempDir, visible } from './mediator-fixtures.js';
+
+let compiled: { commandUrl: string; remove: () => Promise<void> };
+let tmp: { dir: string; remove: () => Promise<void> };
+const children = new Set<ChildProcess>();
+
+beforeAll(async () => {
+  compiled = await compileForChild();
+  tmp = await tempDir('two-orgs');
+}, 60_000);
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null && c.pid !== undefined) process.kill(c.pid, 'SIGKILL');
+  await compiled?.remove();
+  await tmp?.remove();
+});
+
+interface Mediator {
+  child: ChildProcess;
+  did: string;
+  url: string;
+  exited: Promise<unknown>;
+}
+
+async function startMediator(args: string[]): Promise<Mediator> {
+  const child = spawn(process.execPath, [CHILD, compiled.commandUrl, 'mediator', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, PLX_TEST_MEDIATOR_PASS: 'two orgs and a relay' },
+  });
+  children.add(child);
+  let out = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+    out += d;
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const deadline = Date.now() + 20_000;
+  while (!out.includes('\n')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the mediator did not start: ${out}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const line = JSON.parse(out.split('\n')[0] as string) as { did: string; url: string };
+  return { child, did: line.did, url: line.url, exited };
+}
+
+async function stopMediator(m: Mediator, signal: NodeJS.Signals): Promise<void> {
+  if (m.child.pid !== undefined && m.child.exitCode === null) process.kill(m.child.pid, signal);
+  await m.exited;
+  children.delete(m.child);
+}
+
+interface Seen {
+  events: ActorEvent[];
+}
+const SECRET = 'forty-two cups of oolong';
+const chart: Chart<Seen> = {
+  initial: () => ({ events: [] }),
+  transition: (s, e) => {
+    const next = { events: [...s.events, e] };
+    if (e.name === 'checkout') {
+      const to = (e.data as { shop: string }).shop;
+      return {
+        state: next,
+        sends: [{ target: to, event: 'order.placed', id: 'o-1', data: { item: SECRET } }],
+      };
+    }
+    return { state: next };
+  },
+};
+
+describe('two organisations through a mediator process', () => {
+  it('delivers, journals before acknowledging, and survives a mediator SIGKILL between pickup and acknowledgement', async () => {
+    const port = await freePort();
+    const args = [
+      '--port',
+      String(port),
+      '--data',
+      join(tmp.dir, 'mediator'),
+      '--key-file',
+      join(tmp.dir, 'mediator.keys'),
+      '--passphrase-env',
+      'PLX_TEST_MEDIATOR_PASS',
+    ];
+    let mediator = await startMediator(args);
+    const ref = { url: mediator.url, did: mediator.did };
+
+    // Organisation B: the shop, receiving through the mediator.
+    const shopFed = await Federation.create({ resolver: new ResolverRegistry() });
+    const shopStore = await openJournal(join(tmp.dir, 'shop-journal'), { shardCount: 4 });
+    const shopNode = Node.builder(shopStore).processor(shopFed.processor()).build();
+    const shop = await shopFed.provision(shopNode, chart, 'shop', { mediator: ref }, new InMemoryKeyManager());
+
+    // Organisation A: the buyer.
+    const buyerFed = await Federation.create({ resolver: new ResolverRegistry(), retry: { initialDelayMs: 20 } });
+    const buyerStore = await openJournal(join(tmp.dir, 'buyer-journal'), { shardCount: 4 });
+    // An untyped send to a DID without a chart here goes through DIDComm.
+    const buyerNode = Node.builder(buyerStore).processor(buyerFed.processor()).routeScheme('did', 'didcomm').build();
+    const buyer = await buyerFed.provision(buyerNode, chart, 'buyer', {}, new InMemoryKeyManager());
+
+    buyerFed.grants.grantOutbound(grant(buyer.did, shop.did, ['order.*']));
+    shopFed.grants.grantInbound(grant(buyer.did, shop.did, ['order.*']));
+
+    let killed = false;
+    const mailbox = shopFed.mailbox(shop, ref, {
+      beforeAcknowledge: async () => {
+        if (killed) return;
+        killed = true;
+        // The event is durable here: the mediator dies before it hears messages-received.
+        expect((await shopStore.history(shop.did)).lastSeq).toBe(1);
+        await stopMediator(mediator, 'SIGKILL');
+      },
+    });
+    await mailbox.connect();
+
+    await buyerNode.send(buyer.did, 'checkout', { data: { shop: shop.did } });
+    const deadline = Date.now() + 10_000;
+    while (buyerFed.outbox.stats.delivered < 1) {
+      if (Date.now() > deadline) throw new Error('the buyer never delivered to the mediator');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+
+    // The relay sees routing data only.
+    const seen = (await filesUnder(join(tmp.dir, 'mediator'))).map(visible).join('\n');
+    expect(seen).toContain(shop.did);
+    for (const hidden of ['order.placed', SECRET, 'o-1', buyer.did]) expect(seen).not.toContain(hidden);
+
+    // Pickup, admission, journal; then the mediator is killed before the acknowledgement.
+    await expect(mailbox.pump()).rejects.toThrow();
+    expect(killed).toBe(true);
+
+    mediator = await startMediator(args);
+    expect(mediator.did).toBe(ref.did);
+    const again = await mailbox.pump();
+    expect(again.picked).toBe(1);
+    expect(again.refused).toBe(1);
+    expect(again.acknowledged).toHaveLength(1);
+    expect((await mailbox.client.status()).messageCount).toBe(0);
+
+    const h = await shopStore.history(shop.did);
+    expect(h.lastSeq).toBe(1);
+    expect(h.records[0]?.event).toMatchObject({
+      name: 'order.placed',
+      origin: buyer.did,
+      originverified: true,
+      origintype: DIDCOMM_PROCESSOR_TYPE,
+      sendid: 'o-1',
+      data: { item: SECRET },
+    });
+    expect((await shopFed.inboundLog.refused(shop.did)).map((r) => r.code)).toEqual([AdmissionCode.duplicate]);
+
+    await stopMediator(mediator, 'SIGTERM');
+    await buyerNode.stop();
+    await shopNode.stop();
+    await buyerStore.close();
+    await shopStore.close();
+  }, 60_000);
+});
+
+// The example runs from dist/ (built with `npx tsc -p tsconfig.build.json`); skipped without a build.
+const built = existsSync(join(ROOT, 'dist/federation/provision.js'));
+describe.skipIf(!built)('examples/federation/two-orgs.mjs', () => {
+  it('prints what the shop journaled and that the mediator holds nothing', async () => {
+    const child = spawn(process.execPath, [join(ROOT, 'examples/federation/two-orgs.mjs')], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    let out = '';
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+    });
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    children.delete(child);
+    expect(code).toBe(0);
+    expect(out).toMatch(
+      /^shop journaled order\.placed from did:peer:2\.\S+ via https:\/\/w3id\.org\/vertep\/vt-id#DIDCommEventProcessor \(send id Some\("o-1"\)\)\nmediator still holds 0 message\(s\)\n$/,
+    );
+  }, 30_000);
+});
