@@ -8,13 +8,15 @@
 //   acknowledged on its stream; no journal;
 // - the ceiling: one raw node:tls TLS 1.3 socket between the same two processes with the same
 //   certificates, carrying length-prefixed frames (4-byte length, 16-byte id, 100 bytes) and a
-//   16-byte acknowledgement per frame.
+//   16-byte acknowledgement per frame;
+// - moleculer 0.15 with its TCP transporter between the same two processes: request/reply
+//   (a 100-character string parameter, a number back) at 16 in flight.
 //
-// Every case runs REPEATS times alternating the two; the table gives medians and the ratio
-// plexus / ceiling. Target: >= 0.5 at 256 in flight. `runClusterSuite` is the hook for
+// Every case runs REPEATS times alternating the implementations; the table gives medians and
+// the ratio plexus / ceiling. Targets: >= 0.5x the ceiling at 256 in flight, >= 5x moleculer
+// at 16 in flight. `runClusterSuite` is the hook for
 // bench/run.mjs (it returns { entries, targets, table } like the other suites).
 import { fork } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -22,13 +24,24 @@ import * as tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, '..');
-const INFLIGHT = [1, 16, 256];
+// CLUSTER_BENCH_ROOT points at another checkout's build (its dist/ and build/) to compare builds.
+const ROOT = resolve(process.env.CLUSTER_BENCH_ROOT ?? resolve(HERE, '..'));
+const INFLIGHT = (process.env.CLUSTER_BENCH_INFLIGHT ?? '1,16,256').split(',').map(Number);
 const PAYLOAD = 100;
 const REPEATS = Number(process.env.CLUSTER_BENCH_REPEATS ?? 3);
 const CASE_MS = Number(process.env.CLUSTER_BENCH_MS ?? 2000);
+const MOLECULER_INFLIGHT = 16;
+// Optional wire tuning for experiments (the defaults of Http2Wire otherwise).
+const TUNING = {
+  ...(process.env.CLUSTER_BENCH_STREAM_CAP ? { streamCap: Number(process.env.CLUSTER_BENCH_STREAM_CAP) } : {}),
+  ...(process.env.CLUSTER_BENCH_POOL ? { poolSize: Number(process.env.CLUSTER_BENCH_POOL) } : {}),
+};
+const SKIP_ONE_PAIR = process.env.CLUSTER_BENCH_ONE_PAIR === '0';
+/** Only the Http2Wire cases (for profiling with `node --cpu-prof`). */
+const ONLY_WIRE = process.env.CLUSTER_BENCH_ONLY_WIRE === '1';
 
 const median = (xs) => {
+  if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
@@ -46,6 +59,7 @@ async function serve(credsFile) {
     for (;;) await mailbox.next();
   })();
   const wire = new Http2Wire({
+    ...TUNING,
     self: 'b',
     cluster: 'bench',
     tls: creds.b,
@@ -91,17 +105,57 @@ async function serve(credsFile) {
     },
   );
   await new Promise((r) => raw.listen(0, '127.0.0.1', r));
-  process.send({ wireAddress, rawPort: raw.address().port });
+
+  // moleculer 0.15 with its TCP transporter (no UDP discovery, the peer given by address).
+  const molPort = await freePort();
+  const { ServiceBroker } = (await import('moleculer')).default;
+  const broker = new ServiceBroker({
+    nodeID: 'mol-b',
+    logger: false,
+    transporter: { type: 'TCP', options: { udpDiscovery: false, port: molPort, urls: [] } },
+  });
+  broker.createService({ name: 'bench', actions: { frame: (ctx) => ctx.params.p.length } });
+  await broker.start();
+  process.send({ wireAddress, rawPort: raw.address().port, molPort });
   process.on('message', (m) => {
     if (m === 'cpu') process.send({ cpu: process.cpuUsage() });
   });
   process.on('disconnect', () => process.exit(0));
 }
 
+async function freePort() {
+  const net = await import('node:net');
+  return new Promise((r) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => r(port));
+    });
+  });
+}
+
 // ------------------------------------------------------------------------------------------
 // The sending process
 
+async function moleculerClient(port) {
+  const { ServiceBroker } = (await import('moleculer')).default;
+  const broker = new ServiceBroker({
+    nodeID: 'mol-a',
+    logger: false,
+    transporter: { type: 'TCP', options: { udpDiscovery: false, urls: [`127.0.0.1:${port}/mol-b`] } },
+  });
+  await broker.start();
+  await broker.waitForServices('bench', 10_000);
+  const params = { p: 'x'.repeat(PAYLOAD) };
+  return { send: () => broker.call('bench.frame', params), close: () => broker.stop() };
+}
+
+/** CPU time (user + system, microseconds) of both processes per frame of the last `pump`. */
+let lastCpuPerFrame = Number.NaN;
+let cpuProbe = async () => 0;
+
 async function pump(inflight, ms, sendOne) {
+  const cpu0 = await cpuProbe();
   let done = 0;
   let stop = false;
   const end = Date.now() + ms;
@@ -114,7 +168,9 @@ async function pump(inflight, ms, sendOne) {
   };
   const t0 = performance.now();
   await Promise.all(Array.from({ length: inflight }, worker));
-  return (done * 1000) / (performance.now() - t0);
+  const rate = (done * 1000) / (performance.now() - t0);
+  lastCpuPerFrame = ((await cpuProbe()) - cpu0) / done;
+  return rate;
 }
 
 function rawClient(port, creds) {
@@ -131,6 +187,7 @@ function rawClient(port, creds) {
     });
     sock.setNoDelay(true);
     const waiting = new Map();
+    let seq = 0;
     let buf = Buffer.alloc(0);
     sock.on('data', (chunk) => {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
@@ -147,9 +204,11 @@ function rawClient(port, creds) {
     sock.on('secureConnect', () =>
       resolveConn({
         send() {
+          // A unique id from a counter (no random bytes per frame: this is the ceiling).
           const frame = Buffer.allocUnsafe(4 + 16 + PAYLOAD);
           frame.writeUInt32LE(16 + PAYLOAD, 0);
-          randomBytes(16).copy(frame, 4);
+          frame.writeDoubleLE(++seq, 4);
+          frame.writeDoubleLE(0, 12);
           frame.fill(7, 20);
           return new Promise((r) => {
             waiting.set(frame.subarray(4, 20).toString('latin1'), r);
@@ -183,7 +242,16 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
       child.once('message', r);
       child.once('exit', (c) => j(new Error(`receiver exited with ${c}`)));
     });
+    cpuProbe = async () => {
+      const theirs = await new Promise((r) => {
+        child.once('message', (m) => r(m.cpu));
+        child.send('cpu');
+      });
+      const mine = process.cpuUsage();
+      return mine.user + mine.system + theirs.user + theirs.system;
+    };
     const wire = new Http2Wire({
+      ...TUNING,
       self: 'a',
       cluster: 'bench',
       tls: creds.a,
@@ -192,7 +260,15 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     });
     const payload = new Uint8Array(PAYLOAD).fill(7);
     const raw = await rawClient(ready.rawPort, creds);
+    const mol = await moleculerClient(ready.molPort);
     const results = { plexus: new Map(), onePair: new Map(), raw: new Map() };
+    const molResults = [];
+    const cpu = new Map(); // `${kind}/${n}` -> CPU microseconds per frame, both processes
+    const noteCpu = (kind, n) => {
+      const k = `${kind}/${n}`;
+      if (!cpu.has(k)) cpu.set(k, []);
+      cpu.get(k).push(lastCpuPerFrame);
+    };
     for (const n of INFLIGHT) {
       results.plexus.set(n, []);
       results.onePair.set(n, []);
@@ -201,6 +277,7 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     // Warm up both paths.
     await pump(16, 300, () => wire.send('b', { shard: 1, epoch: 1n, sender: 'vt:s/0', target: 'vt:t/0', payload }));
     await pump(16, 300, () => raw.send());
+    await pump(16, 300, () => mol.send());
     for (let rep = 0; rep < REPEATS; rep++) {
       for (const n of INFLIGHT) {
         // One (sender, target) pair per in-flight slot, as independent actors would be.
@@ -213,11 +290,22 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
         }));
         let k = 0;
         results.plexus.get(n).push(await pump(n, CASE_MS, () => wire.send('b', sends[k++ % n])));
-        results.onePair.get(n).push(await pump(n, CASE_MS, () => wire.send('b', sends[0])));
+        noteCpu('plexus', n);
+        if (!SKIP_ONE_PAIR) {
+          results.onePair.get(n).push(await pump(n, CASE_MS, () => wire.send('b', sends[0])));
+          noteCpu('onePair', n);
+        }
+        if (ONLY_WIRE) continue;
         results.raw.get(n).push(await pump(n, CASE_MS, () => raw.send()));
+        noteCpu('raw', n);
+        if (n === MOLECULER_INFLIGHT) {
+          molResults.push(await pump(n, CASE_MS, () => mol.send()));
+          noteCpu('moleculer', n);
+        }
       }
     }
     raw.close();
+    await mol.close();
     await wire.close();
     const entries = [];
     const targets = [];
@@ -268,11 +356,42 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
         });
       }
     }
+    lines.push('CPU microseconds per frame, both processes (median):');
+    for (const n of INFLIGHT) {
+      const c = (kind) => median(cpu.get(`${kind}/${n}`) ?? []).toFixed(1);
+      lines.push(
+        `${String(n).padEnd(10)} n pairs ${c('plexus')}, 1 pair ${c('onePair')}, raw TLS ${c('raw')}` +
+          (n === MOLECULER_INFLIGHT ? `, moleculer ${c('moleculer')}` : ''),
+      );
+    }
+    const m = molResults.length ? median(molResults) : Number.NaN;
+    const p16 = median(results.plexus.get(MOLECULER_INFLIGHT) ?? []);
+    const o16 = median(results.onePair.get(MOLECULER_INFLIGHT) ?? []);
+    lines.push(
+      `moleculer 0.15 TCP transporter, request/reply, ${MOLECULER_INFLIGHT} in flight: ${m.toFixed(0)}/s ` +
+        `(Http2Wire ${MOLECULER_INFLIGHT} pairs ${(p16 / m).toFixed(1)}x, 1 pair ${(o16 / m).toFixed(1)}x)`,
+    );
+    entries.push({
+      suite: 'cluster',
+      case: `frames 100B, ${MOLECULER_INFLIGHT} in flight`,
+      impl: 'moleculer 0.15 TCP transporter, request/reply',
+      opsPerSec: m,
+      bytesPerSec: m * PAYLOAD,
+    });
+    targets.push({
+      name: `cluster wire vs moleculer, ${MOLECULER_INFLIGHT} in flight, ${MOLECULER_INFLIGHT} pairs`,
+      ratio: p16 / m,
+      want: 5,
+      ok: p16 / m >= 5,
+    });
     const table = lines.join('\n');
     log?.(table);
     return { entries, targets, table };
   } finally {
+    // Let the receiver exit by itself first (so that `--cpu-prof` writes its profile).
+    const exited = new Promise((r) => child.once('exit', r));
     child.disconnect?.();
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 2000))]);
     killChild();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -69,10 +69,12 @@ describe('the plexus command', () => {
   it('demo runs the tour and shows both backends agree', () => {
     const r = plexus('demo', '--quick');
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toContain('[9/9]');
+    expect(r.stdout).toContain('[10/10]');
     expect(r.stdout).toContain('(nothing committed was lost)');
     expect(r.stdout).toMatch(/node \d's log: event-1, event-2, event-3, event-4/);
     expect(r.stdout).toContain('rebuilt by replay: {"count":11,"total":51}');
+    expect(r.stdout).toMatch(/500 actors got one message each, \d+ of them from another node/);
+    expect(r.stdout).toMatch(/sent 300 messages to counters and got 300 replies back/);
     expect(r.stdout).toContain('duplicate=true');
     expect(r.stdout).toContain('read back: 0:OrderPlaced, 1:OrderPaid');
     expect(r.stdout).toMatch(/\[rank 0\] pi ~ 3\.14/);

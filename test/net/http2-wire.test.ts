@@ -2,6 +2,7 @@ import * as http2 from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CLUSTER_HEADER_SIZE, type ClusterFrame } from '../../ts/codec/cluster-frame.js';
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
+import { fnv1a64 } from '../../ts/core/index.js';
 import { createClusterCa, issueNodeCertificate, nodeOfName, nodeOfPeer } from '../../ts/net/ca.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
 import { type Http2Net, http2Net, nodeCreds } from './helpers.js';
@@ -163,6 +164,38 @@ describe('Http2Wire over mutual TLS 1.3', () => {
     expect(order).toEqual(Array.from({ length: 100 }, (_, i) => `${i}`));
   });
 
+  it('sends ACKs on one ACK stream per connection; when it fails, unacknowledged frames are sent again', async () => {
+    net = await http2Net(['a', 'b'], { poolSize: 1 });
+    const b = net.wires.get('b') as Http2Wire;
+    const a = net.wires.get('a') as Http2Wire;
+    let hold: (() => void) | undefined;
+    const held = new Promise<void>((r) => {
+      hold = r;
+    });
+    const stored = new Map<string, number>();
+    b.onFrame(async (_from, fr) => {
+      const k = new TextDecoder().decode(fr.payload);
+      stored.set(k, (stored.get(k) ?? 0) + 1);
+      if (k === '5') await held;
+      return 'stored';
+    });
+    expect(await a.send('b', f('vt:s', 'vt:t', -1))).toBe('stored');
+    const sinks = [
+      ...(b as unknown as { serverSessions: Set<{ plexusAcks?: { stream: http2.Http2Stream } }> }).serverSessions,
+    ].map((s) => s.plexusAcks);
+    expect(sinks.length).toBe(1);
+    expect(sinks[0]).toBeDefined();
+    const sends = Array.from({ length: 10 }, (_, i) => a.send('b', f('vt:s', 'vt:t', i)));
+    while (!stored.has('5')) await new Promise((r) => setTimeout(r, 5));
+    // Frames 0..4 are stored and may be acknowledged; the ACK stream now fails.
+    sinks[0]?.stream.close(http2.constants.NGHTTP2_CANCEL);
+    hold?.();
+    const verdicts = await Promise.all(sends);
+    expect(verdicts.every((v) => v === 'stored' || v === 'duplicate')).toBe(true);
+    // Every message reached the handler once, in order, whatever was sent again.
+    for (let i = 0; i < 10; i++) expect(stored.get(`${i}`)).toBe(1);
+  });
+
   it('keeps per-pair order when pairs beyond the stream cap share streams, over a pool of connections', async () => {
     net = await http2Net(['a', 'b'], { streamCap: 3, poolSize: 2 });
     const got = new Map<string, number[]>();
@@ -232,6 +265,57 @@ describe('Http2Wire backpressure', () => {
       const verdicts = await Promise.all(slowSends);
       await drain;
       expect(verdicts.every((v) => v === 'stored')).toBe(true);
+    } finally {
+      await net.close();
+    }
+  });
+
+  it('past the stream cap, a full mailbox slows exactly the pairs hashed to its stream', async () => {
+    const net = await http2Net(['a', 'b'], { streamCap: 2, poolSize: 1 });
+    try {
+      const { BoundedMailbox } = await import('../../ts/cluster/mailbox.js');
+      const slow = new BoundedMailbox<ClusterFrame>(2);
+      const got: string[] = [];
+      const b = net.wires.get('b') as Http2Wire;
+      b.onFrame(async (_from, fr) => {
+        if (fr.target === 'vt:slow') await slow.put(fr);
+        got.push(`${fr.sender}>${fr.target}#${new TextDecoder().decode(fr.payload)}`);
+        return 'stored';
+      });
+      const a = net.wires.get('a') as Http2Wire;
+      // The first two pairs take streams 0 and 1; later pairs share them by hash.
+      await a.send('b', f('vt:s0', 'vt:slow', -1));
+      await slow.next();
+      await a.send('b', f('vt:s1', 'vt:other', -1));
+      const slotOf = (sender: string, target: string) => Number(fnv1a64(`${sender}\u0000${target}`) % 2n);
+      const later = Array.from({ length: 40 }, (_, i) => `vt:p${i}`);
+      const onSlow = later.find((s) => slotOf(s, 'vt:t') === 0) as string;
+      const onOther = later.find((s) => slotOf(s, 'vt:t') === 1) as string;
+      expect(onSlow && onOther).toBeTruthy();
+      // Fill the slow mailbox and leave one more frame waiting to be stored.
+      const slowSends = Array.from({ length: 4 }, (_, i) => a.send('b', f('vt:s0', 'vt:slow', i)));
+      while (slow.size < 2) await new Promise((r) => setTimeout(r, 5));
+      const blocked = a.send('b', f(onSlow, 'vt:t', 0));
+      let blockedDone = false;
+      void blocked.then(() => {
+        blockedDone = true;
+      });
+      // A pair on the other stream flows while the slow stream is held.
+      expect(await a.send('b', f(onOther, 'vt:t', 0))).toBe('stored');
+      expect(await a.send('b', f('vt:s1', 'vt:other', 0))).toBe('stored');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(blockedDone).toBe(false);
+      expect(got).not.toContain(`${onSlow}>vt:t#0`);
+      // Emptying the mailbox releases the shared stream, in order.
+      const drain = (async () => {
+        for (let i = 0; i < 4; i++) await slow.next();
+      })();
+      expect(await Promise.all(slowSends)).toEqual(new Array(4).fill('stored'));
+      expect(await blocked).toBe('stored');
+      await drain;
+      const i0 = got.indexOf('vt:s0>vt:slow#3');
+      expect(i0).toBeGreaterThanOrEqual(0);
+      expect(got.indexOf(`${onSlow}>vt:t#0`)).toBeGreaterThan(i0);
     } finally {
       await net.close();
     }

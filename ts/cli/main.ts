@@ -7,13 +7,14 @@ import { readFileSync } from 'node:fs';
 import { PlexusError } from '../core/errors.js';
 import { type Command, UsageError } from './command.js';
 import { chronacta } from './commands/chronacta.js';
+import { cluster } from './commands/cluster.js';
 import { demo } from './commands/demo.js';
 import { federation } from './commands/federation.js';
 import { hash } from './commands/hash.js';
 import { shard } from './commands/shard.js';
 import { sperli } from './commands/sperli.js';
 
-const commands: readonly Command[] = [demo, shard, hash, sperli, chronacta, federation];
+const commands: readonly Command[] = [demo, shard, hash, sperli, chronacta, federation, cluster];
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };

@@ -27,6 +27,12 @@ export const ClusterCode = {
   BAD_REQUEST: 'PLX_CLUSTER_BAD_REQUEST',
   /** A shard number outside 0 .. shardCount-1. */
   BAD_SHARD: 'PLX_CLUSTER_BAD_SHARD',
+  /** An actor message no node acknowledged within `deliveryDeadlineMs` (the sender gets error.communication). */
+  DEADLINE: 'PLX_CLUSTER_DEADLINE',
+  /** An actor message forwarded `hopLimit` times between nodes that disagree on its shard's owner. */
+  HOP_LIMIT: 'PLX_CLUSTER_HOP_LIMIT',
+  /** An operation a remote shard store does not offer (truncation, compaction, backward reads). */
+  UNSUPPORTED: 'PLX_CLUSTER_UNSUPPORTED',
 } as const;
 export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
 

@@ -1,7 +1,9 @@
 /**
  * plexus cluster core: ClusterMeta, the Membership seam with static membership and its
  * MemoryAuthority, leases with fencing epochs, the failure detector, ClusterStorage, the
- * receive-side epoch gate and dead-letter log. docs/cluster.md describes them.
+ * receive-side epoch gate and dead-letter log; and the glue that joins a runtime Node to the
+ * cluster (placement, the `cluster` processor, the journal, ClusterNode). docs/cluster.md
+ * describes them.
  */
 export {
   type AuthorityOptions,
@@ -11,6 +13,7 @@ export {
   MemoryAuthority,
   rankedOwner,
 } from './authority.js';
+export { BUILTIN_CHARTS, counterChart, relayChart } from './charts.js';
 export { decodeReply, decodeRequest, encodeReply, encodeRequest } from './codec.js';
 export {
   type ClusterConfig,
@@ -23,11 +26,15 @@ export {
   type LeaseConfig,
   leaseConfig,
 } from './config.js';
+export { runClusterDemo } from './demo.js';
 export { FailureDetector, type Health, type HealthChange } from './detector.js';
 export { type DrainHooks, drainAndLeave } from './drain.js';
 export { ClusterCode, clusterError } from './errors.js';
 export { DEAD_LETTER_LOG, type DeadLetter, DeadLetters, EpochGate, listDeadLetters } from './fencing.js';
+export { checkHistory, type HistoryReport, readShard, type ShardHistory } from './history.js';
 export { AuthorityHost, type AuthorityHostOptions } from './host.js';
+export { type InitOptions, initCluster } from './init.js';
+export { ClusterJournal, type ClusterJournalOptions } from './journal.js';
 export { BoundedMailbox } from './mailbox.js';
 export {
   type ClusterMeta,
@@ -40,6 +47,18 @@ export {
   shardOfIri,
   writeClusterMeta,
 } from './meta.js';
+export {
+  assembleClusterNode,
+  ClusterNode,
+  type ClusterNodeConfig,
+  type ClusterNodeParts,
+  launchClusterNode,
+  readNodeConfig,
+  startClaiming,
+} from './node.js';
+export { nodeStatus, runNodeProcess } from './node-main.js';
+export { ClusterPlacement, REPLY_PREFIX, type Redirect } from './placement.js';
+export { ClusterProcessor, type ClusterStats, NOTICE_TARGET } from './processor.js';
 export { fencedReceiver } from './receive.js';
 export {
   type AuthorityCall,
@@ -50,4 +69,5 @@ export {
   unexpired,
 } from './static.js';
 export { ClusterStorage, type ClusterStorageOptions } from './storage.js';
+export { RemoteLog, STORE_TAG, StoreHost } from './store-host.js';
 export * from './types.js';

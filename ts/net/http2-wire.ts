@@ -16,8 +16,10 @@
  * - Backpressure: the server reads a stream's next frame only after the handler stored the
  *   previous one; a paused stream stops consuming, its HTTP/2 flow-control window closes and
  *   the sender's writes wait. Other streams keep flowing.
- * - Delivery: each DATA frame is answered by an ACK on the same stream. A send resolves on
- *   its ACK; when a stream or connection fails, its unacknowledged frames are sent again on a
+ * - Delivery: each DATA frame is answered by an ACK, on the connection's ACK stream (one per
+ *   connection, opened first; the ACKs of all frame streams of one event-loop turn go out in
+ *   one write) or, without one, on the frame's own stream. A send resolves on its ACK; when
+ *   the ACK stream fails, the connection is closed and its frames are sent again; when a stream or connection fails, its unacknowledged frames are sent again on a
  *   new stream after `retryBackoffMs`, until `deliveryDeadlineMs`. The receiver deduplicates.
  */
 import { randomBytes } from 'node:crypto';
@@ -25,6 +27,8 @@ import * as http2 from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import {
   ackStatusName,
+  CLUSTER_HEADER_SIZE,
+  type ClusterFrame,
   ClusterFrameKind,
   ClusterFrameReader,
   encodeAck,
@@ -47,11 +51,20 @@ import type {
 
 const FRAMES_PATH = '/plexus/frames';
 const CALL_PATH = '/plexus/call';
+/** One stream per connection on which the server sends the ACKs of every frame stream. */
+const ACKS_PATH = '/plexus/acks';
+/** ACKs a connection's ACK stream gathers before it writes them at once. */
+const SINK_BATCH = 256;
 const MAX_CALL_REQUEST = 1024 * 1024;
 const MAX_CALL_REPLY = 16 * 1024 * 1024;
 /** Unacknowledged bytes per stream before a send waits for room. */
 const STREAM_INFLIGHT_BYTES = 8 * 1024 * 1024;
 const STREAM_INFLIGHT_FRAMES = 4096;
+/**
+ * Streams per peer before pairs share streams by hash. Each stream costs node:http2 a write, a
+ * DATA frame and a read event per round; 16 streams keep that cost small next to the frames.
+ */
+const DEFAULT_STREAM_CAP = 16;
 /** Pairs per peer whose stream slot and encoded IRIs are remembered. */
 const PAIR_TABLE = 65_536;
 /** HTTP/2 flow-control windows: per stream, and per connection (all its streams). */
@@ -59,6 +72,8 @@ const STREAM_WINDOW = 256 * 1024;
 const SESSION_WINDOW = 16 * 1024 * 1024;
 /** Bytes a receiving stream buffers ahead of the frame being stored before it pauses. */
 const READ_AHEAD_BYTES = 64 * 1024;
+/** ACKs written together at most (one buffer of 64 x 40 bytes). */
+const ACK_BATCH = 64;
 
 export interface Http2WireOptions extends WireTuning {
   readonly self: string;
@@ -100,10 +115,49 @@ class OutStream {
   constructor(
     readonly peer: string,
     readonly slot: number,
+    /** The peer's table of frames waiting for an ACK (shared by its streams). */
+    readonly waiting: Map<string, OutStream>,
   ) {}
 
   get full(): boolean {
     return this.inflightBytes >= STREAM_INFLIGHT_BYTES || this.pending.size >= STREAM_INFLIGHT_FRAMES;
+  }
+}
+
+/**
+ * The ACK stream of one server connection: the ACKs of all its frame streams produced within
+ * one turn of the event loop go out in one write (one DATA frame instead of one per stream).
+ */
+class AckSink {
+  private buf: Buffer | undefined;
+  private count = 0;
+  private scheduled = false;
+
+  constructor(readonly stream: http2.ServerHttp2Stream) {}
+
+  get open(): boolean {
+    return !this.stream.destroyed && !this.stream.closed && this.stream.writable;
+  }
+
+  push(frame: Pick<ClusterFrame, 'shard' | 'epoch' | 'messageId'>, status: 0 | 1 | 2 | 3): void {
+    if (this.buf === undefined) this.buf = Buffer.allocUnsafe(SINK_BATCH * CLUSTER_HEADER_SIZE);
+    encodeAck(frame, status, this.buf.subarray(this.count * CLUSTER_HEADER_SIZE));
+    if (++this.count === SINK_BATCH) this.flush();
+    else if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.flush();
+      });
+    }
+  }
+
+  flush(): void {
+    if (this.count === 0 || this.buf === undefined) return;
+    const out = this.buf.subarray(0, this.count * CLUSTER_HEADER_SIZE);
+    this.buf = undefined;
+    this.count = 0;
+    if (this.open) this.stream.write(out);
   }
 }
 
@@ -117,9 +171,13 @@ const utf8 = new TextEncoder();
 
 interface PeerState {
   readonly sessions: (http2.ClientHttp2Session | undefined)[];
-  /** Per (sender, target) pair: its stream slot and its IRIs encoded once. */
-  readonly slots: Map<string, PairSlot>;
+  /** Per sender, per target: the pair's stream slot and its IRIs encoded once. */
+  readonly slots: Map<string, Map<string, PairSlot>>;
+  /** Pairs in `slots`. */
+  pairs: number;
   readonly streams: Map<number, OutStream>;
+  /** Every frame waiting for its ACK, by message id, with its stream (for the ACK streams). */
+  readonly waiting: Map<string, OutStream>;
 }
 
 export class Http2Wire implements Wire {
@@ -155,7 +213,7 @@ export class Http2Wire implements Wire {
     this.deadline = opts.deliveryDeadlineMs ?? 30_000;
     this.backoff = opts.retryBackoffMs ?? 50;
     this.hopLimit = opts.hopLimit ?? 4;
-    this.streamCap = Math.max(1, opts.streamCap ?? 64);
+    this.streamCap = Math.max(1, opts.streamCap ?? DEFAULT_STREAM_CAP);
     this.poolSize = Math.max(1, opts.poolSize ?? 2);
     this.sweep = setInterval(() => this.sweepDeadlines(), Math.max(10, Math.min(250, this.backoff * 5)));
     this.sweep.unref();
@@ -255,6 +313,7 @@ export class Http2Wire implements Wire {
         return;
       }
       if (headers[':path'] === FRAMES_PATH) this.serveFrames(stream, from);
+      else if (headers[':path'] === ACKS_PATH) this.serveAcks(stream);
       else if (headers[':path'] === CALL_PATH) this.serveCall(stream, from);
       else {
         stream.respond({ ':status': 404 }, { endStream: true });
@@ -287,18 +346,38 @@ export class Http2Wire implements Wire {
 
   private readonly readers = new Set<ClusterFrameReader>();
 
+  /** The connection's ACK stream: ACKs of its frame streams go here while it is open. */
+  private serveAcks(stream: http2.ServerHttp2Stream): void {
+    stream.respond({ ':status': 200 });
+    const session = stream.session as unknown as { plexusAcks?: AckSink } | undefined;
+    if (!session) return;
+    const sink = new AckSink(stream);
+    session.plexusAcks = sink;
+    stream.on('close', () => {
+      if (session.plexusAcks === sink) session.plexusAcks = undefined;
+    });
+    stream.on('data', () => {});
+    stream.on('end', () => {
+      if (!stream.destroyed) stream.end();
+    });
+  }
+
   private serveFrames(stream: http2.ServerHttp2Stream, from: string): void {
+    const session = stream.session as unknown as { plexusAcks?: AckSink } | undefined;
     stream.respond({ ':status': 200 });
     const reader = new ClusterFrameReader({ hopLimit: this.hopLimit });
     this.readers.add(reader);
     stream.on('close', () => this.readers.delete(reader));
     let busy = false;
     let paused = false;
-    let acks: Uint8Array[] = [];
+    // ACKs of one round are encoded straight into one buffer and written at once.
+    let acks: Buffer | undefined;
+    let ackCount = 0;
     const flushAcks = () => {
-      if (acks.length === 0 || stream.destroyed || stream.closed) return;
-      stream.write(acks.length === 1 ? acks[0] : Buffer.concat(acks));
-      acks = [];
+      if (ackCount === 0 || acks === undefined || stream.destroyed || stream.closed) return;
+      stream.write(acks.subarray(0, ackCount * CLUSTER_HEADER_SIZE));
+      acks = undefined;
+      ackCount = 0;
     };
     // Frames are handled strictly one after another: the next frame is taken from the reader
     // only once the handler stored the previous one. Bytes that arrive meanwhile wait in the
@@ -335,8 +414,14 @@ export class Http2Wire implements Wire {
             this.inboundInHandler--;
           }
           if (stream.destroyed || stream.closed) return;
-          acks.push(encodeAck(frame, status as 0 | 1 | 2 | 3));
-          if (acks.length >= 64) flushAcks();
+          const sink = session?.plexusAcks;
+          if (sink?.open) {
+            sink.push(frame, status as 0 | 1 | 2 | 3);
+            continue;
+          }
+          if (acks === undefined) acks = Buffer.allocUnsafe(ACK_BATCH * CLUSTER_HEADER_SIZE);
+          encodeAck(frame, status as 0 | 1 | 2 | 3, acks.subarray(ackCount * CLUSTER_HEADER_SIZE));
+          if (++ackCount === ACK_BATCH) flushAcks();
         }
         flushAcks();
       } finally {
@@ -396,7 +481,13 @@ export class Http2Wire implements Wire {
   private peerState(peer: string): PeerState {
     let p = this.peers.get(peer);
     if (!p) {
-      p = { sessions: new Array(this.poolSize).fill(undefined), slots: new Map(), streams: new Map() };
+      p = {
+        sessions: new Array(this.poolSize).fill(undefined),
+        slots: new Map(),
+        pairs: 0,
+        streams: new Map(),
+        waiting: new Map(),
+      };
       this.peers.set(peer, p);
     }
     return p;
@@ -444,23 +535,73 @@ export class Http2Wire implements Wire {
     });
     s.unref();
     p.sessions[index] = s;
+    this.openAckStream(p, s);
     return s;
+  }
+
+  /**
+   * Opens the connection's ACK stream before any frame stream, so the server sees it first.
+   * If it fails while the connection lives, the connection is closed: its frame streams close
+   * and their unacknowledged frames are sent again on a new connection.
+   */
+  private openAckStream(p: PeerState, s: http2.ClientHttp2Session): void {
+    const acks = s.request({ ':method': 'POST', ':path': ACKS_PATH }, { endStream: false });
+    const reader = new ClusterFrameReader({ hopLimit: 255 });
+    let served = false;
+    acks.on('response', (h) => {
+      served = h[':status'] === 200;
+    });
+    acks.on('data', (chunk: Buffer) => {
+      reader.push(chunk);
+      for (;;) {
+        let f: Uint8Array | undefined;
+        try {
+          f = reader.nextRaw();
+        } catch {
+          s.destroy();
+          return;
+        }
+        if (!f) break;
+        if (f[5] !== ClusterFrameKind.ACK) continue;
+        const id = idKey(f.subarray(24, 40));
+        const st = p.waiting.get(id);
+        const pending = st?.pending.get(id);
+        if (!st || !pending) continue;
+        this.settle(st, pending);
+        pending.resolve(ackStatusName(f[7]!));
+      }
+    });
+    acks.on('error', () => {});
+    acks.on('close', () => {
+      // ACKs the server had put on this stream may be lost with it: start the connection over.
+      // (A server without ACK streams answers 404 and sends every ACK on its frame stream.)
+      if (served && !this.closed && !s.closed && !s.destroyed) setImmediate(() => s.destroy());
+    });
   }
 
   private outStream(peer: string, sender: string, target: string): { st: OutStream; pair: PairSlot } {
     const p = this.peerState(peer);
-    const key = `${sender}\u0000${target}`;
-    let pair = p.slots.get(key);
+    // Two levels keyed by the caller's own strings, whose hashes V8 keeps: no key is built per send.
+    let targets = p.slots.get(sender);
+    let pair = targets?.get(target);
     if (pair === undefined) {
       // The first `streamCap` pairs get a stream each; later ones share by hash, which needs
       // no table entry to stay stable, so the table stops growing at PAIR_TABLE entries.
-      const slot = p.slots.size < this.streamCap ? p.slots.size : Number(fnv1a64(key) % BigInt(this.streamCap));
+      const slot =
+        p.pairs < this.streamCap ? p.pairs : Number(fnv1a64(`${sender}\u0000${target}`) % BigInt(this.streamCap));
       pair = { slot, sender: utf8.encode(sender), target: utf8.encode(target) };
-      if (p.slots.size < PAIR_TABLE || slot === p.slots.size) p.slots.set(key, pair);
+      if (p.pairs < PAIR_TABLE || slot === p.pairs) {
+        if (targets === undefined) {
+          targets = new Map();
+          p.slots.set(sender, targets);
+        }
+        targets.set(target, pair);
+        p.pairs++;
+      }
     }
     let st = p.streams.get(pair.slot);
     if (!st) {
-      st = new OutStream(peer, pair.slot);
+      st = new OutStream(peer, pair.slot, p.waiting);
       p.streams.set(pair.slot, st);
     }
     return { st, pair };
@@ -506,6 +647,7 @@ export class Http2Wire implements Wire {
           return;
         }
         st.pending.set(id, pending);
+        st.waiting.set(id, st);
         st.inflightBytes += bytes.length;
         this.write(st, pending);
       };
@@ -515,6 +657,7 @@ export class Http2Wire implements Wire {
 
   private settle(st: OutStream, p: Pending): void {
     if (!st.pending.delete(p.id)) return;
+    if (st.waiting.get(p.id) === st) st.waiting.delete(p.id);
     st.inflightBytes -= p.bytes.length;
     while (!st.full && st.roomWaiters.length > 0) st.roomWaiters.shift()?.();
   }

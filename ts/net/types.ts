@@ -54,7 +54,7 @@ export interface WireTuning {
   readonly retryBackoffMs?: number;
   /** Hops a frame may have travelled (default 4). */
   readonly hopLimit?: number;
-  /** Streams per peer; pairs beyond share streams by hash (default 64). */
+  /** Streams per peer; pairs beyond share streams by hash (default 16). */
   readonly streamCap?: number;
 }
 

@@ -1,7 +1,9 @@
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { genDirName, readPointer } from '../../chronacta/archive.js';
 import { ChronactaClient } from '../../chronacta/client.js';
+import { checkAddress, type HaMember } from '../../chronacta/ha/config.js';
+import { clusterFiles, dataPaths, writeClusterFiles } from '../../chronacta/layout.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
 import { verifyLog } from '../../storage/verify.js';
@@ -12,7 +14,7 @@ const DEFAULT_SERVER = '127.0.0.1:2113';
 const HELP = [
   'Usage: plexus chronacta <subcommand> [options]',
   '',
-  'Chronacta, the event store (standalone mode). Output is JSON, one object per line.',
+  'Chronacta, the event store (standalone or cluster mode). Output is JSON, one object per line.',
   '',
   'Subcommands:',
   '  serve [--data DIR] [--host H] [--port N] [--metrics-port N] [--fsync MODE]',
@@ -21,6 +23,23 @@ const HELP = [
   '        127.0.0.1:2113; 0 picks a free port) and /metrics, /healthz, /readyz on',
   '        --metrics-port (default 2114; 0 picks a free port). Prints',
   '        {"event":"serving","address",...} once it serves; stops on SIGINT or SIGTERM.',
+  '  serve --cluster [--data DIR] [--metrics-port N] [--tick-ms N]',
+  '        [--readiness-max-replication-lag N]',
+  '        Serves a cluster member: DIR/cluster/cluster.json (mode "cluster") lists the',
+  '        members, node.json names this one; gRPC binds the port of its advertise',
+  '        address, Raft its raftAddress. Only the leader takes writes; a follower',
+  '        refuses them with PLX_CHRONACTA_HA_NOT_LEADER naming the leader. --tick-ms is',
+  '        the Raft tick (default 100; an election takes 10 to 20 ticks). /readyz fails',
+  '        on a leader while a voter lags more than N positions (default 0).',
+  '  cluster init --members N --root DIR [--base-port P] [--cluster-id ID]',
+  '        [--advertise A1,A2,...] [--raft R1,R2,...] [--force]',
+  '        Writes the cluster files of N members on loopback into DIR/node-1 ..',
+  '        DIR/node-N: member i advertises 127.0.0.1:P+2(i-1) and runs Raft on',
+  '        127.0.0.1:P+2(i-1)+1 (P default 2213), unless --advertise and --raft list',
+  '        the addresses. Refuses directories that have cluster files, unless --force.',
+  '  cluster status [--server ADDR]',
+  "        Prints the member's view: mode, role, leader, term, commit and applied",
+  '        indexes, last position, and each member with its lag (on the leader).',
   '  verify DIR',
   '        Checks the log (and the compacted archive) of a data directory that no',
   '        server has open, changing nothing. Exit 1 when a problem would stop it opening.',
@@ -44,6 +63,9 @@ const HELP = [
   '  plexus chronacta serve --data /var/lib/chronacta --port 2113 --metrics-port 2114',
   '  plexus chronacta append orders-1 --type placed --data \'{"total":3}\' --expected-version no_stream',
   '  plexus chronacta read --all --max-count 10',
+  '  plexus chronacta cluster init --members 3 --root /var/lib/chronacta',
+  '  plexus chronacta serve --cluster --data /var/lib/chronacta/node-1 --metrics-port 2114',
+  '  plexus chronacta cluster status --server 127.0.0.1:2213',
 ].join('\n');
 
 function num(name: string, v: string | undefined): number | undefined {
@@ -138,9 +160,21 @@ async function serve(args: string[]): Promise<number> {
       fsync: { type: 'string' },
       'segment-bytes': { type: 'string' },
       'compact-every-ms': { type: 'string' },
+      cluster: { type: 'boolean' },
+      'tick-ms': { type: 'string' },
+      'readiness-max-replication-lag': { type: 'string' },
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const clustered = values.cluster === true;
+  const tickMs = num('tick-ms', values['tick-ms']);
+  const maxLag = num('readiness-max-replication-lag', values['readiness-max-replication-lag']);
+  if (!clustered && (tickMs !== undefined || maxLag !== undefined)) {
+    throw new UsageError('chronacta', '--tick-ms and --readiness-max-replication-lag go with --cluster');
+  }
+  if (tickMs !== undefined && (tickMs < 1 || tickMs > 10_000)) {
+    throw new UsageError('chronacta', '--tick-ms takes 1 to 10000');
+  }
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new UsageError('chronacta', `--fsync is batch, always or never, got "${fsync}"`);
@@ -150,7 +184,15 @@ async function serve(args: string[]): Promise<number> {
   const server = await startServer({
     dataDir: values.data ?? 'data',
     host: values.host ?? '127.0.0.1',
-    port: num('port', values.port) ?? 2113,
+    ...(clustered ? {} : { port: num('port', values.port) ?? 2113 }),
+    ...(clustered && values.port !== undefined ? { port: num('port', values.port) } : {}),
+    ...(clustered
+      ? {
+          cluster: true,
+          ...(tickMs !== undefined ? { replication: { tickMs } } : {}),
+          ...(maxLag !== undefined ? { readinessMaxReplicationLag: maxLag } : {}),
+        }
+      : {}),
     metricsPort: num('metrics-port', values['metrics-port']) ?? 2114,
     ...(fsync ? { fsync } : {}),
     ...(segmentBytes !== undefined ? { segmentBytes } : {}),
@@ -168,6 +210,7 @@ async function serve(args: string[]): Promise<number> {
     metrics: server.metricsAddress,
     dataDir: server.store.dataDir,
     lastPosition: server.store.lastPosition,
+    ...(clustered ? { cluster: true, id: server.store.clusterStatus()?.id } : {}),
   });
   await new Promise<void>((resolve) => {
     const stop = () => {
@@ -363,9 +406,91 @@ async function subscribe(args: string[]): Promise<number> {
   return 0;
 }
 
+function addressList(name: string, v: string | undefined, n: number): string[] | undefined {
+  if (v === undefined) return undefined;
+  const list = v.split(',');
+  if (list.length !== n) throw new UsageError('chronacta', `--${name} lists ${list.length} addresses for ${n} members`);
+  for (const a of list) {
+    try {
+      checkAddress(`--${name}`, a);
+    } catch (e) {
+      throw new UsageError('chronacta', (e as Error).message);
+    }
+  }
+  return list;
+}
+
+async function cluster(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === 'init') return clusterInit(rest);
+  if (sub === 'status') return clusterStatus(rest);
+  throw new UsageError(
+    'chronacta',
+    sub ? `unknown cluster subcommand "${sub}"` : 'missing cluster subcommand: init or status',
+  );
+}
+
+async function clusterInit(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: {
+      members: { type: 'string' },
+      root: { type: 'string' },
+      'base-port': { type: 'string' },
+      'cluster-id': { type: 'string' },
+      advertise: { type: 'string' },
+      raft: { type: 'string' },
+      force: { type: 'boolean' },
+    },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const n = num('members', values.members);
+  if (n === undefined || n < 1 || n > 64) throw new UsageError('chronacta', 'cluster init needs --members 1 to 64');
+  if (!values.root) throw new UsageError('chronacta', 'cluster init needs --root DIR');
+  const base = num('base-port', values['base-port']) ?? 2213;
+  if (base < 1 || base + 2 * n > 65535) throw new UsageError('chronacta', '--base-port leaves no room for the ports');
+  const advertise = addressList('advertise', values.advertise, n);
+  const raft = addressList('raft', values.raft, n);
+  const members: HaMember[] = Array.from({ length: n }, (_, i) => ({
+    id: i + 1,
+    advertise: advertise?.[i] ?? `127.0.0.1:${base + 2 * i}`,
+    raftAddress: raft?.[i] ?? `127.0.0.1:${base + 2 * i + 1}`,
+  }));
+  const clusterId = values['cluster-id'] ?? `chronacta-${Date.now().toString(36)}`;
+  const dirs = members.map((m) => join(values.root as string, `node-${m.id}`));
+  if (!values.force) {
+    for (const d of dirs) {
+      const exists = await access(dataPaths(d).clusterFile).then(
+        () => true,
+        () => false,
+      );
+      if (exists) throw new UsageError('chronacta', `${d} already has cluster files; pass --force to replace them`);
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    const m = members[i] as HaMember;
+    await writeClusterFiles(dirs[i] as string, clusterFiles(clusterId, members, m.id));
+    out({ id: m.id, dataDir: dirs[i], advertise: m.advertise, raftAddress: m.raftAddress, clusterId });
+  }
+  return 0;
+}
+
+async function clusterStatus(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { server: { type: 'string' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const s = await withClient(values.server, (c) => c.clusterStatus());
+  out(s as unknown as Record<string, unknown>);
+  return 0;
+}
+
 export const chronacta: Command = {
   name: 'chronacta',
-  summary: 'the event store: serve, verify, append, read, subscribe',
+  summary: 'the event store: serve, verify, append, read, subscribe, cluster',
   help: HELP,
   async run(args) {
     const [sub, ...rest] = args;
@@ -380,10 +505,12 @@ export const chronacta: Command = {
         return read(rest);
       case 'subscribe':
         return subscribe(rest);
+      case 'cluster':
+        return cluster(rest);
       default:
         throw new UsageError(
           'chronacta',
-          sub ? `unknown subcommand "${sub}"` : 'missing subcommand: serve, verify, append, read or subscribe',
+          sub ? `unknown subcommand "${sub}"` : 'missing subcommand: serve, verify, append, read, subscribe or cluster',
         );
     }
   },

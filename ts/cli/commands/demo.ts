@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChronactaClient, startServer } from '../../chronacta/index.js';
+import { runClusterDemo } from '../../cluster/demo.js';
 import {
   allocShared,
   backend,
@@ -42,8 +43,8 @@ export const demo: Command = {
     'to set up: the shard hash, SHA-256, the reduce kernels, CRC-32C and the',
     'length-first frame decoder, each run on the WebAssembly core and on its',
     'TypeScript twin, with the two results compared; then a SPERLI job, the',
-    'Chronacta event store, a Raft failover and journaled virtual actors, all on',
-    'loopback and temporary directories.',
+    'Chronacta event store, a Raft failover, journaled virtual actors and a',
+    'three-node actor cluster, all on loopback and temporary directories.',
     '',
     'Options:',
     '  --quick   smaller batches (for a slow machine or emulation)',
@@ -59,7 +60,7 @@ export const demo: Command = {
     out(`backend in use: ${backend().name} (PLEXUS_BACKEND selects; both are shown below)`);
     out();
 
-    out('[1/9] Shard hash version 1: FNV-1a 64 of the IRI, mod the shard count (256 here)');
+    out('[1/10] Shard hash version 1: FNV-1a 64 of the IRI, mod the shard count (256 here)');
     for (const iri of ['vt:orders/1234', 'vt:users/ada', 'vt:sensors/β-7'])
       out(`      ${iri.padEnd(16)} -> shard ${shardOf(iri, 256)}`);
     const iris = Array.from({ length: n }, (_, i) => `vt:orders/${i.toString(36).padStart(8, '0')}-region-eu`);
@@ -75,7 +76,7 @@ export const demo: Command = {
     out(`      ${n} IRIs in one batch: wasm ${rate(n, tw)}, TypeScript twin ${rate(n, tj)}, identical: ${same}`);
     out();
 
-    out('[2/9] SHA-256 (FIPS 180-4)');
+    out('[2/10] SHA-256 (FIPS 180-4)');
     const msg = new TextEncoder().encode('plexus runs software on more than one machine');
     const d1 = wasm.sha256(msg);
     const d2 = js.sha256(msg);
@@ -86,7 +87,7 @@ export const demo: Command = {
     );
     out();
 
-    out('[3/9] Reduce kernels: four ranks contribute a Float64Array, summed in place in shared memory');
+    out('[3/10] Reduce kernels: four ranks contribute a Float64Array, summed in place in shared memory');
     const len = 8;
     const acc = allocShared(len * 8);
     const accView = acc.view(Float64Array);
@@ -104,13 +105,13 @@ export const demo: Command = {
     acc.free();
     out();
 
-    out('[4/9] CRC-32C (Castagnoli), the checksum of every stored record');
+    out('[4/10] CRC-32C (Castagnoli), the checksum of every stored record');
     out(
       `      crc32c("123456789") = 0x${crc32c(new TextEncoder().encode('123456789')).toString(16)} (check value e3069283)`,
     );
     out();
 
-    out('[5/9] Length-first frame decoding: the length is checked before anything else');
+    out('[5/10] Length-first frame decoding: the length is checked before anything else');
     const schema = defineHeader({
       size: 12,
       fields: [
@@ -139,7 +140,7 @@ export const demo: Command = {
     }
     out(`      (the last frame declares 4 GiB; it is refused from its first 4 bytes, nothing is allocated)`);
     out();
-    out('[6/9] A SPERLI job: 3 ranks over mutually authenticated TLS 1.3 compute pi by integration');
+    out('[6/10] A SPERLI job: 3 ranks over mutually authenticated TLS 1.3 compute pi by integration');
     out('      (plexus sperli launch -n 3 -- node examples/sperli/pi.mjs)');
     const pi = fileURLToPath(new URL('../../../examples/sperli/pi.mjs', import.meta.url));
     const job = await launch({
@@ -150,7 +151,7 @@ export const demo: Command = {
     });
     out(`      job ${job.jobId}: ${job.exitCode === 0 ? 'every rank finished' : `failed (${job.failure?.message})`}`);
     out();
-    out('[7/9] Chronacta: a durable event store on a real gRPC port (a temporary data directory)');
+    out('[7/10] Chronacta: a durable event store on a real gRPC port (a temporary data directory)');
     const dataDir = mkdtempSync(join(tmpdir(), 'plexus-demo-'));
     const server = await startServer({ dataDir, port: 0 });
     const client = new ChronactaClient(server.address);
@@ -192,14 +193,23 @@ export const demo: Command = {
       rmSync(dataDir, { recursive: true, force: true });
     }
     out();
-    out('[8/9] Raft: three members on loopback TCP elect a leader, replicate, and fail over');
+    out('[8/10] Raft: three members on loopback TCP elect a leader, replicate, and fail over');
     const raftOk = await raftStep(out);
     out();
-    out('[9/9] Virtual actors: macrosteps journaled on disk, rebuilt by replay after a restart');
+    out('[9/10] Virtual actors: macrosteps journaled on disk, rebuilt by replay after a restart');
     const actorsOk = await actorStep(out);
     out();
+    out('[10/10] An actor cluster: three nodes on loopback (HTTP/2 over mutual TLS 1.3, leases, fencing)');
+    let clusterOk = true;
+    try {
+      await runClusterDemo((line) => out(`      ${line}`), { actors: values.quick ? 500 : 3000 });
+    } catch (e) {
+      clusterOk = false;
+      out(`      failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    out();
     out('Next: npm test runs the whole suite; npm run bench compares plexus with other libraries.');
-    if (job.exitCode !== 0 || !raftOk || !actorsOk) return 1;
+    if (job.exitCode !== 0 || !raftOk || !actorsOk || !clusterOk) return 1;
     return 0;
   },
 };

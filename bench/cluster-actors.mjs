@@ -1,0 +1,332 @@
+// The cluster actor benchmark: `node bench/cluster-actors.mjs` (uses dist/: build first with
+// `npx tsc -p tsconfig.build.json`). Two plexus cluster nodes run as their own processes on
+// loopback (HTTP/2 over mutual TLS 1.3, static membership, per-node journals with group-commit
+// fsync). Node a sends 100-byte events to counter actors whose shards node b owns; every
+// message is a durable actor message: b runs one macrostep for it, journals it (fsync'd) and
+// only then acknowledges it. Two modes, at 1, 16 and 256 concurrent actor pairs (one sender
+// loop per target actor, one message in flight each):
+//
+// - one-way: `node.send` resolves once b's macrostep is durable;
+// - request/reply: `node.ask`; b's counter answers with a send back to a.
+//
+// Next to it: moleculer 0.15.2 with its TCP transporter between two processes (this one calls,
+// a child serves `counter.inc`), request/reply with 16 in flight, nothing persisted.
+// Every case runs REPEATS times, alternating; the table gives medians. Target: durable actor
+// request/reply at 16 pairs >= 1x moleculer's rate. `runClusterActorsSuite` is the hook for
+// bench/run.mjs (it returns { entries, targets, table } like the other suites).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '..');
+const PAIRS = [1, 16, 256];
+const REPEATS = Number(process.env.CLUSTER_ACTORS_REPEATS ?? 3);
+const CASE_MS = Number(process.env.CLUSTER_ACTORS_MS ?? 1500);
+const PAYLOAD = 'x'.repeat(100);
+const SHARDS = Number(process.env.CLUSTER_ACTORS_SHARDS ?? 64);
+const STREAMS = process.env.CLUSTER_ACTORS_STREAMS ? Number(process.env.CLUSTER_ACTORS_STREAMS) : undefined;
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function freePorts(n) {
+  const servers = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise((r) => {
+          const s = createServer();
+          s.listen(0, '127.0.0.1', () => r(s));
+        }),
+    ),
+  );
+  const ports = servers.map((s) => s.address().port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return ports;
+}
+
+// ------------------------------------------------------------------------------------------
+// Child processes: a plexus node, or the moleculer server.
+
+async function plexusNode(root, config) {
+  const { runNodeProcess } = await import(pathToFileURL(resolve(root, 'dist/cluster/node-main.js')).href);
+  process.exit(await runNodeProcess(config, { control: true }));
+}
+
+function moleculerOptions(id, ports) {
+  return {
+    nodeID: id,
+    logger: false,
+    transporter: {
+      type: 'TCP',
+      options: {
+        udpDiscovery: false,
+        port: id === 'ma' ? ports[0] : ports[1],
+        urls: [`127.0.0.1:${ports[0]}/ma`, `127.0.0.1:${ports[1]}/mb`],
+      },
+    },
+  };
+}
+
+async function moleculerServer(ports) {
+  const { ServiceBroker } = await import('moleculer');
+  const broker = new ServiceBroker(moleculerOptions('mb', ports));
+  const counts = new Map();
+  broker.createService({
+    name: 'counter',
+    actions: {
+      inc(ctx) {
+        const n = (counts.get(ctx.params.k) ?? 0) + 1;
+        counts.set(ctx.params.k, n);
+        return { n };
+      },
+    },
+  });
+  await broker.start();
+  process.stdout.write('{"ev":"ready"}\n');
+  process.on('SIGTERM', () => broker.stop().then(() => process.exit(0)));
+}
+
+// ------------------------------------------------------------------------------------------
+// The driver
+
+class Proc {
+  constructor(args) {
+    this.child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    this.q = 0;
+    this.waiters = [];
+    this.lines = [];
+    let buf = '';
+    this.child.stdout.on('data', (d) => {
+      buf += d.toString();
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+        let l;
+        try {
+          l = JSON.parse(buf.slice(0, i));
+        } catch {
+          l = undefined;
+        }
+        buf = buf.slice(i + 1);
+        if (!l) continue;
+        this.lines.push(l);
+        this.waiters = this.waiters.filter((w) => {
+          if (!w.pred(l)) return true;
+          w.resolve(l);
+          return false;
+        });
+      }
+    });
+    this.exit = new Promise((r) => this.child.on('exit', r));
+  }
+  wait(pred, ms = 60_000) {
+    const f = this.lines.find(pred);
+    if (f) return Promise.resolve(f);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error('timed out')), ms);
+      this.waiters.push({
+        pred,
+        resolve: (l) => {
+          clearTimeout(t);
+          resolve(l);
+        },
+      });
+    });
+  }
+  cmd(c, ms) {
+    const q = ++this.q;
+    this.child.stdin.write(`${JSON.stringify({ ...c, q })}\n`);
+    return this.wait((l) => l.q === q, ms);
+  }
+  async stop() {
+    try {
+      process.kill(this.child.pid, 'SIGTERM');
+    } catch {}
+    const t = setTimeout(() => {
+      try {
+        process.kill(this.child.pid, 'SIGKILL');
+      } catch {}
+    }, 8000);
+    await this.exit;
+    clearTimeout(t);
+  }
+}
+
+/** Runs one plexus case for about CASE_MS: a count from the previous rate. */
+async function plexusCase(a, mode, pairs, rates) {
+  const key = `${mode}/${pairs}`;
+  const guess = rates.get(key) ?? (pairs === 1 ? 200 : 1500);
+  const count = Math.max(pairs * 4, Math.round((guess * CASE_MS) / 1000));
+  const r = await a.cmd({ cmd: 'load', pairs, count, mode, prefix: `${mode}${pairs}-` }, 120_000);
+  if (r.error) throw new Error(`load failed: ${r.error} ${r.message}`);
+  rates.set(key, r.perSec);
+  return r.perSec;
+}
+
+async function moleculerCase(broker, inflight) {
+  const end = performance.now() + CASE_MS;
+  let done = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: inflight }, async (_, i) => {
+      while (performance.now() < end) {
+        await broker.call('counter.inc', { k: `k${i}`, p: PAYLOAD });
+        done++;
+      }
+    }),
+  );
+  return (done / (performance.now() - t0)) * 1000;
+}
+
+export async function runClusterActorsSuite({ root = ROOT, log = console.log } = {}) {
+  const { initCluster } = await import(pathToFileURL(resolve(root, 'dist/cluster/init.js')).href);
+  const dir = mkdtempSync(join(tmpdir(), 'plexus-cluster-actors-bench-'));
+  const procs = [];
+  let broker;
+  try {
+    const [ma, mb] = await freePorts(2);
+    const self = fileURLToPath(import.meta.url);
+    const startPair = async (fsync) => {
+      const ports = await freePorts(2);
+      const files = await initCluster({ dir: join(dir, fsync), id: 'bench', shards: SHARDS, nodes: ['a', 'b'], ports });
+      const { readFile, writeFile } = await import('node:fs/promises');
+      for (const f of files.values()) {
+        const cfg = JSON.parse(await readFile(f, 'utf8'));
+        await writeFile(f, JSON.stringify({ ...cfg, fsync, ...(STREAMS ? { wire: { streamCap: STREAMS } } : {}) }));
+      }
+      const a = new Proc([self, '--node', root, files.get('a')]);
+      const b = new Proc([self, '--node', root, files.get('b')]);
+      procs.push(a, b);
+      for (const p of [a, b]) await p.wait((l) => l.ev === 'held' && l.held.length > 0);
+      for (let i = 0; ; i++) {
+        const st = await a.cmd({ cmd: 'status' });
+        if (st.leases.length === SHARDS) break;
+        if (i > 200) throw new Error('the shards were not all leased');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return { a, b };
+    };
+    const server = new Proc([self, '--moleculer', String(ma), String(mb)]);
+    procs.push(server);
+    await server.wait((l) => l.ev === 'ready');
+    const { ServiceBroker } = await import('moleculer');
+    broker = new ServiceBroker(moleculerOptions('ma', [ma, mb]));
+    await broker.start();
+    await broker.waitForServices(['counter'], 20_000);
+    const res = new Map();
+    const push = (k, v) => res.set(k, [...(res.get(k) ?? []), v]);
+    // Durable (group-commit fsync) first, then the same path without fsync.
+    const durable = await startPair('batch');
+    const rates = new Map();
+    await plexusCase(durable.a, 'oneway', 16, rates);
+    await plexusCase(durable.a, 'rr', 16, rates);
+    await moleculerCase(broker, 16);
+    for (let rep = 0; rep < REPEATS; rep++) {
+      for (const n of PAIRS) {
+        push(`oneway/${n}`, await plexusCase(durable.a, 'oneway', n, rates));
+        push(`rr/${n}`, await plexusCase(durable.a, 'rr', n, rates));
+      }
+      push('moleculer/16', await moleculerCase(broker, 16));
+    }
+    await durable.a.stop();
+    await durable.b.stop();
+    const nofsync = await startPair('never');
+    const rates2 = new Map();
+    await plexusCase(nofsync.a, 'rr', 16, rates2);
+    for (let rep = 0; rep < REPEATS; rep++) {
+      push('nofsync-oneway/16', await plexusCase(nofsync.a, 'oneway', 16, rates2));
+      push('nofsync-rr/16', await plexusCase(nofsync.a, 'rr', 16, rates2));
+      push('moleculer/16', await moleculerCase(broker, 16));
+    }
+    const mol = median(res.get('moleculer/16'));
+    const entries = [];
+    const lines = [
+      `cluster actors: durable 100-byte actor messages/s between 2 node processes on loopback (median of ${REPEATS})`,
+      `${'actor pairs'.padEnd(12)} ${'one-way'.padStart(9)} ${'request/reply'.padStart(14)} ${'rr / moleculer'.padStart(15)}`,
+    ];
+    for (const n of PAIRS) {
+      const ow = median(res.get(`oneway/${n}`));
+      const rr = median(res.get(`rr/${n}`));
+      lines.push(
+        `${String(n).padEnd(12)} ${ow.toFixed(0).padStart(9)} ${rr.toFixed(0).padStart(14)} ${(rr / mol).toFixed(2).padStart(15)}`,
+      );
+      entries.push({
+        suite: 'cluster-actors',
+        case: `durable actor message 100B one-way, ${n} pairs`,
+        impl: 'plexus cluster (Http2Wire, journaled macrostep)',
+        opsPerSec: ow,
+        bytesPerSec: ow * 100,
+      });
+      entries.push({
+        suite: 'cluster-actors',
+        case: `durable actor message 100B request/reply, ${n} pairs`,
+        impl: 'plexus cluster (Http2Wire, journaled macrostep)',
+        opsPerSec: rr,
+        bytesPerSec: rr * 100,
+      });
+    }
+    const nfo = median(res.get('nofsync-oneway/16'));
+    const nfr = median(res.get('nofsync-rr/16'));
+    lines.push(
+      `${'16, no fsync'.padEnd(12)} ${nfo.toFixed(0).padStart(9)} ${nfr.toFixed(0).padStart(14)} ${(nfr / mol).toFixed(2).padStart(15)}`,
+    );
+    lines.push(`moleculer 0.15.2 TCP transporter, request/reply, 16 in flight (not persisted): ${mol.toFixed(0)}/s`);
+    entries.push({
+      suite: 'cluster-actors',
+      case: 'actor message 100B one-way, 16 pairs, journaled without fsync',
+      impl: 'plexus cluster (Http2Wire, journaled macrostep, fsync never)',
+      opsPerSec: nfo,
+      bytesPerSec: nfo * 100,
+    });
+    entries.push({
+      suite: 'cluster-actors',
+      case: 'actor message 100B request/reply, 16 pairs, journaled without fsync',
+      impl: 'plexus cluster (Http2Wire, journaled macrostep, fsync never)',
+      opsPerSec: nfr,
+      bytesPerSec: nfr * 100,
+    });
+    entries.push({
+      suite: 'cluster-actors',
+      case: 'request/reply 100B, 16 in flight',
+      impl: 'moleculer 0.15.2 TCP transporter',
+      opsPerSec: mol,
+      bytesPerSec: mol * 100,
+    });
+    const rr16 = median(res.get('rr/16'));
+    const ow16 = median(res.get('oneway/16'));
+    const targets = [
+      { name: 'durable actor request/reply vs moleculer, 16 pairs', ratio: rr16 / mol, want: 1, ok: rr16 / mol >= 1 },
+      { name: 'durable actor one-way vs moleculer, 16 pairs', ratio: ow16 / mol, want: 1, ok: ow16 / mol >= 1 },
+      {
+        name: 'actor request/reply without fsync vs moleculer, 16 pairs',
+        ratio: nfr / mol,
+        want: 1,
+        ok: nfr / mol >= 1,
+      },
+    ];
+    const table = lines.join('\n');
+    log?.(table);
+    return { entries, targets, table };
+  } finally {
+    await broker?.stop().catch(() => {});
+    for (const p of procs) await p.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const argv = process.argv.slice(2);
+if (argv[0] === '--node') {
+  await plexusNode(argv[1], argv[2]);
+} else if (argv[0] === '--moleculer') {
+  await moleculerServer([Number(argv[1]), Number(argv[2])]);
+} else if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const r = await runClusterActorsSuite();
+  for (const t of r.targets)
+    console.log(`${t.ok ? 'ok  ' : 'MISS'} ${t.name}: ${t.ratio.toFixed(2)} (want >= ${t.want})`);
+  process.exit(0);
+}

@@ -1,0 +1,332 @@
+/**
+ * Three cluster nodes as real processes (`plexus cluster node` from dist/) on loopback with
+ * mutual TLS and a shared journal store: actors on different nodes message each other,
+ * forwarding with a redirect, the hop limit, the delivery deadline, and a SIGSTOPped owner
+ * fenced on SIGCONT; then the journals are read back from disk and checked.
+ * Needs `npx tsc -p tsconfig.build.json` first.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
+import { initCluster } from '../../ts/cluster/init.js';
+import { shardOf } from '../../ts/core/index.js';
+import { shardDir } from '../../ts/runtime/log-journal.js';
+import { openLog } from '../../ts/storage/index.js';
+import { CLI, dataDirOf, freePorts, type Line, NodeProc, patchConfig } from './actor-procs.js';
+
+const run = promisify(execFile);
+const SHARDS = 16;
+const procs: NodeProc[] = [];
+let dir = '';
+
+afterAll(async () => {
+  for (const p of procs) await p.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const shard = (iri: string) => shardOf(iri, SHARDS);
+
+function iriIn(prefix: string, s: number): string {
+  for (let i = 0; ; i++) if (shard(`${prefix}${i}`) === s) return `${prefix}${i}`;
+}
+
+async function status(p: NodeProc): Promise<Line> {
+  return p.cmd({ cmd: 'status' });
+}
+
+function owners(st: Line): Map<number, { owner: string; epoch: string }> {
+  return new Map(st.leases.map((l: Line) => [l.shard, { owner: l.owner, epoch: l.epoch }]));
+}
+
+describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import.meta.url)))(
+  'actors across node processes (Http2Wire, shared store)',
+  () => {
+    it('delivers, forwards, refuses, times out and fences, with every acknowledged message journaled once', async () => {
+      dir = await mkdtemp(join(tmpdir(), 'plexus-cluster-actors-'));
+      const files = await initCluster({
+        dir,
+        id: 'c1',
+        shards: SHARDS,
+        nodes: ['a', 'b', 'c'],
+        ports: await freePorts(3),
+        journal: 'shared',
+        lease: { ttlMs: 2000, safetyMarginMs: 400, renewEveryMs: 500 },
+        detector: { suspectAfterMs: 600, failedAfterMs: 1500 },
+        heartbeatEveryMs: 100,
+      });
+      // a: short delivery deadline; b: forwards nothing (hop limit 0) and its lease clock runs at 1/10 speed.
+      await patchConfig(files.get('a')!, { cluster: { deliveryDeadlineMs: 800 } });
+      await patchConfig(files.get('b')!, { cluster: { hopLimit: 0 }, leaseClockRate: 0.1 });
+      for (const id of ['a', 'b', 'c']) procs.push(new NodeProc(id, files.get(id)!));
+      const [a, b, c] = procs as [NodeProc, NodeProc, NodeProc];
+      for (const p of procs) await p.wait((l) => l.ev === 'held' && l.held.length > 0, 'leases');
+      let view = owners(await status(a));
+      for (let i = 0; view.size < SHARDS && i < 100; i++) {
+        await sleep(50);
+        view = owners(await status(a));
+      }
+      expect(view.size).toBe(SHARDS);
+      const ownedBy = (n: string) => [...view].filter(([, o]) => o.owner === n).map(([s]) => s);
+      for (const n of ['a', 'b', 'c']) expect(ownedBy(n).length).toBeGreaterThan(0);
+
+      // `plexus cluster status` answers from another process.
+      const st = await run(process.execPath, [CLI, 'status', '--config', files.get('c')!]);
+      const lines = st.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Line);
+      expect(lines.at(-1)).toMatchObject({ leased: SHARDS, free: 0 });
+
+      // 1. cross-node messages, each acknowledged once processed durably
+      const acked = new Map<string, string>();
+      const sends: Promise<void>[] = [];
+      for (let i = 0; i < 30; i++) {
+        const from = procs[i % 3]!;
+        const target = `vt:counter/x${i}`;
+        const id = `x-${i}`;
+        sends.push(
+          from.cmd({ cmd: 'send', target, event: 'inc', id }).then((r) => {
+            expect(r.result).toBe('processed');
+            acked.set(id, target);
+          }),
+        );
+      }
+      await Promise.all(sends);
+      const relayC = iriIn('vt:relay/c', ownedBy('c')[0]!);
+      const counterB = iriIn('vt:counter/b', ownedBy('b')[0]!);
+      await a.cmd({
+        cmd: 'send',
+        target: relayC,
+        event: 'relay',
+        data: { to: counterB, event: 'inc', data: { reply: true } },
+      });
+      for (let i = 0; ; i++) {
+        const r = await a.cmd({ cmd: 'ask', target: relayC, event: 'report' });
+        if (r.data?.got?.counted === 1) break;
+        if (i > 100) throw new Error('no reply reached the relay');
+        await sleep(30);
+      }
+
+      // 2. a stale route on a (shard of b -> c): c forwards, and a's table learns b
+      const sB = ownedBy('b')[1] ?? ownedBy('b')[0]!;
+      expect((await a.cmd({ cmd: 'route', shard: sB, owner: 'c', epoch: view.get(sB)!.epoch })).ok).toBe(true);
+      const fwdTarget = iriIn('vt:counter/fwd', sB);
+      expect((await a.cmd({ cmd: 'send', target: fwdTarget, event: 'inc', id: 'fwd-1' })).result).toBe('processed');
+      acked.set('fwd-1', fwdTarget);
+      expect((await status(c)).stats.forwarded).toBeGreaterThanOrEqual(1);
+      for (let i = 0; ; i++) {
+        const r = (await status(a)).redirects.find((x: Line) => x.shard === sB);
+        if (r?.owner === 'b') break;
+        if (i > 100) throw new Error('the redirect did not reach a');
+        await sleep(20);
+      }
+
+      // 3. a stale route on a (shard of c -> b): b may not forward (hop limit 0), a's actor gets error.communication
+      const sC = ownedBy('c')[0]!;
+      await a.cmd({ cmd: 'route', shard: sC, owner: 'b', epoch: view.get(sC)!.epoch });
+      const relayA = iriIn('vt:relay/a', ownedBy('a')[0]!);
+      await a.cmd({
+        cmd: 'send',
+        target: relayA,
+        event: 'relay',
+        data: { to: iriIn('vt:counter/h', sC), event: 'inc', id: 'hop' },
+      });
+      let errors: Line[] = [];
+      for (let i = 0; errors.length === 0; i++) {
+        errors = (await a.cmd({ cmd: 'ask', target: relayA, event: 'report' })).data.errors;
+        if (i > 100) throw new Error('no error.communication for the hop limit');
+        await sleep(30);
+      }
+      expect(errors[0]).toMatchObject({ code: 'PLX_CLUSTER_HOP_LIMIT', sendid: 'hop' });
+
+      // 4. c paused: a's send to c's shard fails after a's 800 ms deadline, before c's lease ends
+      const sC2 = ownedBy('c').find((s) => s !== sC) ?? sC;
+      await a.cmd({ cmd: 'route', shard: sC, owner: 'c', epoch: view.get(sC)!.epoch });
+      c.signal('SIGSTOP');
+      const t0 = Date.now();
+      await a.cmd({
+        cmd: 'send',
+        target: relayA,
+        event: 'relay',
+        data: { to: iriIn('vt:counter/late', sC2), event: 'inc', id: 'late' },
+      });
+      for (let i = 0; errors.length < 2; i++) {
+        errors = (await a.cmd({ cmd: 'ask', target: relayA, event: 'report' })).data.errors;
+        if (i > 200) throw new Error('no error.communication for the deadline');
+        await sleep(20);
+      }
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(700);
+      expect(errors[1]).toMatchObject({ code: 'PLX_CLUSTER_DEADLINE', sendid: 'late' });
+      c.signal('SIGCONT');
+
+      // 5. b paused past its lease while another node takes its shard; on SIGCONT b still
+      //    believes it owns it (its lease clock is slow): its append is refused, its frame dropped.
+      view = owners(await status(a));
+      const sF = ownedBy('b')[0]!;
+      const e1 = BigInt(view.get(sF)!.epoch);
+      const actor = iriIn('vt:relay/z', sF);
+      expect((await b.cmd({ cmd: 'send', target: actor, event: 'ping', id: 'before' })).result).toBe('processed');
+      acked.set('before', actor);
+      b.signal('SIGSTOP');
+      let moved: { owner: string; epoch: string } | undefined;
+      for (let i = 0; ; i++) {
+        moved = owners(await status(a)).get(sF);
+        if (moved !== undefined && moved.owner !== 'b' && BigInt(moved.epoch) > e1) break;
+        if (i > 300) throw new Error('the shard did not move');
+        await sleep(30);
+      }
+      expect((await a.cmd({ cmd: 'send', target: actor, event: 'ping', id: 'after' })).result).toBe('processed');
+      acked.set('after', actor);
+      // Several stale sends are queued while b is stopped; b takes them before any heartbeat
+      // answer can tell it the lease is gone, so its appends reach the store with epoch e1.
+      const qSends = [1, 2, 3].map((k) => b.queue({ cmd: 'send', target: actor, event: 'ping', id: `stale-${k}` }));
+      const qFrame = b.queue({
+        cmd: 'frame',
+        to: 'a',
+        shard: sF,
+        target: iriIn('vt:counter/zombie', ownedBy('a')[0]!),
+      });
+      b.signal('SIGCONT');
+      const staleSends = await Promise.all(qSends.map((q) => b.wait((l) => l.q === q, 'stale send')));
+      // A later one may already go to the new owner once b learnt the lease was lost: that is
+      // a proper delivery. A refused one must never be in the journal.
+      const refused = new Set<string>();
+      staleSends.forEach((r, k) => {
+        if (r.result === 'processed') acked.set(`stale-${k + 1}`, actor);
+        else refused.add(`stale-${k + 1}`);
+      });
+      expect(staleSends[0]!.error).toBe('PLX_RUNTIME_JOURNAL_FAILED');
+      expect(staleSends.some((r) => r.cause === 'PLX_CLUSTER_FENCED')).toBe(true);
+      const frame = await b.wait((l) => l.q === qFrame, 'stale frame');
+      expect(frame).toMatchObject({ verdict: 'stale', epoch: `${e1}` });
+
+      // stop every node (SIGTERM drains) and read the journals back from disk
+      // The authority's node (a) last, so the others can hand their shards over.
+      for (const p of [...procs].reverse()) await p.stop();
+      for (const p of procs)
+        expect(p.exited, `${p.id}: ${JSON.stringify(p.lines.slice(-4))} ${p.stderr.slice(-300)}`).toBe(0);
+      const histories: ShardHistory[] = [];
+      for (let s = 0; s < SHARDS; s++) {
+        const d = shardDir(join(dir, 'shared'), s);
+        if (!existsSync(d)) continue;
+        const log = await openLog(d);
+        histories.push(await readShard(s, log));
+        await log.close();
+      }
+      const report = checkHistory(histories);
+      expect(report.problems).toEqual([]);
+      for (const [id, target] of acked) expect(report.consumed.get(target)?.has(id), id).toBe(true);
+      expect(refused.has('stale-1')).toBe(true);
+      for (const id of refused) expect(report.consumed.get(actor)?.has(id)).toBe(false);
+      const epochs = report.epochs.get(sF)!;
+      expect(epochs.length).toBeGreaterThanOrEqual(2);
+      expect(epochs.at(-1)! > e1).toBe(true);
+
+      // the dead-letter logs, listed by `plexus cluster dead-letters`
+      const deadA = (await run(process.execPath, [CLI, 'dead-letters', dataDirOf(dir, 'a')])).stdout;
+      expect(deadA).toContain('"reason":"stale-epoch"');
+      const deadB = (await run(process.execPath, [CLI, 'dead-letters', dataDirOf(dir, 'b')])).stdout;
+      expect(deadB).toContain('"reason":"hop-limit"');
+    }, 120_000);
+
+    it('answers --help for every subcommand', async () => {
+      for (const sub of ['init', 'node', 'status', 'dead-letters']) {
+        const r = await run(process.execPath, [CLI, sub, '--help']);
+        expect(r.stdout).toContain(`plexus cluster`);
+        expect(r.stdout).toContain(sub);
+      }
+    });
+  },
+);
+
+describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import.meta.url)))(
+  'five node processes (per-node journals)',
+  () => {
+    it('spreads the shards, delivers across nodes, holds a paused owner’s messages until it returns, drains on SIGTERM; journals check out', async () => {
+      const d = await mkdtemp(join(tmpdir(), 'plexus-cluster-five-'));
+      const five: NodeProc[] = [];
+      try {
+        const ids = ['a', 'b', 'c', 'd', 'e'];
+        const files = await initCluster({
+          dir: d,
+          id: 'c5',
+          shards: SHARDS,
+          nodes: ids,
+          ports: await freePorts(5),
+          heartbeatEveryMs: 100,
+          lease: { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 },
+          detector: { suspectAfterMs: 500, failedAfterMs: 1000 },
+        });
+        for (const id of ids) five.push(new NodeProc(id, files.get(id)!));
+        for (const p of five) await p.wait((l) => l.ev === 'held' && l.held.length > 0, 'leases');
+        const acked = new Map<string, string>();
+        await Promise.all(
+          five.flatMap((p, k) =>
+            Array.from({ length: 20 }, async (_, i) => {
+              const target = `vt:counter/v${(i * 7 + k) % 40}`;
+              const id = `${p.id}-${i}`;
+              const r = await p.cmd({ cmd: 'send', target, event: 'inc', id });
+              expect(r.result).toBe('processed');
+              acked.set(id, target);
+            }),
+          ),
+        );
+        const st = await five[0]!.cmd({ cmd: 'status' });
+        expect(new Set(st.leases.map((l: Line) => l.owner)).size).toBe(5);
+        // e paused: with per-node journals nobody else may take its shards, so a message to
+        // one of them is held (not lost, not failed) until e is back.
+        const [a5, e5] = [five[0]!, five[4]!];
+        const eShard = st.leases.find((l: Line) => l.owner === 'e').shard as number;
+        let heldTarget = '';
+        for (let i = 0; ; i++) {
+          heldTarget = `vt:counter/held${i}`;
+          if (shard(heldTarget) === eShard) break;
+        }
+        e5.signal('SIGSTOP');
+        for (let i = 0; ; i++) {
+          const s5 = await a5.cmd({ cmd: 'status' });
+          if (!s5.leases.some((l: Line) => l.shard === eShard)) break;
+          if (i > 200) throw new Error("e's lease did not expire");
+          await sleep(30);
+        }
+        const qHeld = a5.queue({ cmd: 'send', target: heldTarget, event: 'inc', id: 'held-1' });
+        await sleep(1200);
+        expect(a5.lines.some((l) => l.q === qHeld)).toBe(false);
+        expect((await a5.cmd({ cmd: 'status' })).leases.some((l: Line) => l.shard === eShard)).toBe(false);
+        e5.signal('SIGCONT');
+        expect((await a5.wait((l) => l.q === qHeld, 'held delivery')).result).toBe('processed');
+        acked.set('held-1', heldTarget);
+        for (const p of [...five].reverse()) await p.stop();
+        for (const p of five) expect(p.exited).toBe(0);
+        const histories: ShardHistory[] = [];
+        for (const id of ids) {
+          for (let s = 0; s < SHARDS; s++) {
+            const sd = shardDir(join(dataDirOf(d, id), 'journal'), s);
+            if (!existsSync(sd)) continue;
+            const log = await openLog(sd);
+            const h = await readShard(s, log);
+            await log.close();
+            if (h.records.length > 0) histories.push(h);
+          }
+        }
+        // each shard's journal lives on one node only
+        const perShard = new Map<number, number>();
+        for (const h of histories) perShard.set(h.shard, (perShard.get(h.shard) ?? 0) + 1);
+        for (const n of perShard.values()) expect(n).toBe(1);
+        const report = checkHistory(histories);
+        expect(report.problems).toEqual([]);
+        expect(report.macrosteps).toBe(101);
+        for (const [id, target] of acked) expect(report.consumed.get(target)?.has(id)).toBe(true);
+      } finally {
+        for (const p of five) await p.stop();
+        await rm(d, { recursive: true, force: true });
+      }
+    }, 120_000);
+  },
+);

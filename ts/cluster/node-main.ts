@@ -1,0 +1,188 @@
+/**
+ * Runs one cluster node in this process until SIGTERM or SIGINT (then it drains: running
+ * macrosteps finish, outboxes flush, a shared-store node hands its shards over). It prints
+ * what happens as JSON lines on stdout. With `control`, it also takes JSON commands on
+ * stdin, one per line, each answered by a line with the same `q`:
+ *
+ *   {"cmd":"send","q":1,"target":iri,"event":name,"data":json,"id":msgid}   -> {"ev":"sent","q":1,"result"|"error"}
+ *   {"cmd":"ask","q":2,"target":iri,"event":name,"data":json}               -> {"ev":"asked","q":2,"data"|"error"}
+ *   {"cmd":"status","q":3}                                                   -> {"ev":"status",...}
+ *   {"cmd":"route","q":4,"shard":n,"owner":node,"epoch":"e"}                -> a redirect, as if told
+ *   {"cmd":"load","q":5,"pairs":n,"count":n,"mode":"oneway"|"rr","prefix":p} -> {"ev":"load","q":5,"ms",...}
+ *   {"cmd":"stop"}                                                           -> drains and exits
+ */
+import { createInterface } from 'node:readline';
+import type { JsonValue } from '../runtime/types.js';
+import { type ClusterNode, launchClusterNode, readNodeConfig } from './node.js';
+import { ownerOf } from './types.js';
+
+const out = (o: Record<string, unknown>) =>
+  process.stdout.write(`${JSON.stringify(o, (_k, v) => (typeof v === 'bigint' ? `${v}` : v))}\n`);
+
+/** Status of a running node: view, held leases, epochs, redirects and traffic counters. */
+export function nodeStatus(cn: ClusterNode): Record<string, unknown> {
+  const v = cn.membership.view();
+  return {
+    self: cn.self,
+    version: v.version,
+    members: v.members.map((m) => ({ id: m.id, address: m.address, status: m.status })),
+    leases: v.leases.map((l) => ({ shard: l.shard, owner: l.owner, epoch: `${l.epoch}` })),
+    held: cn.membership
+      .held()
+      .filter((l) => cn.membership.leaseFor(l.shard) !== undefined)
+      .map((l) => ({ shard: l.shard, epoch: `${l.epoch}` })),
+    redirects: [...cn.placement.redirectTable()].map(([shard, r]) => ({ shard, owner: r.owner, epoch: `${r.epoch}` })),
+    stats: cn.processor.stats,
+    activations: cn.node.stats.activations,
+    communicationErrors: cn.node.stats.communicationErrors,
+  };
+}
+
+/** Pairs of actors: a relay on this node and a counter on a peer, for load runs. */
+async function load(
+  cn: ClusterNode,
+  c: { pairs: number; count: number; mode: string; prefix: string },
+): Promise<Record<string, unknown>> {
+  const pairs = Math.max(1, Math.min(4096, c.pairs | 0));
+  const count = Math.max(1, Math.min(1_000_000, c.count | 0));
+  const payload = 'x'.repeat(100);
+  const remoteCounters: string[] = [];
+  const shardCount = cn.placement.shardCount;
+  const view = cn.membership.view();
+  for (let i = 0; remoteCounters.length < pairs && i < pairs * 1000; i++) {
+    const iri = `vt:counter/${c.prefix}${i}`;
+    const o = ownerOf(view, cn.placement.shardOf(iri));
+    if (o !== undefined && o.owner !== cn.self) remoteCounters.push(iri);
+  }
+  void shardCount;
+  let next = 0;
+  const t0 = performance.now();
+  const lat: number[] = [];
+  await Promise.all(
+    remoteCounters.map(async (target) => {
+      for (;;) {
+        const i = next++;
+        if (i >= count) return;
+        const s = performance.now();
+        if (c.mode === 'rr') {
+          await cn.node.ask(target, 'inc', { reply: true, p: payload } as JsonValue, { timeoutMs: 30_000 });
+        } else {
+          await cn.node.send(target, 'inc', { data: { p: payload } });
+        }
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  lat.sort((a, b) => a - b);
+  return {
+    pairs: remoteCounters.length,
+    count,
+    ms,
+    perSec: (count / ms) * 1000,
+    p50: lat[Math.floor(lat.length / 2)] ?? 0,
+    p99: lat[Math.floor(lat.length * 0.99)] ?? 0,
+  };
+}
+
+export async function runNodeProcess(configFile: string, opts: { readonly control?: boolean } = {}): Promise<number> {
+  const cfg = await readNodeConfig(configFile);
+  const cn = await launchClusterNode(cfg, {
+    onError: (e) => out({ ev: 'error', code: (e as { code?: string }).code, message: (e as Error).message }),
+  });
+  out({ ev: 'joined', self: cfg.self, layout: cfg.journal ?? 'per-node' });
+  let lastHeld = '';
+  const timer = setInterval(() => {
+    const held = cn.membership
+      .held()
+      .filter((l) => cn.membership.leaseFor(l.shard) !== undefined)
+      .map((l) => `${l.shard}@${l.epoch}`)
+      .sort()
+      .join(',');
+    if (held !== lastHeld) {
+      lastHeld = held;
+      out({ ev: 'held', held: held ? held.split(',') : [] });
+    }
+  }, 50);
+  timer.unref();
+  let stopping = false;
+  const done = new Promise<number>((resolve) => {
+    const stop = () => {
+      if (stopping) return;
+      stopping = true;
+      void (async () => {
+        const t0 = Date.now();
+        out({ ev: 'draining' });
+        clearInterval(timer);
+        await cn.stop().catch((e) => out({ ev: 'error', message: (e as Error).message }));
+        out({ ev: 'stopped', ms: Date.now() - t0 });
+        resolve(0);
+      })();
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    if (opts.control) {
+      const rl = createInterface({ input: process.stdin });
+      rl.on('line', (line) => {
+        let c: Record<string, unknown>;
+        try {
+          c = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          return;
+        }
+        const q = c.q;
+        const fail = (ev: string) => (e: unknown) =>
+          out({
+            ev,
+            q,
+            error: (e as { code?: string }).code ?? 'ERROR',
+            cause: ((e as Error).cause as { code?: string } | undefined)?.code,
+            message: (e as Error).message,
+          });
+        if (c.cmd === 'send') {
+          cn.node
+            .send(String(c.target), String(c.event), {
+              ...(c.data === undefined ? {} : { data: c.data as JsonValue }),
+              ...(typeof c.id === 'string' ? { id: c.id } : {}),
+            })
+            .then((result) => out({ ev: 'sent', q, result }), fail('sent'));
+        } else if (c.cmd === 'ask') {
+          cn.node
+            .ask(String(c.target), String(c.event), c.data as JsonValue, { timeoutMs: Number(c.timeoutMs ?? 10_000) })
+            .then((e) => out({ ev: 'asked', q, name: e.name, data: e.data ?? null }), fail('asked'));
+        } else if (c.cmd === 'status') {
+          out({ ev: 'status', q, ...nodeStatus(cn) });
+        } else if (c.cmd === 'route') {
+          const ok = cn.placement.redirect(Number(c.shard), String(c.owner), BigInt(String(c.epoch)));
+          out({ ev: 'routed', q, ok });
+        } else if (c.cmd === 'load') {
+          load(cn, {
+            pairs: Number(c.pairs ?? 1),
+            count: Number(c.count ?? 1000),
+            mode: String(c.mode ?? 'oneway'),
+            prefix: String(c.prefix ?? 'l'),
+          }).then((r) => out({ ev: 'load', q, ...r }), fail('load'));
+        } else if (c.cmd === 'frame') {
+          // A raw frame stamped with the epoch this node holds (or last held) on `shard`,
+          // as its actors' frames are: for fencing tests.
+          const shard = Number(c.shard);
+          const epoch = cn.placement.heldEpoch(shard);
+          cn.wire
+            .send(String(c.to), {
+              shard,
+              epoch,
+              sender: String(c.sender ?? 'vt:relay/frame'),
+              target: String(c.target),
+              payload: new TextEncoder().encode(
+                JSON.stringify({ node: cn.self, id: String(c.id ?? `frame-${q}`), event: { name: 'inc' } }),
+              ),
+            })
+            .then((verdict) => out({ ev: 'framed', q, verdict, epoch: `${epoch}` }), fail('framed'));
+        } else if (c.cmd === 'stop') {
+          process.kill(process.pid, 'SIGTERM');
+        }
+      });
+    }
+  });
+  return done;
+}

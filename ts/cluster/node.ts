@@ -1,0 +1,392 @@
+/**
+ * ClusterNode: joins one runtime Node to the cluster. It is the node's placement
+ * (`ClusterPlacement`), its journal (`ClusterJournal`, appends through `ClusterStorage` with
+ * the lease epoch) and its `cluster` Event I/O Processor (`ClusterProcessor`, which also
+ * takes the wire's inbound frames). `assembleClusterNode` wires given parts (any Membership
+ * and Wire: MemoryWire in tests); `launchClusterNode` builds everything from a node config
+ * file: static membership (hosting the MemoryAuthority on the authority node), the HTTP/2
+ * mutual-TLS wire, the shared store host when configured, and the runtime node.
+ */
+import { readFileSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { Http2Wire } from '../net/http2-wire.js';
+import type { Wire } from '../net/types.js';
+import { openJournal, shardDir } from '../runtime/log-journal.js';
+import { Node } from '../runtime/node.js';
+import type { Chart, MacrostepEntry, RuntimeConfig } from '../runtime/types.js';
+import { openLog } from '../storage/index.js';
+import type { LogStorage } from '../storage/types.js';
+import { rankedOwner } from './authority.js';
+import { BUILTIN_CHARTS } from './charts.js';
+import { decodeReply, encodeRequest } from './codec.js';
+import { type ClusterConfig, clusterConfig, type DetectorConfig, type LeaseConfig } from './config.js';
+import { ClusterCode, clusterError } from './errors.js';
+import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
+import { AuthorityHost } from './host.js';
+import { ClusterJournal } from './journal.js';
+import { type ClusterMeta, clusterMeta } from './meta.js';
+import { ClusterPlacement } from './placement.js';
+import { ClusterProcessor } from './processor.js';
+import { type AuthorityCall, StaticMembership } from './static.js';
+import { RemoteLog, STORE_TAG, StoreHost } from './store-host.js';
+import type { MemberInfo, Membership } from './types.js';
+
+/** A node's configuration file (`plexus cluster init` writes one per node). */
+export interface ClusterNodeConfig {
+  readonly meta: ClusterMeta;
+  readonly self: string;
+  /** Every member with its `host:port`; this node listens on its own entry's port. */
+  readonly members: readonly MemberInfo[];
+  /** The member hosting the lease authority. */
+  readonly authority: string;
+  /** This node's data directory (its journal with `per-node`, its dead-letter log). */
+  readonly dataDir: string;
+  /** PEM file paths, relative to the config file. */
+  readonly tls: { readonly cert: string; readonly key: string; readonly ca: string };
+  /** `per-node` (default): this node's own shard stores. `shared`: the store host's. */
+  readonly journal?: 'per-node' | 'shared';
+  /** `shared`: the directory of the shard stores, served by `storeHost` (default the authority). */
+  readonly sharedDir?: string;
+  readonly storeHost?: string;
+  readonly cluster?: Partial<ClusterConfig>;
+  readonly lease?: Partial<LeaseConfig>;
+  readonly detector?: Partial<DetectorConfig>;
+  readonly heartbeatEveryMs?: number;
+  readonly runtime?: Partial<RuntimeConfig>;
+  /**
+   * When journal appends are acknowledged: `batch` (default: group-commit fsync), `always`, or
+   * `never` (no fsync: survives a process crash, not a machine crash; for measurements).
+   */
+  readonly fsync?: 'batch' | 'always' | 'never';
+  /**
+   * Wire tuning: HTTP/2 streams per peer (pairs beyond share streams by hash, in order per
+   * pair; default 64) and TCP connections per peer (default 2).
+   */
+  readonly wire?: { readonly streamCap?: number; readonly poolSize?: number };
+  /** Fault injection for tests: the lease clock runs at this rate of real time (default 1). */
+  readonly leaseClockRate?: number;
+}
+
+export interface ClusterNodeParts {
+  readonly self: string;
+  readonly meta: ClusterMeta;
+  readonly membership: Membership;
+  readonly wire: Wire;
+  readonly layout: 'per-node' | 'shared';
+  /** Opens a shard's store. */
+  readonly open: (shard: number) => Promise<LogStorage>;
+  readonly deadLetters: DeadLetters;
+  readonly config?: Partial<ClusterConfig>;
+  readonly runtime?: Partial<RuntimeConfig>;
+  // biome-ignore lint/suspicious/noExplicitAny: charts of any state type
+  readonly charts?: Readonly<Record<string, Chart<any, any>>>;
+  readonly onMacrostep?: (iri: string, entry: MacrostepEntry) => void;
+  /** Called by `stop()` after the runtime drained (leave the cluster, close the wire...). */
+  readonly onStop?: () => Promise<void>;
+}
+
+export class ClusterNode {
+  constructor(
+    readonly self: string,
+    readonly membership: Membership,
+    readonly wire: Wire,
+    readonly placement: ClusterPlacement,
+    readonly processor: ClusterProcessor,
+    readonly journal: ClusterJournal,
+    readonly node: Node,
+    readonly gate: EpochGate,
+    readonly deadLetters: DeadLetters,
+    private readonly onStop: () => Promise<void>,
+  ) {}
+
+  private stopped?: Promise<void>;
+
+  /** Drains the runtime (running macrosteps finish, outboxes flush), then leaves and closes. */
+  stop(): Promise<void> {
+    this.stopped ??= (async () => {
+      await this.node.stop({ timeoutMs: 10_000 });
+      await this.onStop();
+      this.placement.close();
+      await this.journal.close();
+    })();
+    return this.stopped;
+  }
+}
+
+/** Wires a runtime Node to the cluster from given parts (the membership must have joined or join later). */
+export function assembleClusterNode(parts: ClusterNodeParts): ClusterNode {
+  const meta = clusterMeta(parts.meta);
+  const config = clusterConfig(parts.config);
+  const placement = new ClusterPlacement(parts.membership, meta.shardCount);
+  const gate = new EpochGate();
+  gate.observe(parts.membership.view());
+  parts.membership.subscribe((v) => gate.observe(v));
+  const journal = new ClusterJournal({
+    shardCount: meta.shardCount,
+    layout: parts.layout,
+    open: parts.open,
+    epochOf: (s) => placement.leaseEpoch(s),
+  });
+  const processor = new ClusterProcessor(parts.self, parts.wire, placement, gate, parts.deadLetters, config);
+  const b = Node.builder(journal)
+    .id(parts.self)
+    .placement(placement)
+    .transport(processor)
+    .config({ mailboxBound: config.mailboxBound, ...(parts.runtime ?? {}) });
+  for (const [prefix, chart] of Object.entries(parts.charts ?? BUILTIN_CHARTS)) b.chart(prefix, chart);
+  if (parts.onMacrostep) b.onMacrostep(parts.onMacrostep);
+  const node = b.build();
+  return new ClusterNode(
+    parts.self,
+    parts.membership,
+    parts.wire,
+    placement,
+    processor,
+    journal,
+    node,
+    gate,
+    parts.deadLetters,
+    parts.onStop ?? (async () => {}),
+  );
+}
+
+/**
+ * Claims free shards for this node: once every configured member has joined (or after
+ * `graceMs`), every free shard whose first-ranked alive member (rendezvous hashing, as the
+ * authority ranks) is this node is asked for. Run with an authority that does not assign
+ * on its own (`autoAssign: false`), so that shards spread over the members that start
+ * together instead of going to the first one; a failed member's shards are claimed by the
+ * next-ranked alive member once its leases expire (with per-node stores the authority
+ * refuses that, and the shard stays held until its owner returns).
+ */
+export function startClaiming(
+  membership: Membership,
+  shardCount: number,
+  expected: readonly string[],
+  opts: { readonly everyMs?: number; readonly graceMs?: number } = {},
+): () => void {
+  const started = Date.now();
+  const asked = new Map<number, number>();
+  let busy = false;
+  const tick = async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const v = membership.view();
+      const alive = v.members.filter((m) => m.status === 'alive').map((m) => m.id);
+      const everyone = expected.every((id) => v.members.some((m) => m.id === id));
+      if (!everyone && Date.now() - started < (opts.graceMs ?? 3000)) return;
+      const leased = new Set(v.leases.map((l) => l.shard));
+      const now = Date.now();
+      for (let s = 0; s < shardCount; s++) {
+        if (leased.has(s) || rankedOwner(alive, s) !== membership.self) continue;
+        if ((asked.get(s) ?? 0) > now - 200) continue;
+        asked.set(s, now);
+        await membership.grant(s).catch(() => {});
+      }
+    } finally {
+      busy = false;
+    }
+  };
+  const timer = setInterval(() => void tick(), opts.everyMs ?? 50);
+  timer.unref();
+  void tick();
+  return () => clearInterval(timer);
+}
+
+/** Reads and checks a node config file; TLS paths are made absolute. */
+export async function readNodeConfig(file: string): Promise<ClusterNodeConfig> {
+  let cfg: ClusterNodeConfig;
+  try {
+    cfg = JSON.parse(await readFile(file, 'utf8')) as ClusterNodeConfig;
+  } catch (e) {
+    throw clusterError(ClusterCode.BAD_CONFIG, `cannot read the node config ${file}: ${(e as Error).message}`, {
+      field: 'file',
+    });
+  }
+  const need = (ok: boolean, field: string, what: string) => {
+    if (!ok) throw clusterError(ClusterCode.BAD_CONFIG, `node config ${file}: ${field} ${what}`, { field });
+  };
+  need(typeof cfg === 'object' && cfg !== null, 'config', 'must be a JSON object');
+  need(typeof cfg.self === 'string', 'self', 'must be the node id');
+  need(Array.isArray(cfg.members) && cfg.members.some((m) => m?.id === cfg.self), 'members', 'must list this node');
+  need(typeof cfg.authority === 'string', 'authority', 'must name the authority node');
+  need(typeof cfg.dataDir === 'string', 'dataDir', 'must be a directory path');
+  need(typeof cfg.tls?.cert === 'string' && typeof cfg.tls.key === 'string', 'tls', 'must give cert, key and ca');
+  clusterMeta(cfg.meta);
+  const base = dirname(resolve(file));
+  return {
+    ...cfg,
+    dataDir: resolve(base, cfg.dataDir),
+    ...(cfg.sharedDir === undefined ? {} : { sharedDir: resolve(base, cfg.sharedDir) }),
+    tls: { cert: resolve(base, cfg.tls.cert), key: resolve(base, cfg.tls.key), ca: resolve(base, cfg.tls.ca) },
+  };
+}
+
+/**
+ * Starts a node from its configuration: listens on its member address, joins, and returns
+ * the running ClusterNode (`stop()` drains it; with a shared store it hands its shards over).
+ */
+export async function launchClusterNode(
+  cfg: ClusterNodeConfig,
+  opts: {
+    // biome-ignore lint/suspicious/noExplicitAny: charts of any state type
+    readonly charts?: Readonly<Record<string, Chart<any, any>>>;
+    readonly onMacrostep?: (iri: string, entry: MacrostepEntry) => void;
+    readonly onError?: (e: unknown) => void;
+  } = {},
+): Promise<ClusterNode> {
+  const meta = clusterMeta(cfg.meta);
+  const me = cfg.members.find((m) => m.id === cfg.self);
+  if (me === undefined) {
+    throw clusterError(ClusterCode.UNKNOWN_NODE, `node ${cfg.self} is not in the members list`, { field: 'self' });
+  }
+  await mkdir(cfg.dataDir, { recursive: true });
+  const layout = cfg.journal ?? 'per-node';
+  const storeHostId = cfg.storeHost ?? cfg.authority;
+  const isAuthority = cfg.self === cfg.authority;
+  const host = isAuthority
+    ? new AuthorityHost({
+        meta,
+        members: cfg.members,
+        ...(cfg.lease ? { lease: cfg.lease } : {}),
+        ...(cfg.detector ? { detector: cfg.detector } : {}),
+        journals: layout,
+        autoAssign: false,
+        epochBase: BigInt(Date.now()) << 16n,
+        tickEveryMs: 20,
+      })
+    : undefined;
+  const storeHost =
+    layout === 'shared' && cfg.self === storeHostId
+      ? new StoreHost(cfg.sharedDir ?? join(cfg.dataDir, 'shared'), meta.shardCount, cfg.fsync ?? 'batch')
+      : undefined;
+  const tls = {
+    cert: readFileSync(cfg.tls.cert, 'utf8'),
+    key: readFileSync(cfg.tls.key, 'utf8'),
+    ca: readFileSync(cfg.tls.ca, 'utf8'),
+  };
+  let membership: StaticMembership | undefined;
+  const addressOf = (node: string) =>
+    membership?.view().members.find((m) => m.id === node)?.address ?? cfg.members.find((m) => m.id === node)?.address;
+  const cc = clusterConfig(cfg.cluster);
+  const [hostName, portText] = me.address.split(':');
+  const wire = new Http2Wire({
+    self: cfg.self,
+    cluster: meta.id,
+    tls,
+    host: hostName || '127.0.0.1',
+    port: Number(portText ?? 0),
+    resolve: addressOf,
+    isMember: (node) => (host ? host.isAdmitted(node) : cfg.members.some((m) => m.id === node)),
+    // One wire attempt is bounded well below the delivery deadline, so that the processor
+    // asks placement again (the owner may have changed) between attempts.
+    deliveryDeadlineMs: Math.min(cc.deliveryDeadlineMs, 2000),
+    retryBackoffMs: cc.retryBackoffMs,
+    dedupCapacity: cc.dedupCapacity,
+    maxFrameBytes: cc.maxFrameBytes,
+    ...(cfg.wire?.streamCap === undefined ? {} : { streamCap: cfg.wire.streamCap }),
+    ...(cfg.wire?.poolSize === undefined ? {} : { poolSize: cfg.wire.poolSize }),
+  });
+  const address = await wire.listen();
+  wire.onCall(async (from, body) => {
+    if (body[0] === STORE_TAG) {
+      if (!storeHost) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no shared store`);
+      return storeHost.handle(from, body);
+    }
+    if (!host) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no lease authority`);
+    return host.handle(from, body);
+  });
+  const call: AuthorityCall = host
+    ? host.call
+    : async (req) => decodeReply(await wire.call(cfg.authority, encodeRequest(req)));
+  const rate = cfg.leaseClockRate ?? 1;
+  membership = new StaticMembership({
+    config: { meta, self: { id: cfg.self, address }, members: cfg.members, authority: cfg.authority },
+    call,
+    ...(cfg.lease ? { lease: cfg.lease } : {}),
+    ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
+    ...(rate !== 1 ? { clock: () => performance.now() * rate } : {}),
+    ...(opts.onError ? { onError: opts.onError } : {}),
+  });
+  const deadLog = await openLog(join(cfg.dataDir, DEAD_LETTER_LOG), { fsync: 'batch' });
+  const dead = new DeadLetters(deadLog);
+  let open: (shard: number) => Promise<LogStorage>;
+  if (layout === 'shared') {
+    open = async (shard) =>
+      storeHost
+        ? RemoteLog.open(shard, (body) => storeHost.handle(cfg.self, body))
+        : RemoteLog.open(shard, (body) => wire.call(storeHostId, body));
+  } else {
+    const journalDir = join(cfg.dataDir, 'journal');
+    // The single-node journal layout: the directory can be opened by `openJournal` too.
+    const j = await openJournal(journalDir, { shardCount: meta.shardCount });
+    await j.close();
+    open = async (shard) => {
+      const d = shardDir(journalDir, shard);
+      await mkdir(d, { recursive: true });
+      return openLog(d, { fsync: cfg.fsync ?? 'batch' });
+    };
+  }
+  const m = membership;
+  const cn = assembleClusterNode({
+    self: cfg.self,
+    meta,
+    membership: m,
+    wire,
+    layout,
+    open,
+    deadLetters: dead,
+    config: cc,
+    ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
+    ...(opts.charts ? { charts: opts.charts } : {}),
+    ...(opts.onMacrostep ? { onMacrostep: opts.onMacrostep } : {}),
+    onStop: async () => {
+      if (layout === 'shared') {
+        // A shared store needs no shipping: hand every shard over so another node takes it now.
+        // Bounded: when the authority is gone already, the leases simply expire.
+        let timer: NodeJS.Timeout | undefined;
+        const handOver = (async () => {
+          await m.drain();
+          for (const l of m.held()) await m.release(l.shard, l.epoch);
+          await m.leave();
+        })().catch(() => {});
+        await Promise.race([handOver, new Promise((r) => (timer = setTimeout(r, 3000)))]);
+        clearTimeout(timer);
+      }
+      await m.close();
+      host?.close();
+      await wire.close();
+      await storeHost?.close();
+      await deadLog.close();
+    },
+  });
+  // The authority's node may still be starting: retry joining for a while.
+  const joinBy = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await m.join();
+      break;
+    } catch (e) {
+      if ((e as { code?: string }).code !== ClusterCode.UNAVAILABLE || Date.now() > joinBy) {
+        await wire.close();
+        host?.close();
+        await deadLog.close();
+        throw e;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const stopClaiming = startClaiming(
+    m,
+    meta.shardCount,
+    cfg.members.map((x) => x.id),
+  );
+  const stop = cn.stop.bind(cn);
+  cn.stop = async () => {
+    stopClaiming();
+    await stop();
+  };
+  return cn;
+}

@@ -1,0 +1,355 @@
+/**
+ * The `cluster` Event I/O Processor and the receive side of a cluster node.
+ *
+ * Send: the envelope becomes a cluster frame (payload: the envelope and the sending node as
+ * JSON) stamped with a fencing token: for a send of an actor, the actor's shard and the
+ * lease epoch this node holds (or last held) on it, so a stale owner's frames are dropped by
+ * receivers; for a send from outside any actor, the target's shard and epoch 0 (no token).
+ * It goes to the owner placement names, and is retried every `retryBackoffMs` until it is
+ * acknowledged or `deliveryDeadlineMs` passed; then `send` rejects and the runtime raises
+ * `error.communication` at the sending actor.
+ *
+ * Receive: a frame of a stale token goes to the dead-letter log (answered `stale`). A frame
+ * for an actor this node runs is delivered with `whenFull: 'wait'` and acknowledged only once
+ * the macrostep that consumed it is durable (or it is a known duplicate). A frame for a shard
+ * another node owns is forwarded there with `hops + 1` and the sending node is told the new
+ * owner (a redirect); past `hopLimit` it is refused, dead-lettered, and the reason reaches the
+ * sender. A frame for a shard without a live owner waits until one appears.
+ */
+import { randomBytes } from 'node:crypto';
+import type { ClusterFrame } from '../codec/cluster-frame.js';
+import { isPlexusError, PlexusError } from '../core/errors.js';
+import type { Wire } from '../net/types.js';
+import type { ActorEvent, Envelope, EventIOProcessor, NodeHandle, Outgoing } from '../runtime/types.js';
+import type { ClusterConfig } from './config.js';
+import { ClusterCode, clusterError } from './errors.js';
+import type { DeadLetters, EpochGate } from './fencing.js';
+import { type ClusterPlacement, REPLY_PREFIX } from './placement.js';
+
+/** The target IRI of control frames between nodes (redirects and refusal reasons). */
+export const NOTICE_TARGET = 'plexus-cluster:notice';
+/** Sender IRI of control frames. */
+const NOTICE_SENDER = 'plexus-cluster:node';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder('utf-8', { fatal: true });
+
+/** What a DATA frame's payload carries. */
+interface Carried {
+  /** The node that first sent the frame. */
+  readonly node: string;
+  readonly id: string;
+  readonly event: ActorEvent;
+}
+
+type Notice =
+  | { readonly kind: 'redirect'; readonly shard: number; readonly owner: string; readonly epoch: string }
+  | { readonly kind: 'refused'; readonly messageId: string; readonly code: string; readonly reason: string };
+
+/** Counters of one node's cluster traffic. */
+export interface ClusterStats {
+  sent: number;
+  retries: number;
+  delivered: number;
+  forwarded: number;
+  redirectsSent: number;
+  redirectsTaken: number;
+  stale: number;
+  hopRefusals: number;
+  held: number;
+  failed: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let idPool = new Uint8Array(0);
+let idAt = 0;
+
+/** A fresh random 16-byte wire message id for one attempt (kept across the wire's own retries). */
+function wireId(): Uint8Array {
+  if (idAt + 16 > idPool.length) {
+    idPool = randomBytes(16 * 4096);
+    idAt = 0;
+  }
+  const id = idPool.slice(idAt, idAt + 16);
+  idAt += 16;
+  return id;
+}
+
+function hex(b: Uint8Array): string {
+  return Buffer.from(b).toString('hex');
+}
+
+export class ClusterProcessor implements EventIOProcessor {
+  readonly type = 'cluster';
+  readonly stats: ClusterStats = {
+    sent: 0,
+    retries: 0,
+    delivered: 0,
+    forwarded: 0,
+    redirectsSent: 0,
+    redirectsTaken: 0,
+    stale: 0,
+    hopRefusals: 0,
+    held: 0,
+    failed: 0,
+  };
+  private node?: NodeHandle;
+  private readonly attached: Promise<NodeHandle>;
+  private resolveAttached!: (n: NodeHandle) => void;
+  /** Refusal reasons told by other nodes, by wire message id (hex), until read. */
+  private readonly reasons = new Map<string, { code: string; reason: string }>();
+  private closed = false;
+
+  constructor(
+    private readonly self: string,
+    private readonly wire: Wire,
+    private readonly placement: ClusterPlacement,
+    private readonly gate: EpochGate,
+    private readonly deadLetters: DeadLetters,
+    private readonly config: ClusterConfig,
+  ) {
+    this.attached = new Promise((r) => {
+      this.resolveAttached = r;
+    });
+    wire.onFrame((from, frame) => this.receive(from, frame));
+  }
+
+  attach(node: NodeHandle): void {
+    this.node = node;
+    this.resolveAttached(node);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  // ---- send -------------------------------------------------------------------------------
+
+  /** The fencing token of a send: the sending actor's shard and held epoch, or the target's shard and 0. */
+  private token(from: string, target: string): { shard: number; epoch: bigint } {
+    if (from !== '' && !from.startsWith(REPLY_PREFIX)) {
+      const shard = this.placement.shardOf(from);
+      const epoch = this.placement.heldEpoch(shard);
+      if (epoch > 0n) return { shard, epoch };
+    }
+    return { shard: target.startsWith(REPLY_PREFIX) ? 0 : this.placement.shardOf(target), epoch: 0n };
+  }
+
+  async send(out: Outgoing): Promise<void> {
+    const env = out.envelope;
+    const from = out.from || env.event.origin || '';
+    const { shard, epoch } = this.token(from, env.target);
+    const payload = enc.encode(JSON.stringify({ node: this.self, id: env.id, event: env.event } satisfies Carried));
+    const end = Date.now() + this.config.deliveryDeadlineMs;
+    let attempt = 0;
+    let last: unknown;
+    this.stats.sent++;
+    for (;;) {
+      if (attempt > 0) this.stats.retries++;
+      const decision = this.placement.decide(env.target);
+      try {
+        if (decision.kind === 'local') {
+          const node = this.node ?? (await this.attached);
+          await node.deliver(env, { whenFull: 'wait' });
+          return;
+        }
+        if (decision.kind === 'remote') {
+          const messageId = wireId();
+          const verdict = await this.wire.send(decision.node, {
+            shard,
+            epoch,
+            hops: 0,
+            messageId,
+            sender: from || `${NOTICE_SENDER}/${this.self}`,
+            target: env.target,
+            payload,
+          });
+          if (verdict === 'stored' || verdict === 'duplicate') return;
+          if (verdict === 'stale') {
+            if (epoch > 0n) {
+              throw clusterError(
+                ClusterCode.FENCED,
+                `the frame to ${env.target} carried epoch ${epoch} of shard ${shard}, which a newer owner replaced: this node lost the sender's shard`,
+                { shard, epoch: `${epoch}` },
+              );
+            }
+            last = new Error(`node ${decision.node} called the frame stale`);
+          } else {
+            const r = this.reasons.get(hex(messageId));
+            this.reasons.delete(hex(messageId));
+            if (r !== undefined) throw new PlexusError(r.code, r.reason, { target: env.target });
+            last = new Error(`node ${decision.node} refused the frame to ${env.target}`);
+          }
+        } else {
+          last = new Error(`no live node owns the shard of ${env.target}`);
+        }
+      } catch (e) {
+        if (isPlexusError(e) && FINAL.has(e.code)) {
+          this.stats.failed++;
+          throw e;
+        }
+        last = e;
+      }
+      attempt++;
+      if (this.closed || Date.now() + this.config.retryBackoffMs > end) {
+        this.stats.failed++;
+        throw clusterError(
+          ClusterCode.DEADLINE,
+          `no node acknowledged message ${env.id} to ${env.target} within ${this.config.deliveryDeadlineMs} ms (${attempt} attempts): ${(last as Error)?.message ?? 'unknown'}`,
+          { target: env.target, attempts: attempt },
+          last,
+        );
+      }
+      await sleep(this.config.retryBackoffMs);
+    }
+  }
+
+  // ---- receive ----------------------------------------------------------------------------
+
+  private async receive(from: string, frame: ClusterFrame): Promise<'stored' | 'stale' | 'refused'> {
+    if (frame.target === NOTICE_TARGET) return this.notice(frame);
+    if (frame.epoch > 0n && !this.gate.admit(frame.shard, frame.epoch)) {
+      this.stats.stale++;
+      await this.deadLetters.record('stale-epoch', from, frame, this.gate.epochOf(frame.shard));
+      return 'stale';
+    }
+    let carried: Carried;
+    try {
+      carried = JSON.parse(dec.decode(frame.payload)) as Carried;
+      if (typeof carried?.id !== 'string' || typeof carried.node !== 'string' || typeof carried.event !== 'object') {
+        throw new TypeError('shape');
+      }
+    } catch {
+      return 'refused';
+    }
+    const env: Envelope = { id: carried.id, target: frame.target, event: carried.event };
+    for (;;) {
+      if (this.closed) return 'refused';
+      const d = this.placement.decide(frame.target);
+      if (d.kind === 'local') {
+        const node = this.node ?? (await this.attached);
+        try {
+          await node.deliver(env, { whenFull: 'wait' });
+        } catch (e) {
+          if (isPlexusError(e) && e.code === 'PLX_RUNTIME_BAD_INPUT') return 'refused';
+          if (isPlexusError(e) && (e.code === 'PLX_RUNTIME_NO_CHART' || e.code === 'PLX_RUNTIME_BAD_INPUT')) {
+            await this.tell(carried.node, {
+              kind: 'refused',
+              messageId: hex(frame.messageId),
+              code: e.code,
+              reason: e.message,
+            });
+          }
+          return 'refused';
+        }
+        this.stats.delivered++;
+        return 'stored';
+      }
+      if (d.kind === 'remote') return this.forward(from, frame, carried, d.node);
+      // No live owner: hold the frame (its pair's next frame waits too) until one appears.
+      this.stats.held++;
+      await sleep(this.config.retryBackoffMs);
+    }
+  }
+
+  private async forward(
+    from: string,
+    frame: ClusterFrame,
+    carried: Carried,
+    owner: string,
+  ): Promise<'stored' | 'stale' | 'refused'> {
+    const targetShard = this.placement.shardOf(frame.target);
+    if (frame.hops + 1 > this.config.hopLimit) {
+      this.stats.hopRefusals++;
+      await this.deadLetters.record('hop-limit', from, frame, this.gate.epochOf(frame.shard));
+      await this.tell(carried.node, {
+        kind: 'refused',
+        messageId: hex(frame.messageId),
+        code: ClusterCode.HOP_LIMIT,
+        reason: `message ${carried.id} to ${frame.target} was forwarded ${frame.hops} times and the hop limit is ${this.config.hopLimit}; the nodes disagree on the owner of shard ${targetShard}`,
+      });
+      return 'refused';
+    }
+    this.stats.forwarded++;
+    if (carried.node !== this.self) {
+      this.stats.redirectsSent++;
+      void this.tell(carried.node, {
+        kind: 'redirect',
+        shard: targetShard,
+        owner,
+        epoch: `${this.placement.ownerEpoch(targetShard)}`,
+      }).catch(() => {});
+    }
+    let verdict: string;
+    try {
+      verdict = await this.wire.send(owner, {
+        shard: frame.shard,
+        epoch: frame.epoch,
+        hops: frame.hops + 1,
+        messageId: frame.messageId,
+        sender: frame.sender,
+        target: frame.target,
+        payload: frame.payload,
+      });
+    } catch {
+      return 'refused';
+    }
+    if (verdict === 'stale') return 'stale';
+    if (verdict === 'refused') return 'refused';
+    return 'stored';
+  }
+
+  /** Sends a control notice to `node` (acknowledged before this resolves). */
+  private async tell(node: string, n: Notice): Promise<void> {
+    if (node === this.self) {
+      this.takeNotice(n);
+      return;
+    }
+    try {
+      await this.wire.send(node, {
+        shard: 0,
+        epoch: 0n,
+        hops: 0,
+        sender: `${NOTICE_SENDER}/${this.self}`,
+        target: NOTICE_TARGET,
+        payload: enc.encode(JSON.stringify(n)),
+      });
+    } catch {
+      // The sender retries or times out on its own.
+    }
+  }
+
+  private async notice(frame: ClusterFrame): Promise<'stored' | 'refused'> {
+    let n: Notice;
+    try {
+      n = JSON.parse(dec.decode(frame.payload)) as Notice;
+    } catch {
+      return 'refused';
+    }
+    this.takeNotice(n);
+    return 'stored';
+  }
+
+  private takeNotice(n: Notice): void {
+    if (n?.kind === 'redirect' && typeof n.owner === 'string' && /^[0-9]{1,20}$/.test(n.epoch)) {
+      if (this.placement.redirect(n.shard, n.owner, BigInt(n.epoch))) this.stats.redirectsTaken++;
+    } else if (n?.kind === 'refused' && typeof n.messageId === 'string' && typeof n.code === 'string') {
+      this.reasons.set(n.messageId, { code: n.code, reason: String(n.reason) });
+      if (this.reasons.size > 10_000) {
+        const first = this.reasons.keys().next().value as string;
+        this.reasons.delete(first);
+      }
+    }
+  }
+}
+
+/** Failures that no retry can fix. */
+const FINAL = new Set<string>([
+  ClusterCode.FENCED,
+  ClusterCode.HOP_LIMIT,
+  'PLX_RUNTIME_NO_CHART',
+  'PLX_RUNTIME_BAD_INPUT',
+  'PLX_WIRE_FRAME_TOO_LARGE',
+  'PLX_WIRE_BAD_FRAME',
+]);
