@@ -103,7 +103,9 @@ async function verify(c: Cluster, acked: Acked[], unknown: Set<string>): Promise
   }
   for (const u of unknown) expect(seen.get(u) ?? 0).toBeLessThanOrEqual(1);
   // Positions are dense: no gap anywhere.
-  (logs[0] as LogRecord[]).forEach((r, i) => expect(r.position).toBe(from + BigInt(i)));
+  (logs[0] as LogRecord[]).forEach((r, i) => {
+    expect(r.position).toBe(from + BigInt(i));
+  });
 }
 
 describe('replicated log under sustained load', () => {
