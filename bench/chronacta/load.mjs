@@ -1,21 +1,31 @@
-// The load generator of the Chronacta suite (bench/chronacta.mjs starts it as a child
-// process). One process, one thread: every gRPC client below is grpc-js with proto-loader,
-// the same stack for both servers, each client on its own HTTP/2 connection (a local
-// subchannel pool per channel). better-sqlite3 is a library, so it runs here, in this
-// process, on this thread.
+// The load generator of the Chronacta suite (bench/chronacta.mjs starts it as one or more
+// child processes). One thread per process: every gRPC client below is grpc-js with
+// proto-loader, the same stack for both servers, each client on its own HTTP/2 connection
+// (a local subchannel pool per channel). better-sqlite3 is a library, so it runs in the
+// first load process, on its thread, after the gRPC cases.
 //
 // argv[2] is a JSON object:
 //   { root, chronacta: 'host:port', etcd: 'host:port' | null, sqliteDir,
 //     concurrencies: [1, 16, 64], batches: [1, 100], readers: [1, 16],
-//     samples, sampleMs, warmupMs, eventBytes }
+//     samples, sampleMs, warmupMs, eventBytes,
+//     loaders: 1, loader: 0, startAt: epoch ms | undefined, gapMs,
+//     serverPids: { chronacta: pid, etcd: pid } }
+//
+// With `loaders` = N, N processes share every case: the case's clients 0 .. conc-1 are
+// dealt out round robin (client i runs in process i mod N), and every process runs case k
+// of the gRPC cases (Chronacta appends, reads, then etcd's) in the same wall-clock slot,
+// from startAt + k * (warmupMs + samples * sampleMs + gapMs). Without startAt the first
+// slot starts at once.
 //
 // Every case runs closed loops (each client sends its next call when the previous one has
-// been answered) for warmupMs, then `samples` windows of sampleMs. A window's rate counts
-// the calls completed inside it; latencies are those of the calls completed inside the
-// windows. One `BENCH {json}` line per case on stdout:
-//   { impl, op: 'append' | 'read', conc, batch, eventsPerSec: [per window],
-//     callsPerSec: [per window], p50Ms, p99Ms, calls }
-import { mkdirSync } from 'node:fs';
+// been answered) for warmupMs, then `samples` windows of sampleMs. One `BENCH {json}` line
+// per case and process on stdout, which bench/chronacta.mjs adds up over the processes:
+//   { impl, op, conc, batch, loader, clients, calls: [per window], events: [per window],
+//     lats: [ms of every call completed inside the windows], lateMs,
+//     serverCpuUs, loadCpuUs }
+// serverCpuUs is the server's user + system CPU time over the windows (from /proc: it does
+// not depend on what else the machine runs), loadCpuUs this process's own.
+import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -33,6 +43,53 @@ const CHANNEL = {
 };
 const PAGE = 1000;
 const payload = Buffer.alloc(cfg.eventBytes, 0x61);
+const LOADERS = cfg.loaders ?? 1;
+const ME = cfg.loader ?? 0;
+const SLOT_MS = cfg.warmupMs + cfg.samples * cfg.sampleMs + (cfg.gapMs ?? 500);
+/** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes. */
+const now = () => performance.timeOrigin + performance.now();
+let firstSlot = cfg.startAt;
+let slot = 0;
+
+/** The global indices (0 .. conc-1) of the clients this process runs. */
+function mine(conc) {
+  const out = [];
+  for (let i = ME; i < conc; i += LOADERS) out.push(i);
+  return out;
+}
+
+/** User + system CPU time of process `pid` in microseconds (from /proc), or NaN. */
+function procCpuUs(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) * (1e6 / 100); // USER_HZ ticks
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** CPU time of the server under test and of this process, read at `from` and at `to` (wall clock). */
+function cpuOver(serverPid, from, to) {
+  const read = () => {
+    const c = process.cpuUsage();
+    return { server: serverPid ? procCpuUs(serverPid) : Number.NaN, self: c.user + c.system };
+  };
+  const at = (t) => new Promise((r) => setTimeout(() => r(read()), Math.max(0, t - now())));
+  return Promise.all([at(from), at(to)]).then(([a, b]) => ({
+    serverCpuUs: b.server - a.server,
+    loadCpuUs: b.self - a.self,
+  }));
+}
+
+/** Waits for the next case's slot; returns its start and how late this process is for it. */
+async function nextSlot() {
+  firstSlot ??= now();
+  const at = firstSlot + slot++ * SLOT_MS;
+  const wait = at - now();
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  return { t0: at, lateMs: Math.max(0, -wait) };
+}
 
 function emit(o) {
   process.stdout.write(`BENCH ${JSON.stringify(o)}\n`);
@@ -44,58 +101,50 @@ function unary(client, method, req) {
   });
 }
 
-function quantile(sorted, q) {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-}
-
-/** The per-window rates and latency quantiles of one case's recorded calls. */
-function summarize(ends, lats, start, events) {
+/** The calls and events completed in each sample window, and the latencies of those calls. */
+function windows(r) {
   const n = cfg.samples;
-  const counts = new Array(n).fill(0);
-  const inWindow = [];
-  const stop = start + n * cfg.sampleMs;
-  for (let i = 0; i < ends.length; i++) {
-    const t = ends[i];
-    if (t < start || t >= stop) continue;
-    counts[Math.floor((t - start) / cfg.sampleMs)]++;
-    inWindow.push(lats[i]);
+  const calls = new Array(n).fill(0);
+  const events = new Array(n).fill(0);
+  const lats = [];
+  const stop = r.start + n * cfg.sampleMs;
+  for (let i = 0; i < r.ends.length; i++) {
+    const t = r.ends[i];
+    if (t < r.start || t >= stop) continue;
+    const w = Math.floor((t - r.start) / cfg.sampleMs);
+    calls[w]++;
+    events[w] += r.events[i];
+    lats.push(Math.round(r.lats[i] * 1000) / 1000);
   }
-  const lat = Float64Array.from(inWindow).sort();
-  const callsPerSec = counts.map((c) => (c * 1000) / cfg.sampleMs);
-  return {
-    callsPerSec,
-    eventsPerSec: callsPerSec.map((c) => c * events),
-    p50Ms: quantile(lat, 0.5),
-    p99Ms: quantile(lat, 0.99),
-    calls: lat.length,
-  };
+  return { calls, events, lats };
 }
 
 /**
  * Runs `conc` closed loops of `op(client index)` (which resolves with the number of events
  * it handled) through warm-up and the sample windows.
  */
-async function closedLoop(conc, op) {
+async function closedLoop(conc, op, serverPid) {
   const ends = [];
   const lats = [];
   const events = [];
-  const t0 = performance.now();
+  const { t0, lateMs } = await nextSlot();
   const start = t0 + cfg.warmupMs;
   const stop = start + cfg.samples * cfg.sampleMs;
   const loop = async (i) => {
     for (;;) {
-      const a = performance.now();
+      const a = now();
       if (a >= stop) return;
       const ev = await op(i);
-      const b = performance.now();
+      const b = now();
       ends.push(b);
       lats.push(b - a);
       events.push(ev);
     }
   };
-  await Promise.all(Array.from({ length: conc }, (_, i) => loop(i)));
-  return { ends, lats, events, start };
+  const ids = mine(conc);
+  const cpu = cpuOver(serverPid, start, stop);
+  await Promise.all(ids.map((i) => loop(i)));
+  return { ends, lats, events, start, clients: ids.length, lateMs, ...(await cpu) };
 }
 
 /** The same as closedLoop for a synchronous op, on this thread (one client). */
@@ -103,36 +152,46 @@ function syncLoop(op) {
   const ends = [];
   const lats = [];
   const events = [];
-  const t0 = performance.now();
+  const t0 = now();
   const start = t0 + cfg.warmupMs;
   const stop = start + cfg.samples * cfg.sampleMs;
+  let c0;
   for (;;) {
-    const a = performance.now();
+    const a = now();
     if (a >= stop) break;
+    if (c0 === undefined && a >= start) c0 = process.cpuUsage();
     const ev = op();
-    const b = performance.now();
+    const b = now();
     ends.push(b);
     lats.push(b - a);
     events.push(ev);
   }
-  return { ends, lats, events, start };
+  const cpu = process.cpuUsage(c0);
+  return {
+    ends,
+    lats,
+    events,
+    start,
+    clients: 1,
+    lateMs: 0,
+    serverCpuUs: Number.NaN,
+    loadCpuUs: cpu.user + cpu.system,
+  };
 }
 
 function report(impl, op, conc, batch, r) {
-  const s = summarize(r.ends, r.lats, r.start, 1);
-  // Reads return a varying number of events per call: count them per window.
-  if (op === 'read') {
-    const ev = new Array(cfg.samples).fill(0);
-    const stop = r.start + cfg.samples * cfg.sampleMs;
-    for (let i = 0; i < r.ends.length; i++) {
-      const t = r.ends[i];
-      if (t >= r.start && t < stop) ev[Math.floor((t - r.start) / cfg.sampleMs)] += r.events[i];
-    }
-    s.eventsPerSec = ev.map((c) => (c * 1000) / cfg.sampleMs);
-  } else {
-    s.eventsPerSec = s.callsPerSec.map((c) => c * batch);
-  }
-  emit({ impl, op, conc, batch, ...s });
+  emit({
+    impl,
+    op,
+    conc,
+    batch,
+    loader: ME,
+    clients: r.clients,
+    lateMs: Math.round(r.lateMs),
+    serverCpuUs: r.serverCpuUs,
+    loadCpuUs: r.loadCpuUs,
+    ...windows(r),
+  });
 }
 
 const maxConc = Math.max(...cfg.concurrencies, ...cfg.readers);
@@ -141,57 +200,71 @@ const maxConc = Math.max(...cfg.concurrencies, ...cfg.readers);
 if (cfg.chronacta) {
   const def = protoLoader.loadSync(join(cfg.root, 'proto/chronacta.proto'), LOADER);
   const EventStore = grpc.loadPackageDefinition(def).plexus.chronacta.v1.EventStore;
-  const clients = Array.from(
-    { length: maxConc },
-    () => new EventStore(cfg.chronacta, grpc.credentials.createInsecure(), CHANNEL),
+  // Indexed by the client's global index; only this process's clients are made.
+  const clients = Array.from({ length: maxConc }, (_, i) =>
+    i % LOADERS === ME ? new EventStore(cfg.chronacta, grpc.credentials.createInsecure(), CHANNEL) : undefined,
   );
   let run = 0;
   for (const batch of cfg.batches) {
     const events = Array.from({ length: batch }, () => ({ type: 'bench', data: payload }));
     for (const conc of cfg.concurrencies) {
       run++;
-      const r = await closedLoop(conc, async (i) => {
-        await unary(clients[i], 'append', { stream: `bench-${run}-${i}`, events });
-        return batch;
-      });
+      const r = await closedLoop(
+        conc,
+        async (i) => {
+          await unary(clients[i], 'append', { stream: `bench-${run}-${i}`, events });
+          return batch;
+        },
+        cfg.serverPids?.chronacta,
+      );
       report('chronacta', 'append', conc, batch, r);
     }
   }
   for (const conc of cfg.readers) {
     const next = new Array(conc).fill(undefined);
-    const r = await closedLoop(conc, async (i) => {
-      const req = { maxCount: PAGE };
-      if (next[i] !== undefined) req.fromPosition = next[i];
-      const res = await unary(clients[i], 'readAll', req);
-      next[i] = res.end ? undefined : res.nextPosition;
-      return res.events.length;
-    });
+    const r = await closedLoop(
+      conc,
+      async (i) => {
+        const req = { maxCount: PAGE };
+        if (next[i] !== undefined) req.fromPosition = next[i];
+        const res = await unary(clients[i], 'readAll', req);
+        next[i] = res.end ? undefined : res.nextPosition;
+        return res.events.length;
+      },
+      cfg.serverPids?.chronacta,
+    );
     report('chronacta', 'read', conc, PAGE, r);
   }
-  for (const c of clients) c.close();
+  for (const c of clients) c?.close();
 }
 
 // ---------- etcd ----------
 if (cfg.etcd) {
   const def = protoLoader.loadSync(join(cfg.root, 'bench/chronacta/etcd.proto'), LOADER);
   const KV = grpc.loadPackageDefinition(def).etcdserverpb.KV;
-  const clients = Array.from({ length: maxConc }, () => new KV(cfg.etcd, grpc.credentials.createInsecure(), CHANNEL));
+  const clients = Array.from({ length: maxConc }, (_, i) =>
+    i % LOADERS === ME ? new KV(cfg.etcd, grpc.credentials.createInsecure(), CHANNEL) : undefined,
+  );
   const seq = new Array(maxConc).fill(0);
   const key = (run, i) => Buffer.from(`ev/${run}/${i}/${String(seq[i]++).padStart(10, '0')}`);
   let run = 0;
   for (const batch of cfg.batches) {
     for (const conc of cfg.concurrencies) {
       run++;
-      const r = await closedLoop(conc, async (i) => {
-        if (batch === 1) {
-          await unary(clients[i], 'put', { key: key(run, i), value: payload });
-        } else {
-          const success = [];
-          for (let k = 0; k < batch; k++) success.push({ requestPut: { key: key(run, i), value: payload } });
-          await unary(clients[i], 'txn', { success });
-        }
-        return batch;
-      });
+      const r = await closedLoop(
+        conc,
+        async (i) => {
+          if (batch === 1) {
+            await unary(clients[i], 'put', { key: key(run, i), value: payload });
+          } else {
+            const success = [];
+            for (let k = 0; k < batch; k++) success.push({ requestPut: { key: key(run, i), value: payload } });
+            await unary(clients[i], 'txn', { success });
+          }
+          return batch;
+        },
+        cfg.serverPids?.etcd,
+      );
       report('etcd', 'append', conc, batch, r);
     }
   }
@@ -199,19 +272,23 @@ if (cfg.etcd) {
   const end = Buffer.from('ev0');
   for (const conc of cfg.readers) {
     const next = new Array(conc).fill(from);
-    const r = await closedLoop(conc, async (i) => {
-      const res = await unary(clients[i], 'range', { key: next[i], rangeEnd: end, limit: PAGE });
-      const kvs = res.kvs;
-      next[i] = res.more && kvs.length > 0 ? Buffer.concat([kvs[kvs.length - 1].key, Buffer.from([0])]) : from;
-      return kvs.length;
-    });
+    const r = await closedLoop(
+      conc,
+      async (i) => {
+        const res = await unary(clients[i], 'range', { key: next[i], rangeEnd: end, limit: PAGE });
+        const kvs = res.kvs;
+        next[i] = res.more && kvs.length > 0 ? Buffer.concat([kvs[kvs.length - 1].key, Buffer.from([0])]) : from;
+        return kvs.length;
+      },
+      cfg.serverPids?.etcd,
+    );
     report('etcd', 'read', conc, PAGE, r);
   }
-  for (const c of clients) c.close();
+  for (const c of clients) c?.close();
 }
 
 // ---------- better-sqlite3 (in this process) ----------
-if (cfg.sqliteDir) {
+if (cfg.sqliteDir && ME === 0) {
   const Database = require('better-sqlite3');
   mkdirSync(cfg.sqliteDir, { recursive: true });
   const db = new Database(join(cfg.sqliteDir, 'events.db'));

@@ -67,6 +67,11 @@ export function checkAppend(payloads: unknown, opts: AppendOptions | undefined):
       },
     );
   }
+  return { payloads, ...checkAppendOptions(opts) };
+}
+
+/** An append's options: the batch id copied (or made at random), the epoch and expectedLast checked. */
+function checkAppendOptions(opts: AppendOptions | undefined): Omit<CheckedAppend, 'payloads'> {
   if (opts !== undefined && (typeof opts !== 'object' || opts === null)) {
     throw badInput(`append options must be an object, got ${describe(opts)}`);
   }
@@ -87,7 +92,70 @@ export function checkAppend(payloads: unknown, opts: AppendOptions | undefined):
     epoch = o.epoch;
   }
   const expectedLast = o.expectedLast === undefined ? undefined : checkPosition(o.expectedLast, 'expectedLast', 0);
-  return { payloads, batchId, expectedLast, epoch };
+  return { batchId, expectedLast, epoch };
+}
+
+/** A batch laid out for `appendFramed`, checked: its record count and total size. */
+export interface CheckedFramed extends Omit<CheckedAppend, 'payloads'> {
+  readonly bytes: Uint8Array;
+  readonly lengths: readonly number[];
+}
+
+/**
+ * Checks the arguments of `appendFramed`: `bytes` must hold exactly a 48-byte gap and then
+ * `lengths[i]` payload bytes for each record, end to end, within the limits of `append`.
+ */
+export function checkFramed(batch: unknown, opts: AppendOptions | undefined): CheckedFramed {
+  if (typeof batch !== 'object' || batch === null) {
+    throw badInput(`appendFramed takes { bytes, lengths }, got ${describe(batch)}`);
+  }
+  const { bytes, lengths } = batch as { bytes?: unknown; lengths?: unknown };
+  if (!(bytes instanceof Uint8Array)) throw badInput(`appendFramed: bytes is ${describe(bytes)}, not a Uint8Array`);
+  if (!Array.isArray(lengths) && !(lengths instanceof Uint32Array)) {
+    throw badInput(
+      `appendFramed: lengths must be an array or a Uint32Array of payload lengths, got ${describe(lengths)}`,
+    );
+  }
+  const n = lengths.length;
+  if (n === 0) throw badInput('appendFramed needs at least one record');
+  if (n > MAX_BATCH_RECORDS) {
+    throw storageError(StorageCode.TOO_LARGE, `a batch holds at most ${MAX_BATCH_RECORDS} records, got ${n}`, {
+      records: n,
+    });
+  }
+  const out = new Array<number>(n);
+  let total = 0;
+  for (let i = 0; i < n; i++) {
+    const len: unknown = lengths[i];
+    if (typeof len !== 'number' || !Number.isSafeInteger(len) || len < 0) {
+      throw badInput(`appendFramed: length ${i} is ${describe(len)}, not a whole number of bytes`, { index: i });
+    }
+    if (len > MAX_RECORD_BYTES) {
+      throw storageError(
+        StorageCode.TOO_LARGE,
+        `payload ${i} is ${len} bytes; a record holds at most ${MAX_RECORD_BYTES}`,
+        { index: i, bytes: len },
+      );
+    }
+    out[i] = len;
+    total += RECORD_HEADER_BYTES + len;
+  }
+  if (total > MAX_BATCH_BYTES) {
+    throw storageError(
+      StorageCode.TOO_LARGE,
+      `the batch takes ${total} bytes; a batch takes at most ${MAX_BATCH_BYTES}`,
+      {
+        bytes: total,
+      },
+    );
+  }
+  if (total !== bytes.length) {
+    throw badInput(
+      `appendFramed: ${n} records of these lengths take ${total} bytes with their ${RECORD_HEADER_BYTES}-byte headers, but bytes holds ${bytes.length}`,
+      { bytes: bytes.length, expected: total },
+    );
+  }
+  return { bytes, lengths: out, ...checkAppendOptions(opts) };
 }
 
 /** A position argument as a number (a bigint from `min` to 2^53 - 1). */

@@ -89,6 +89,29 @@ export async function writeAll(fh: FileHandle, buf: Uint8Array, position: number
   }
 }
 
+/**
+ * Writes the buffers end to end at `position` with one gathered write (no copy into one
+ * buffer), finishing a short write with positional writes of the rest.
+ */
+export async function writeAllGathered(fh: FileHandle, bufs: readonly Uint8Array[], position: number): Promise<void> {
+  if (bufs.length === 1) return writeAll(fh, bufs[0] as Uint8Array, position);
+  let total = 0;
+  for (const b of bufs) total += b.length;
+  const { bytesWritten } = await fh.writev(bufs as Uint8Array[], position);
+  if (bytesWritten >= total) return;
+  // A short write (rare on regular files): the rest, copied out once.
+  let skip = bytesWritten;
+  const rest: Uint8Array[] = [];
+  for (const b of bufs) {
+    if (skip >= b.length) skip -= b.length;
+    else {
+      rest.push(skip > 0 ? b.subarray(skip) : b);
+      skip = 0;
+    }
+  }
+  await writeAll(fh, Buffer.concat(rest), position + bytesWritten);
+}
+
 /** Reads up to `length` bytes at `position`; fewer only at the end of the file. */
 export async function readAt(fh: FileHandle, position: number, length: number): Promise<Buffer> {
   const buf = Buffer.allocUnsafe(length);

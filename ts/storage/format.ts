@@ -4,7 +4,7 @@
  * are held as numbers inside the engine (exact up to 2^53 - 1); a stored position above that
  * is treated as damage.
  */
-import { crc32c } from '../core/index.js';
+import { allocShared, backend, crc32c, type SharedBytes } from '../core/index.js';
 
 /** Segment header: magic, base position, reserved, CRC-32C of bytes 0..27. */
 export const SEGMENT_HEADER_BYTES = 32;
@@ -99,10 +99,123 @@ export function decodeSegmentHeader(b: Buffer): { base: number } | { reason: str
 
 // ---------------------------------------------------------------- records
 
-/** The CRC-32C of a record: bytes 0..3 of its header, then bytes 8..47, then the payload. */
-export function recordCrc(buf: Buffer, off: number, length: number): number {
-  const c = crc32c(buf.subarray(off, off + 4));
-  return crc32c(buf.subarray(off + 8, off + RECORD_HEADER_BYTES + length), c);
+/**
+ * CRC-32C table for one byte (reflected polynomial 0x82F63B78): used only to run the CRC
+ * over a record's 4 length bytes, so that the rest of the record (header bytes 8..47 and
+ * the payload, which are contiguous) takes a single call of the crc32c kernel.
+ */
+const CRC_BYTE = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+/** The CRC-32C of the 4 little-endian bytes of `v` (a fresh checksum): equals crc32c of those bytes. */
+function crcOfU32(v: number): number {
+  let c = 0xffffffff;
+  c = (CRC_BYTE[(c ^ v) & 0xff] as number) ^ (c >>> 8);
+  c = (CRC_BYTE[(c ^ (v >>> 8)) & 0xff] as number) ^ (c >>> 8);
+  c = (CRC_BYTE[(c ^ (v >>> 16)) & 0xff] as number) ^ (c >>> 8);
+  c = (CRC_BYTE[(c ^ (v >>> 24)) & 0xff] as number) ^ (c >>> 8);
+  return ~c >>> 0;
+}
+
+/**
+ * The CRC-32C of a record: bytes 0..3 of its header, then bytes 8..47, then the payload.
+ * `length` is the record's payload length (header bytes 0..3 hold it).
+ */
+export function recordCrc(buf: Uint8Array, off: number, length: number): number {
+  const stored =
+    ((buf[off] as number) |
+      ((buf[off + 1] as number) << 8) |
+      ((buf[off + 2] as number) << 16) |
+      ((buf[off + 3] as number) << 24)) >>>
+    0;
+  return crc32c(buf.subarray(off + 8, off + RECORD_HEADER_BYTES + length), crcOfU32(stored));
+}
+
+/**
+ * A block of the crc32c kernel's own memory (with the wasm backend), reused by every batch:
+ * a batch is copied into it once and each record's CRC is computed in place, rather than
+ * each record being copied in by its own call. Batches above its largest size take the
+ * per-record path.
+ */
+let crcBlock: SharedBytes | undefined;
+const CRC_BLOCK_MAX = 1 << 20;
+
+function crcScratch(bytes: number): Uint8Array | undefined {
+  if (bytes > CRC_BLOCK_MAX || backend().name !== 'wasm') return undefined;
+  if (crcBlock === undefined || crcBlock.byteLength < bytes) {
+    crcBlock?.free();
+    crcBlock = allocShared(Math.max(64 * 1024, 2 ** Math.ceil(Math.log2(bytes))));
+  }
+  // A fresh view: memory may have grown since the last batch.
+  return crcBlock.u8;
+}
+
+/**
+ * Fills in the 48-byte header of every record of a batch laid out in `buf` from `start`
+ * (header, payload, header, payload, ... with each payload already in place, `lengths[i]`
+ * bytes long), CRCs included. Returns the offset just past the last record.
+ */
+export function frameBatch(
+  buf: Uint8Array,
+  start: number,
+  lengths: ArrayLike<number>,
+  firstPosition: number,
+  epoch: bigint,
+  batchId: Uint8Array,
+): number {
+  const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  // Plain views: a Buffer's own subarray is slower to make.
+  const u8 = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
+  // The fields every record of the batch shares, as 32-bit words.
+  const epochLo = epoch === 0n ? 0 : Number(epoch & 0xffffffffn);
+  const epochHi = epoch === 0n ? 0 : Number(epoch >> 32n);
+  const id = new DataView(batchId.buffer, batchId.byteOffset, 16);
+  const id0 = id.getUint32(0, true);
+  const id1 = id.getUint32(4, true);
+  const id2 = id.getUint32(8, true);
+  const id3 = id.getUint32(12, true);
+  const last = lengths.length - 1;
+  let off = start;
+  for (let i = 0; i <= last; i++) {
+    const len = lengths[i] as number;
+    const position = firstPosition + i;
+    const hi = Math.floor(position / 0x1_0000_0000);
+    dv.setUint32(off, len, true);
+    dv.setUint32(off + 8, position - hi * 0x1_0000_0000, true);
+    dv.setUint32(off + 12, hi, true);
+    dv.setUint32(off + 16, epochLo, true);
+    dv.setUint32(off + 20, epochHi, true);
+    dv.setUint32(off + 24, id0, true);
+    dv.setUint32(off + 28, id1, true);
+    dv.setUint32(off + 32, id2, true);
+    dv.setUint32(off + 36, id3, true);
+    dv.setUint32(off + 40, i, true);
+    // flags (bit 0: last record of the batch) and the reserved zero half-word
+    dv.setUint32(off + 44, i === last ? FLAG_BATCH_END : 0, true);
+    off += RECORD_HEADER_BYTES + len;
+  }
+  const end = off;
+  // Each record's CRC: its length bytes, then header bytes 8..47 and the payload in one call.
+  const shared = last > 0 ? crcScratch(end - start) : undefined;
+  const src = shared ?? u8;
+  const shift = shared ? start : 0;
+  if (shared) shared.set(u8.subarray(start, end));
+  off = start;
+  for (let i = 0; i <= last; i++) {
+    const len = lengths[i] as number;
+    const at = off - shift;
+    const c = crc32c(src.subarray(at + 8, at + RECORD_HEADER_BYTES + len), crcOfU32(len));
+    dv.setUint32(off + 4, c, true);
+    off += RECORD_HEADER_BYTES + len;
+  }
+  return end;
 }
 
 /** The bytes of one batch: every record's header and payload, end to end, CRCs filled in. */
@@ -112,24 +225,22 @@ export function encodeBatch(
   epoch: bigint,
   batchId: Uint8Array,
 ): Buffer {
+  const n = payloads.length;
+  const lengths = new Array<number>(n);
   let total = 0;
-  for (const p of payloads) total += RECORD_HEADER_BYTES + p.length;
+  for (let i = 0; i < n; i++) {
+    const len = (payloads[i] as Uint8Array).length;
+    lengths[i] = len;
+    total += RECORD_HEADER_BYTES + len;
+  }
   const buf = Buffer.allocUnsafe(total);
-  const last = payloads.length - 1;
   let off = 0;
-  for (let i = 0; i <= last; i++) {
+  for (let i = 0; i < n; i++) {
     const p = payloads[i] as Uint8Array;
-    buf.writeUInt32LE(p.length, off);
-    writeU64(buf, off + 8, firstPosition + i);
-    buf.writeBigUInt64LE(epoch, off + 16);
-    buf.set(batchId, off + 24);
-    buf.writeUInt32LE(i, off + 40);
-    buf.writeUInt16LE(i === last ? FLAG_BATCH_END : 0, off + 44);
-    buf.writeUInt16LE(0, off + 46);
     buf.set(p, off + RECORD_HEADER_BYTES);
-    buf.writeUInt32LE(recordCrc(buf, off, p.length), off + 4);
     off += RECORD_HEADER_BYTES + p.length;
   }
+  frameBatch(buf, 0, lengths, firstPosition, epoch, batchId);
   return buf;
 }
 

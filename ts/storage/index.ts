@@ -13,11 +13,12 @@ export {
   openLog,
   stderrLogger,
 } from './file-log.js';
-export { MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RECORD_BYTES } from './format.js';
+export { MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from './format.js';
 export { MemoryLog, MemoryLogState } from './memory-log.js';
 export type {
   AppendOptions,
   AppendResult,
+  FramedBatch,
   FsyncMode,
   LogRecord,
   LogStorage,

@@ -5,9 +5,10 @@
  * restart that kept everything (an appended record is "durable" as soon as the append
  * returns). Compaction drops exactly the records below the position.
  */
-import { checkAppend, checkPosition, checkReadOptions, ReadBudget } from './checks.js';
+import { checkAppend, checkFramed, checkPosition, checkReadOptions, ReadBudget } from './checks.js';
 import { closedError, compactedError, conflictError, fencedError } from './errors.js';
-import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from './types.js';
+import { RECORD_HEADER_BYTES } from './format.js';
+import type { AppendOptions, AppendResult, FramedBatch, LogRecord, LogStorage, ReadOptions } from './types.js';
 
 interface Stored {
   readonly batchId: Uint8Array;
@@ -58,6 +59,19 @@ export class MemoryLog implements LogStorage {
     for (const p of a.payloads) s.records.push({ batchId: a.batchId, epoch, payload: Uint8Array.from(p) });
     if (epoch > s.highestEpoch) s.highestEpoch = epoch;
     return { first: BigInt(first), last: BigInt(s.last), batchId: Uint8Array.from(a.batchId) };
+  }
+
+  /** `append` for a batch laid out in one buffer: its payloads are copied out of their places. */
+  async appendFramed(batch: FramedBatch, opts?: AppendOptions): Promise<AppendResult> {
+    this.checkOpen();
+    const a = checkFramed(batch, opts);
+    const payloads: Uint8Array[] = [];
+    let off = 0;
+    for (const len of a.lengths) {
+      payloads.push(a.bytes.subarray(off + RECORD_HEADER_BYTES, off + RECORD_HEADER_BYTES + len));
+      off += RECORD_HEADER_BYTES + len;
+    }
+    return this.append(payloads, opts);
   }
 
   async read(from: bigint, opts?: ReadOptions): Promise<LogRecord[]> {

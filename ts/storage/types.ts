@@ -44,6 +44,20 @@ export interface AppendResult {
   readonly batchId: Uint8Array;
 }
 
+/**
+ * A batch laid out by its writer the way the log stores it, so that appending it copies no
+ * payload: for each record, a gap of `RECORD_HEADER_BYTES` (48) bytes and then its payload,
+ * end to end with no padding. The log writes each record's header into its gap and keeps
+ * `bytes` (FileLog writes them as they are) until the append settles: the writer must not
+ * change them before then.
+ */
+export interface FramedBatch {
+  /** Gap and payload of each record, end to end: exactly sum(48 + lengths[i]) bytes. */
+  readonly bytes: Uint8Array;
+  /** Each record's payload length in bytes. */
+  readonly lengths: readonly number[] | Uint32Array;
+}
+
 export interface ReadOptions {
   /** At most this many records (default: no limit besides `maxBytes`). */
   readonly maxCount?: number;
@@ -88,6 +102,12 @@ export interface LogStorage {
    * batch is either all there or not there at all.
    */
   append(payloads: readonly Uint8Array[], opts?: AppendOptions): Promise<AppendResult>;
+  /**
+   * The same as `append` (positions, batch, options, durability, refusals) for a batch laid
+   * out in one buffer (`FramedBatch`): the records stored are the same bytes. Optional:
+   * FileLog and MemoryLog have it; a caller checks for it and uses `append` otherwise.
+   */
+  appendFramed?(batch: FramedBatch, opts?: AppendOptions): Promise<AppendResult>;
   /** Records from position `from` upwards (ascending); empty past the end. */
   read(from: bigint, opts?: ReadOptions): Promise<LogRecord[]>;
   /** Records from position `from` downwards (descending); `from` past the end starts at `last`. */
