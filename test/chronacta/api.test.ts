@@ -379,7 +379,7 @@ describe('the node', () => {
     expect([s2.clusterId, s2.nodeId]).toEqual([status.clusterId, status.nodeId]);
   });
 
-  it('refuses a data directory whose cluster.json asks for cluster mode', async () => {
+  it('refuses a cluster-mode cluster.json without Raft addresses', async () => {
     const other = await tempDir('mode');
     try {
       const r = await serve(join(other.dir, 'd'));
@@ -389,7 +389,8 @@ describe('the node', () => {
       await import('node:fs/promises').then((fs) => fs.writeFile(file, JSON.stringify({ ...j, mode: 'cluster' })));
       const e = await refusal(serve(join(other.dir, 'd')));
       expect(e.code).toBe('PLX_CHRONACTA_BAD_DATA_DIR');
-      expect(e.message).toContain('standalone');
+      // A cluster-mode directory needs every member's Raft address, and `--cluster` to serve it.
+      expect(e.message).toContain('raftAddress');
     } finally {
       await other.remove();
     }

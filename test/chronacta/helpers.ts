@@ -59,7 +59,7 @@ async function sources(dir: string): Promise<string[]> {
 }
 
 /**
- * Compiles ts/core, ts/storage, ts/chronacta and the chronacta command into a temporary
+ * Compiles ts/core, ts/storage, ts/codec, ts/raft, ts/chronacta and the chronacta command into a temporary
  * directory (types stripped, nothing else changed) with build/, proto/ and node_modules/
  * linked beside them, so a child process runs the same sources as the tests.
  */
@@ -69,6 +69,9 @@ export async function compileForChild(): Promise<{ commandUrl: string; remove: (
   const files = [
     ...(await sources(join(ROOT, 'ts/core'))),
     ...(await sources(join(ROOT, 'ts/storage'))),
+    // cluster mode: the replicated log and the Raft it runs on
+    ...(await sources(join(ROOT, 'ts/codec'))),
+    ...(await sources(join(ROOT, 'ts/raft'))),
     ...(await sources(join(ROOT, 'ts/chronacta'))),
     join(ROOT, 'ts/cli/command.ts'),
     join(ROOT, 'ts/cli/commands/chronacta.ts'),

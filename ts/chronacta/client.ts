@@ -44,7 +44,25 @@ import type {
 export interface ClientOptions {
   /** Deadline of each unary call in milliseconds (default 30000; 0: none). */
   readonly deadlineMs?: number;
+  /**
+   * Cluster mode: attempts of an append that carries an idempotency key (default 1). Each
+   * attempt follows one NOT_LEADER redirect to the leader's address; a further attempt is
+   * made after an unavailable or unknown outcome (a failover), with the same key, so the
+   * append lands at most once. Appends without a key are never retried or redirected:
+   * they reject with PLX_CHRONACTA_HA_NOT_LEADER and `details.leaderAddress`.
+   */
+  readonly appendAttempts?: number;
+  /** Pause between append attempts in milliseconds (default 100). */
+  readonly retryDelayMs?: number;
 }
+
+const NOT_LEADER = 'PLX_CHRONACTA_HA_NOT_LEADER';
+const RETRYABLE = new Set([
+  NOT_LEADER,
+  'PLX_CHRONACTA_HA_NOT_READY',
+  'PLX_CHRONACTA_HA_STOPPED',
+  ChronactaCode.UNAVAILABLE,
+]);
 
 export interface SubscribeOptions {
   /** Messages the client holds before it stops reading from the server (default 256). */
@@ -96,11 +114,17 @@ export class ChronactaClient {
   private readonly store: grpc.Client;
   private readonly cluster: grpc.Client;
   private readonly deadlineMs: number;
+  private readonly appendAttempts: number;
+  private readonly retryDelayMs: number;
+  /** Cluster mode: clients of leaders that redirects named, by address. */
+  private readonly peers = new Map<string, ChronactaClient>();
+  /** The last leader a redirect named: keyed appends go there first. */
+  private leaderHint: string | undefined;
 
   /** `address` is `host:port` of a Chronacta server. */
   constructor(
     readonly address: string,
-    opts: ClientOptions = {},
+    private readonly opts: ClientOptions = {},
   ) {
     if (typeof address !== 'string' || address === '') {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'the client needs an address host:port');
@@ -114,6 +138,22 @@ export class ChronactaClient {
       channelOverride: this.store.getChannel(),
     });
     this.deadlineMs = opts.deadlineMs ?? 30_000;
+    const attempts = opts.appendAttempts ?? 1;
+    if (!Number.isSafeInteger(attempts) || attempts < 1 || attempts > 100) {
+      throw badInput('appendAttempts must be a whole number from 1 to 100');
+    }
+    this.appendAttempts = attempts;
+    this.retryDelayMs = opts.retryDelayMs ?? 100;
+  }
+
+  private peer(address: string): ChronactaClient {
+    if (address === this.address) return this;
+    let c = this.peers.get(address);
+    if (!c) {
+      c = new ChronactaClient(address, { ...this.opts, appendAttempts: 1 });
+      this.peers.set(address, c);
+    }
+    return c;
   }
 
   private call<T>(client: grpc.Client, method: string, req: unknown): Promise<T> {
@@ -139,19 +179,44 @@ export class ChronactaClient {
         metadata: bytes(e.metadata, `event ${i}: metadata`),
       };
     });
-    const r = await this.call<{
+    const req = {
+      stream,
+      events: wireEvents,
+      ...(expected ? { expectedVersion: expected } : {}),
+      idempotencyKey: opts.idempotencyKey ?? '',
+    };
+    type Reply = {
       firstVersion: WireLong;
       lastVersion: WireLong;
       firstPosition: WireLong;
       lastPosition: WireLong;
       batchId: string;
       duplicate: boolean;
-    }>(this.store, 'Append', {
-      stream,
-      events: wireEvents,
-      ...(expected ? { expectedVersion: expected } : {}),
-      idempotencyKey: opts.idempotencyKey ?? '',
-    });
+    };
+    let r: Reply | undefined;
+    if (!opts.idempotencyKey) r = await this.call<Reply>(this.store, 'Append', req);
+    else {
+      for (let attempt = 1; r === undefined; attempt++) {
+        let target = this.peer(this.leaderHint ?? this.address);
+        try {
+          try {
+            r = await target.call<Reply>(target.store, 'Append', req);
+          } catch (e) {
+            const leader = (e as { code?: string; details?: { leaderAddress?: unknown } }).details?.leaderAddress;
+            if ((e as { code?: string }).code !== NOT_LEADER || typeof leader !== 'string' || leader === '') throw e;
+            // One redirect per attempt, to the leader the refusal names.
+            this.leaderHint = leader;
+            target = this.peer(leader);
+            r = await target.call<Reply>(target.store, 'Append', req);
+          }
+        } catch (e) {
+          const code = (e as { code?: string }).code ?? '';
+          if (attempt >= this.appendAttempts || !RETRYABLE.has(code)) throw e;
+          this.leaderHint = undefined;
+          await new Promise((res) => setTimeout(res, this.retryDelayMs));
+        }
+      }
+    }
     return {
       stream,
       firstVersion: toBig(r.firstVersion, 'firstVersion'),
@@ -325,6 +390,8 @@ export class ChronactaClient {
 
   /** Closes the connection; calls still running fail. */
   close(): void {
+    for (const p of this.peers.values()) p.close();
+    this.peers.clear();
     this.store.close();
     this.cluster.close();
   }

@@ -80,6 +80,14 @@ export function fromStorage(e: unknown, what: string): PlexusError {
       );
     case 'PLX_STORAGE_CLOSED':
       return chronactaError(ChronactaCode.UNAVAILABLE, `${what}: the store is closed`, details, e);
+    case 'PLX_RAFT_TIMEOUT':
+    case 'PLX_RAFT_PROPOSAL_LOST':
+      return chronactaError(
+        ChronactaCode.UNAVAILABLE,
+        `${what}: the outcome is unknown (${msg}); read to check, or retry with the same idempotency key`,
+        { ...details, outcomeUnknown: true },
+        e,
+      );
     case 'PLX_STORAGE_IO':
     case 'PLX_STORAGE_CONFLICT':
     case 'PLX_STORAGE_FENCED':

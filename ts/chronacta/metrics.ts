@@ -104,6 +104,41 @@ export class ChronactaMetrics {
     help: '1 when this node is the leader (always, in standalone mode)',
     registers: [this.registry],
   });
+  readonly clusterEpoch = new Gauge({
+    name: 'chronacta_cluster_epoch',
+    help: 'The cluster epoch: the Raft term in cluster mode, 0 in standalone mode',
+    registers: [this.registry],
+  });
+  readonly replicationLag = new Gauge({
+    name: 'chronacta_replication_lag_positions',
+    help: 'On the leader: positions the furthest-behind voting member lags (0 on followers and standalone)',
+    registers: [this.registry],
+  });
+  readonly replicationAppendEntries = new Counter({
+    name: 'chronacta_replication_append_entries_total',
+    help: "Replicated batches (committed Raft entries) applied to this node's log",
+    registers: [this.registry],
+  });
+  private appendEntriesSeen = 0;
+
+  /** Sets the cluster gauges from the store's replication state (standalone: leader, epoch 0). */
+  refreshCluster(store: EventStore): void {
+    this.lastPosition.set(Number(store.lastPosition));
+    const s = store.clusterStatus();
+    if (!s) {
+      this.clusterLeader.set(1);
+      this.clusterEpoch.set(0);
+      this.replicationLag.set(0);
+      return;
+    }
+    this.clusterLeader.set(s.role === 'leader' ? 1 : 0);
+    this.clusterEpoch.set(s.term);
+    this.replicationLag.set(replicationLagOf(s));
+    if (s.appendEntriesApplied > this.appendEntriesSeen) {
+      this.replicationAppendEntries.inc(s.appendEntriesApplied - this.appendEntriesSeen);
+      this.appendEntriesSeen = s.appendEntriesApplied;
+    }
+  }
 
   /** The hooks the store reports through. */
   observer(): StoreObserver {
@@ -134,15 +169,33 @@ export interface Readiness {
 /** Below this much free space the node says it is not ready. */
 export const DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024;
 
+/** On a leader: the largest lag in positions of a voting member; 0 elsewhere. */
+export function replicationLagOf(s: NonNullable<ReturnType<EventStore['clusterStatus']>>): number {
+  if (s.role !== 'leader') return 0;
+  let lag = 0;
+  for (const f of s.followers ?? []) if (!f.learner && f.lagPositions > lag) lag = f.lagPositions;
+  return lag;
+}
+
 /** Checks the store, the disk (a probe file written and fsynced) and the free space. */
 export async function checkReadiness(
   store: EventStore,
   metrics: ChronactaMetrics,
   minFreeBytes = DEFAULT_MIN_FREE_BYTES,
+  maxReplicationLag = 0,
 ): Promise<Readiness> {
   const checks: Record<string, { ok: boolean; detail?: string }> = {};
   const h = store.healthy;
   checks.wal = h.ok ? { ok: true } : { ok: false, detail: h.reason ?? 'unhealthy' };
+  const cs = store.clusterStatus();
+  if (cs) {
+    // ReadinessMaxReplicationLag: a leader is not ready while a voter lags more than this.
+    const lag = replicationLagOf(cs);
+    checks.replication =
+      lag <= maxReplicationLag
+        ? { ok: true, detail: `${cs.role}, term ${cs.term}, lag ${lag}` }
+        : { ok: false, detail: `replication lag ${lag} positions is above ${maxReplicationLag}` };
+  }
   const probe = join(store.dataDir, `.probe-${randomUUID()}`);
   const started = performance.now();
   try {
@@ -183,7 +236,7 @@ export async function startMetricsServer(
   port: number,
   store: EventStore,
   metrics: ChronactaMetrics,
-  opts: { minFreeBytes?: number } = {},
+  opts: { minFreeBytes?: number; maxReplicationLag?: number } = {},
 ): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -193,8 +246,7 @@ export async function startMetricsServer(
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'text/plain', 'method not allowed\n');
     if (path === '/metrics') {
-      metrics.lastPosition.set(Number(store.lastPosition));
-      metrics.clusterLeader.set(1);
+      metrics.refreshCluster(store);
       metrics.registry.metrics().then(
         (text) => reply(200, metrics.registry.contentType, text),
         (e: unknown) => reply(500, 'text/plain', `${(e as Error).message}\n`),
@@ -202,7 +254,7 @@ export async function startMetricsServer(
     } else if (path === '/healthz') {
       reply(200, 'application/json', '{"status":"ok"}\n');
     } else if (path === '/readyz') {
-      checkReadiness(store, metrics, opts.minFreeBytes).then(
+      checkReadiness(store, metrics, opts.minFreeBytes, opts.maxReplicationLag).then(
         (r) =>
           reply(
             r.ready ? 200 : 503,

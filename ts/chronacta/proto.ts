@@ -274,14 +274,46 @@ export function clusterFromWire(w: {
   nodeId: string;
   leaderId: string;
   epoch: WireLong;
-  members: { id: string; address: string }[];
+  members: { id: string; address: string; raftAddress?: string; lagPositions?: WireLong }[];
+  role?: string;
+  leaderAddress?: string;
+  term?: WireLong;
+  commitIndex?: WireLong;
+  appliedIndex?: WireLong;
+  lastPosition?: WireLong;
+  replicationLagPositions?: WireLong;
+  acceptingWrites?: boolean;
 }): ClusterStatus {
+  if (w.mode !== 'cluster') {
+    return {
+      mode: 'standalone',
+      clusterId: w.clusterId,
+      nodeId: w.nodeId,
+      leaderId: w.leaderId,
+      epoch: toBig(w.epoch, 'epoch'),
+      members: w.members.map((m) => ({ id: m.id, address: m.address })),
+    };
+  }
+  const big = (v: WireLong | undefined, what: string) => toBig(v ?? '0', what);
   return {
-    mode: 'standalone',
+    mode: 'cluster',
     clusterId: w.clusterId,
     nodeId: w.nodeId,
     leaderId: w.leaderId,
     epoch: toBig(w.epoch, 'epoch'),
-    members: w.members.map((m) => ({ id: m.id, address: m.address })),
+    members: w.members.map((m) => ({
+      id: m.id,
+      address: m.address,
+      raftAddress: m.raftAddress ?? '',
+      lagPositions: big(m.lagPositions, 'lagPositions'),
+    })),
+    role: w.role ?? '',
+    leaderAddress: w.leaderAddress ?? '',
+    term: big(w.term, 'term'),
+    commitIndex: big(w.commitIndex, 'commitIndex'),
+    appliedIndex: big(w.appliedIndex, 'appliedIndex'),
+    lastPosition: big(w.lastPosition, 'lastPosition'),
+    replicationLagPositions: big(w.replicationLagPositions, 'replicationLagPositions'),
+    acceptingWrites: w.acceptingWrites ?? false,
   };
 }

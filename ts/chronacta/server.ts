@@ -1,6 +1,7 @@
 /**
  * The Chronacta gRPC server: the EventStore service over one store, the ClusterService
- * stub of standalone mode, and (optionally) the metrics endpoint on its own port.
+ * (standalone, or in cluster mode the replicated log's view: role, leader, term, lag), and
+ * (optionally) the metrics endpoint on its own port.
  * `startServer` opens the store, binds (port 0: any free port) and resolves once it
  * serves; `close` ends every subscription, stops the server and closes the store.
  *
@@ -14,8 +15,9 @@ import { isPlexusError } from '../core/errors.js';
 import type { FsyncMode, StorageLogger } from '../storage/types.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import { type CallContext, frame, type GrpcMethod, type ServerStream, startGrpcServer } from './grpc-server.js';
-import { type PreparedDataDir, recordAddress } from './layout.js';
-import { ChronactaMetrics, type MetricsServer, startMetricsServer } from './metrics.js';
+import type { ReplicatedLogOptions } from './ha/replicated-log.js';
+import { haConfigOf, type PreparedDataDir, prepareDataDir, recordAddress } from './layout.js';
+import { ChronactaMetrics, type MetricsServer, replicationLagOf, startMetricsServer } from './metrics.js';
 import {
   compactionToWire,
   expectedFromWire,
@@ -62,6 +64,16 @@ export interface ServerOptions {
   readonly compactEveryMs?: number;
   readonly logger?: StorageLogger;
   readonly clock?: () => number;
+  /**
+   * Cluster mode: the data directory's cluster files (mode `cluster`, written by
+   * `plexus chronacta cluster init`) name the members and this node; the store runs on the
+   * replicated log. The gRPC port defaults to the node's advertise address's port.
+   */
+  readonly cluster?: boolean;
+  /** Cluster mode: Raft timing and other replicated-log options (tests shorten ticks). */
+  readonly replication?: Partial<Omit<ReplicatedLogOptions, 'dir' | 'id' | 'members'>>;
+  /** ReadinessMaxReplicationLag: /readyz on a leader fails while a voter lags more positions than this (default 0). */
+  readonly readinessMaxReplicationLag?: number;
 }
 
 export interface ChronactaServer {
@@ -95,7 +107,22 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   }
   const host = options.host ?? '127.0.0.1';
   const metrics = new ChronactaMetrics();
+  let replication: Omit<ReplicatedLogOptions, 'dir'> | undefined;
+  let clusterPort: number | undefined;
+  if (options.cluster) {
+    const prep = await prepareDataDir(options.dataDir);
+    const ha = haConfigOf(prep);
+    const self = ha.members.find((m) => m.id === ha.id);
+    clusterPort = Number(self?.advertise.slice(self.advertise.lastIndexOf(':') + 1));
+    replication = {
+      ...(options.logger ? { logger: options.logger } : {}),
+      ...options.replication,
+      id: ha.id,
+      members: ha.members,
+    };
+  }
   const store = await EventStore.open({
+    ...(replication ? { replication } : {}),
     dataDir: options.dataDir,
     ...(options.fsync ? { fsync: options.fsync } : {}),
     ...(options.segmentBytes !== undefined ? { segmentBytes: options.segmentBytes } : {}),
@@ -218,14 +245,40 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     },
   );
   unary('EventStore', 'Compact', async () => compactionToWire(await store.compact()));
-  unary('ClusterService', 'GetStatus', async () => ({
+  unary('ClusterService', 'GetStatus', async () => {
+    const s = store.clusterStatus();
+    if (!s) return standaloneStatus();
+    const lag = new Map((s.followers ?? []).map((f) => [f.id, f.lagPositions]));
+    return {
+      mode: 'cluster',
+      clusterId: cluster.cluster.clusterId,
+      nodeId: String(s.id),
+      leaderId: s.leader === 0 ? '' : String(s.leader),
+      epoch: String(s.term),
+      members: s.members.map((m) => ({
+        id: String(m.id),
+        address: m.advertise,
+        raftAddress: m.raftAddress,
+        lagPositions: String(lag.get(m.id) ?? 0),
+      })),
+      role: s.role,
+      leaderAddress: s.leaderAddress ?? '',
+      term: String(s.term),
+      commitIndex: String(s.commit),
+      appliedIndex: String(s.applied),
+      lastPosition: String(s.lastPosition),
+      replicationLagPositions: String(replicationLagOf(s)),
+      acceptingWrites: s.acceptingWrites,
+    };
+  });
+  const standaloneStatus = () => ({
     mode: cluster.cluster.mode,
     clusterId: cluster.cluster.clusterId,
     nodeId: cluster.node.id,
     leaderId: cluster.cluster.leader,
     epoch: String(cluster.cluster.epoch),
     members: cluster.cluster.members.map((m) => ({ id: m.id, address: m.address })),
-  }));
+  });
 
   const subscribeDef = methodDefinition('EventStore', 'Subscribe');
   methods.set(subscribeDef.path, {
@@ -275,7 +328,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   for (const path of methods.keys()) methodNames.set(path, path.slice(path.lastIndexOf('/') + 1));
   let grpcServer: Awaited<ReturnType<typeof startGrpcServer>>;
   try {
-    grpcServer = await startGrpcServer(host, options.port ?? 0, methods, {
+    grpcServer = await startGrpcServer(host, options.port ?? clusterPort ?? 0, methods, {
       maxMessageBytes: MAX_MESSAGE_BYTES,
       statusOf: (e: unknown) => {
         if (!isPlexusError(e)) options.logger?.warn('chronacta: unexpected failure in a call', { error: String(e) });
@@ -297,18 +350,22 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     await store.close();
     throw chronactaError(
       ChronactaCode.UNAVAILABLE,
-      `cannot bind gRPC on ${host}:${options.port ?? 0}: ${(e as Error).message}`,
+      `cannot bind gRPC on ${host}:${options.port ?? clusterPort ?? 0}: ${(e as Error).message}`,
     );
   }
   const port = grpcServer.port;
   const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
-  cluster = await recordAddress(prepared, address);
+  // Cluster mode keeps the addresses `cluster init` wrote: every member knows them.
+  if (!replication) cluster = await recordAddress(prepared, address);
 
   let metricsServer: MetricsServer | undefined;
   if (options.metricsPort !== undefined) {
     try {
       metricsServer = await startMetricsServer(options.metricsHost ?? host, options.metricsPort, store, metrics, {
         ...(options.minFreeBytes !== undefined ? { minFreeBytes: options.minFreeBytes } : {}),
+        ...(options.readinessMaxReplicationLag !== undefined
+          ? { maxReplicationLag: options.readinessMaxReplicationLag }
+          : {}),
       });
     } catch (e) {
       await grpcServer.close(0);

@@ -8,6 +8,7 @@ import { Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { ChronactaCode, type ChronactaCodeName } from './errors.js';
 import type { CallStatus } from './grpc-server.js';
+import { HaErrorCode } from './ha/errors.js';
 
 export const CODE_KEY = 'plexus-code';
 export const DETAILS_KEY = 'plexus-details';
@@ -30,9 +31,22 @@ const STATUS_OF: Record<ChronactaCodeName, status> = {
   PLX_CHRONACTA_INTERNAL: status.INTERNAL,
 };
 
+/** Cluster mode: a follower's refusal carries the leader's address (also in the `leader-address` trailer). */
+const HA_STATUS_OF: Record<string, status> = {
+  [HaErrorCode.NOT_LEADER]: status.FAILED_PRECONDITION,
+  [HaErrorCode.NOT_READY]: status.UNAVAILABLE,
+  [HaErrorCode.STOPPED]: status.UNAVAILABLE,
+  [HaErrorCode.DIVERGED]: status.DATA_LOSS,
+  [HaErrorCode.BAD_CONFIG]: status.FAILED_PRECONDITION,
+  [HaErrorCode.UNSUPPORTED]: status.UNIMPLEMENTED,
+  [HaErrorCode.MEMBERSHIP]: status.FAILED_PRECONDITION,
+};
+
+export const LEADER_ADDRESS_KEY = 'leader-address';
+
 /** The gRPC status a code ends a call with. */
 export function statusOf(code: string): status {
-  return STATUS_OF[code as ChronactaCodeName] ?? status.INTERNAL;
+  return STATUS_OF[code as ChronactaCodeName] ?? HA_STATUS_OF[code] ?? status.INTERNAL;
 }
 
 function replacer(_k: string, v: unknown): unknown {
@@ -69,6 +83,9 @@ export function toCallStatus(e: unknown): CallStatus {
   const metadata: Record<string, string> = { [CODE_KEY]: err.code, [DETAILS_KEY]: details };
   if (err.code === ChronactaCode.WRONG_EXPECTED_VERSION && err.details.actual !== undefined) {
     metadata[ACTUAL_VERSION_KEY] = String(err.details.actual);
+  }
+  if (err.code === HaErrorCode.NOT_LEADER && typeof err.details.leaderAddress === 'string') {
+    metadata[LEADER_ADDRESS_KEY] = err.details.leaderAddress;
   }
   return { code: statusOf(err.code), details: err.message, metadata };
 }

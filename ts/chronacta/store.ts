@@ -16,10 +16,12 @@ import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
-import type { FsyncMode, LogRecord, StorageLogger } from '../storage/types.js';
+import type { FsyncMode, LogRecord, LogStorage, StorageLogger } from '../storage/types.js';
 import { ArchiveGen, genDirName, readPointer, removeOtherGenerations, writePointer } from './archive.js';
 import { checkTable, type EventTable, encodeTable, fingerprintTable, randomUuidBytes, tableOf } from './batch.js';
 import { ChronactaCode, chronactaError, fromStorage } from './errors.js';
+import { HaErrorCode, haError } from './ha/errors.js';
+import { type AppliedBatch, ReplicatedLog, type ReplicatedLogOptions } from './ha/replicated-log.js';
 import { type PreparedDataDir, prepareDataDir } from './layout.js';
 import {
   bytesToUuid,
@@ -83,6 +85,12 @@ export interface StoreOptions {
   readonly clock?: () => number;
   readonly logger?: StorageLogger;
   readonly observer?: StoreObserver;
+  /**
+   * Cluster mode: the store's log is a replicated log (docs/chronacta-ha.md) kept in
+   * `DIR/replica/`, opened with these options. Only the leader takes writes; every member
+   * applies committed records through the same path (`onApply`).
+   */
+  readonly replication?: Omit<ReplicatedLogOptions, 'dir'>;
 }
 
 export const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -175,10 +183,13 @@ export class EventStore {
   private closing: Promise<void> | undefined;
   private failure: PlexusError | undefined;
   private readonly clock: () => number;
+  /** Cluster mode: the replicated log (the same object as `log`). */
+  private replicated: ReplicatedLog | undefined;
+  private unhook: (() => void) | undefined;
 
   private constructor(
     readonly prepared: PreparedDataDir,
-    private readonly log: FileLog,
+    private readonly log: LogStorage,
     archive: ArchiveGen,
     state: State,
     private readonly opts: StoreOptions,
@@ -193,6 +204,13 @@ export class EventStore {
   /** Opens (or makes) the store in `opts.dataDir`, rebuilding its indexes from the archive and the log. */
   static async open(opts: StoreOptions): Promise<EventStore> {
     const prepared = await prepareDataDir(opts.dataDir);
+    if (!opts.replication && prepared.cluster.mode === 'cluster') {
+      throw chronactaError(
+        ChronactaCode.BAD_DATA_DIR,
+        `${prepared.paths.clusterFile}: mode is "cluster" but the store was opened standalone; serve it with --cluster`,
+        { file: prepared.paths.clusterFile },
+      );
+    }
     const logger = opts.logger ?? stderrWarnings;
     const ttl = opts.idempotencyTtlMs ?? DEFAULT_IDEMPOTENCY_TTL_MS;
     if (!Number.isFinite(ttl) || ttl < 0) {
@@ -202,7 +220,10 @@ export class EventStore {
     const pointer = await readPointer(prepared.paths.archive);
     await removeOtherGenerations(prepared.paths.archive, pointer.generation);
     let archiveLog: FileLog | undefined;
-    let log: FileLog | undefined;
+    let log: LogStorage | undefined;
+    let replicated: ReplicatedLog | undefined;
+    let unhook: (() => void) | undefined;
+    const early: AppliedBatch[] = [];
     try {
       const globals: number[] = [];
       if (pointer.generation > 0) {
@@ -219,12 +240,24 @@ export class EventStore {
           state.apply(d.entry, d.batchId);
         });
       }
-      log = await openLog(prepared.paths.log, {
-        logger,
-        fsync: opts.fsync ?? 'batch',
-        ...(opts.segmentBytes === undefined ? {} : { segmentBytes: opts.segmentBytes }),
-        ...(opts.observer?.synced ? { onSync: () => opts.observer?.synced?.() } : {}),
-      });
+      if (opts.replication) {
+        replicated = await ReplicatedLog.open({
+          ...(opts.segmentBytes === undefined ? {} : { segmentBytes: opts.segmentBytes }),
+          logger,
+          ...opts.replication,
+          dir: join(prepared.paths.root, 'replica'),
+        });
+        // Batches committed while the indexes are rebuilt wait here; replay skips none of them.
+        unhook = replicated.onApply((b) => early.push(b));
+        log = replicated;
+      } else {
+        log = await openLog(prepared.paths.log, {
+          logger,
+          fsync: opts.fsync ?? 'batch',
+          ...(opts.segmentBytes === undefined ? {} : { segmentBytes: opts.segmentBytes }),
+          ...(opts.observer?.synced ? { onSync: () => opts.observer?.synced?.() } : {}),
+        });
+      }
       const first = Number(log.first);
       if (first > pointer.cutoff) {
         throw chronactaError(
@@ -246,10 +279,18 @@ export class EventStore {
       if (state.last < Number(log.last)) state.last = Number(log.last);
       state.expireKeys(opts.clock?.() ?? Date.now());
       const store = new EventStore(prepared, log, new ArchiveGen(pointer, archiveLog, globals), state, opts);
+      if (replicated) {
+        store.replicated = replicated;
+        unhook?.();
+        unhook = undefined;
+        store.unhook = replicated.onApply((b) => store.applyReplicated(b));
+        for (const b of early) store.applyReplicated(b);
+      }
       // A compaction that stopped after switching archives: drop what the archive now holds.
       if (first > 0 && first < pointer.cutoff) await log.compactBefore(BigInt(pointer.cutoff));
       return store;
     } catch (e) {
+      unhook?.();
       await archiveLog?.close().catch(() => {});
       await log?.close().catch(() => {});
       throw fromStorage(e, `opening the store in ${opts.dataDir}`);
@@ -279,6 +320,8 @@ export class EventStore {
   get healthy(): { ok: boolean; reason?: string } {
     if (this.closing) return { ok: false, reason: 'closed' };
     if (this.failure) return { ok: false, reason: this.failure.message };
+    const f = this.replicated?.status().failure;
+    if (f) return { ok: false, reason: f };
     return { ok: true };
   }
 
@@ -298,10 +341,85 @@ export class EventStore {
     if (this.closing) throw chronactaError(ChronactaCode.UNAVAILABLE, 'the store is closed');
   }
 
+  /** Cluster mode: a member that is not the leader refuses changes, naming the leader. */
+  private checkWritable(): void {
+    this.checkOpen();
+    const r = this.replicated;
+    if (!r) return;
+    if (this.failure) throw this.failure;
+    const s = r.status();
+    if (s.role !== 'leader') {
+      const leader = s.leader;
+      const addr = leader === 0 ? undefined : s.leaderAddress;
+      throw haError(
+        HaErrorCode.NOT_LEADER,
+        `member ${s.id} is a ${s.role} and does not take writes: ${
+          leader === 0 ? 'no leader is known yet; retry shortly' : `send it to the leader, member ${leader} at ${addr}`
+        }`,
+        { leader, leaderAddress: addr, term: s.term },
+      );
+    }
+  }
+
+  /**
+   * Cluster mode: waits (up to the log's timeout) until this leader has applied every entry
+   * of earlier terms, so that expected versions and idempotency keys are checked against them.
+   */
+  private async leaderReady(r: ReplicatedLog): Promise<void> {
+    const end = Date.now() + (this.opts.replication?.timeoutMs ?? 10_000);
+    for (;;) {
+      this.checkWritable();
+      if (r.status().acceptingWrites || Date.now() > end) return;
+      await new Promise((res) => setTimeout(res, 5));
+    }
+  }
+
+  /** Cluster mode: this member's replication state (undefined when standalone). */
+  clusterStatus(): ReturnType<ReplicatedLog['status']> | undefined {
+    return this.replicated?.status();
+  }
+
+  /**
+   * Cluster mode: the one apply path. Every member, the leader included, applies each
+   * committed batch here once it is in its local log, in position order; the leader's own
+   * appends resolve only after this ran for them.
+   */
+  private applyReplicated(batch: AppliedBatch): void {
+    if (this.failure || this.closing) return;
+    for (const r of batch.records) {
+      let d: Decoded;
+      try {
+        d = decodeRecord(r);
+      } catch (e) {
+        this.failure = fromStorage(e, 'applying a replicated record');
+        return;
+      }
+      const p = d.entry.position;
+      if (p <= this.state.last) continue; // already applied while the indexes were rebuilt
+      if (p !== this.state.last + 1) {
+        this.failure = corrupt('replicated log', p, `expected position ${this.state.last + 1}`);
+        return;
+      }
+      this.state.apply(d.entry, d.batchId);
+      if (d.entry.recordedMs > this.lastAssignedMs) this.lastAssignedMs = d.entry.recordedMs;
+      if (this.listeners.size > 0) {
+        const ev = toRecorded(d.entry, d.batchId);
+        for (const l of this.listeners) {
+          try {
+            l(ev, d.entry);
+          } catch {
+            // A listener's failure is its own; the commit stands.
+          }
+        }
+      }
+    }
+    if (this.pendingLast < this.state.last) this.pendingLast = this.state.last;
+  }
+
   // ------------------------------------------------------------------ appends
 
   async append(stream: string, events: readonly EventData[], opts: AppendOptions = {}): Promise<AppendResult> {
-    this.checkOpen();
+    this.checkWritable();
     const name = checkStream(stream);
     const table = tableOf(events);
     const expected = checkExpectedVersion(opts?.expectedVersion);
@@ -324,7 +442,7 @@ export class EventStore {
    * result as `append`, with numbers and the batch id's bytes.
    */
   appendWire(w: AppendWire): Promise<AppendReply> {
-    this.checkOpen();
+    this.checkWritable();
     const name = checkStream(w.stream);
     const key = checkKey(w.key);
     return this.appendTable(name, w, w.expected, key);
@@ -336,6 +454,7 @@ export class EventStore {
     expected: ExpectedVersion,
     key: string | undefined,
   ): Promise<AppendReply> {
+    if (this.replicated) await this.leaderReady(this.replicated);
     const bodyBytes = checkTable(table);
     const streamBytes = utf8.encode(name);
     const fp = key === undefined ? undefined : fingerprintTable(streamBytes, table);
@@ -467,8 +586,25 @@ export class EventStore {
         o.refs++;
       } else this.overlay.set(s, { head: h, refs: 1, gen });
     }
+    const replicated = this.replicated !== undefined;
     return this.log.append(payloads, { batchId, expectedLast: BigInt(first - 1) }).then(
       () => {
+        if (replicated) {
+          // Applied and published by applyReplicated before the replicated log resolved.
+          for (const s of heads.keys()) {
+            const o = this.overlay.get(s);
+            if (o && o.gen === gen && --o.refs === 0) this.overlay.delete(s);
+          }
+          if (this.state.last < first + payloads.length - 1) {
+            throw chronactaError(
+              ChronactaCode.UNAVAILABLE,
+              `the append at positions ${first}.. committed but this member could not apply it${
+                this.failure ? `: ${this.failure.message}` : ''
+              }`,
+            );
+          }
+          return;
+        }
         apply();
         for (const s of heads.keys()) {
           const o = this.overlay.get(s);
@@ -493,7 +629,8 @@ export class EventStore {
           // The log fails this append and every one accepted after it: start again from the durable state.
           this.gen++;
           this.overlay.clear();
-          this.pendingLast = Number(this.log.last);
+          // Cluster mode: a new leader projects from what it applied; records committed later arrive through onApply.
+          this.pendingLast = replicated ? this.state.last : Number(this.log.last);
           if (isPlexusError(e) && e.code === 'PLX_STORAGE_IO') this.failure = e;
         }
         throw e;
@@ -504,12 +641,13 @@ export class EventStore {
   // ------------------------------------------------------------------ deletion and truncation
 
   async deleteStream(stream: string, opts: DeleteOptions = {}): Promise<DeleteResult> {
-    this.checkOpen();
+    this.checkWritable();
     const name = checkStream(stream);
     const expected = checkExpectedVersion(opts.expectedVersion);
     if (opts.hard !== undefined && typeof opts.hard !== 'boolean') {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'hard must be a boolean');
     }
+    if (this.replicated) await this.leaderReady(this.replicated);
     const head = this.head(name);
     this.checkExpected(name, head, expected);
     if (!opts.hard && head.lastVersion < 0) {
@@ -527,7 +665,7 @@ export class EventStore {
   }
 
   async truncateStream(stream: string, opts: TruncateOptions): Promise<TruncateResult> {
-    this.checkOpen();
+    this.checkWritable();
     const name = checkStream(stream);
     const expected = checkExpectedVersion(opts?.expectedVersion);
     const { maxCount, maxAgeMs } = opts ?? {};
@@ -538,6 +676,7 @@ export class EventStore {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'maxAgeMs must be a whole number of milliseconds from 0');
     }
     const before = checkBig(opts?.beforeVersion, 'beforeVersion');
+    if (this.replicated) await this.leaderReady(this.replicated);
     if (maxCount === undefined && maxAgeMs === undefined && before === undefined) {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'give maxCount, maxAgeMs or beforeVersion');
     }
@@ -835,7 +974,13 @@ export class EventStore {
    * while it runs. One compaction runs at a time; a second call gets the running one.
    */
   compact(): Promise<CompactionReport> {
-    this.checkOpen();
+    this.checkWritable();
+    if (this.replicated) {
+      throw haError(
+        HaErrorCode.UNSUPPORTED,
+        'compaction is not offered in cluster mode yet: the replicated log keeps every committed record',
+      );
+    }
     if (!this.compacting) {
       this.compacting = this.runCompaction().finally(() => {
         this.compacting = undefined;
@@ -847,7 +992,7 @@ export class EventStore {
   private async runCompaction(): Promise<CompactionReport> {
     const paths = this.prepared.paths;
     const old = this.archive;
-    const segments = this.log.segmentFiles;
+    const segments = (this.log as FileLog).segmentFiles;
     const bases = segments.map((f) => Number(f.slice(0, 20)));
     const tailBase = bases[bases.length - 1] ?? 1;
     const cutoff = Math.min(tailBase, this.state.last + 1);
@@ -972,6 +1117,7 @@ export class EventStore {
     if (!this.closing) {
       this.closing = (async () => {
         await this.compacting?.catch(() => {});
+        this.unhook?.();
         await this.log.close();
         const arc = this.archive;
         await new Promise<void>((resolve) => arc.retire(resolve));
@@ -1007,7 +1153,7 @@ function idempotencyConflict(key: string, stream: string): PlexusError {
 }
 
 /** Applies `fn` to every record of `log` from `from`, in order. */
-async function replay(log: FileLog, from: number, fn: (d: Decoded) => void): Promise<void> {
+async function replay(log: LogStorage, from: number, fn: (d: Decoded) => void): Promise<void> {
   if (log.last < BigInt(from)) return;
   let p = BigInt(Math.max(from, Number(log.first) || 1));
   for (;;) {

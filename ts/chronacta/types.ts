@@ -177,11 +177,31 @@ export interface CompactionReport {
   readonly bytesAfter: number;
 }
 
+export interface ClusterMemberStatus {
+  readonly id: string;
+  readonly address: string;
+  /** Cluster mode: the member's Raft address. */
+  readonly raftAddress?: string;
+  /** Cluster mode, as the leader sees it: positions the member is behind. */
+  readonly lagPositions?: bigint;
+}
+
 export interface ClusterStatus {
-  readonly mode: 'standalone';
+  readonly mode: 'standalone' | 'cluster';
   readonly clusterId: string;
   readonly nodeId: string;
+  /** The leader's id ('' when none is known). */
   readonly leaderId: string;
+  /** Standalone: 0. Cluster: the Raft term. */
   readonly epoch: bigint;
-  readonly members: readonly { readonly id: string; readonly address: string }[];
+  readonly members: readonly ClusterMemberStatus[];
+  /** Cluster mode only (standalone: undefined). */
+  readonly role?: string;
+  readonly leaderAddress?: string;
+  readonly term?: bigint;
+  readonly commitIndex?: bigint;
+  readonly appliedIndex?: bigint;
+  readonly lastPosition?: bigint;
+  readonly replicationLagPositions?: bigint;
+  readonly acceptingWrites?: boolean;
 }
