@@ -38,7 +38,7 @@ if (opts.help) {
   console.log(`Usage: npm run bench [-- --json FILE] [--filter NAME] [--time MS]
 
   --json FILE    also write the results as JSON: [{suite, case, impl, opsPerSec, bytesPerSec}]
-  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, reduce, header, 64KiB, sperli, checkpoint, chronacta, cluster, federation, ...)
+  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, cluster, federation, ...)
   --time MS      sampling time per task in milliseconds (default 400)`);
   process.exit(0);
 }
@@ -403,6 +403,15 @@ if (!opts.filter || 'checkpoint'.includes(opts.filter)) {
 if (!opts.filter || 'chronacta'.includes(opts.filter)) {
   const { runChronactaSuite } = await import('./chronacta.mjs');
   const run = await runChronactaSuite({ root });
+  entries.push(...run.entries);
+  targets.push(...run.targets);
+  console.log(run.table);
+}
+// ---------- Chronacta HA (bench/chronacta-ha.mjs: 3-member cluster vs 3-member etcd, failover) ----------
+// Its own filter: `--filter chronacta` runs only the suite above, `--filter chronacta-ha` only this one.
+if (!opts.filter || ('chronacta-ha'.includes(opts.filter) && !'chronacta'.includes(opts.filter))) {
+  const { runChronactaHaSuite } = await import('./chronacta-ha.mjs');
+  const run = await runChronactaHaSuite({ root });
   entries.push(...run.entries);
   targets.push(...run.targets);
   console.log(run.table);
