@@ -41,6 +41,9 @@ export interface RaftDriverOptions {
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
 }
 
+/** Leader-to-follower messages that claim nothing about this node's own durable state. */
+const SENT_BEFORE_WRITE: ReadonlySet<Message['type']> = new Set(['MsgApp', 'MsgHeartbeat', 'MsgSnap', 'MsgTimeoutNow']);
+
 interface Waiter {
   readonly term: number;
   resolve(index: number): void;
@@ -62,8 +65,12 @@ export class RaftDriver {
   private applied = 0;
   private failure: unknown;
 
+  private persisted: { term: number; vote: number };
+
   constructor(private readonly opts: RaftDriverOptions) {
     this.node = opts.node;
+    const st = opts.node.status();
+    this.persisted = { term: st.term, vote: st.vote };
   }
 
   start(): void {
@@ -161,11 +168,23 @@ export class RaftDriver {
 
   private async handle(rd: Ready): Promise<void> {
     const st = this.opts.storage;
+    // A change of term or vote must be durable before any message leaves. Otherwise a
+    // leader's appends, heartbeats, snapshots and TimeoutNow go out while its own entries of
+    // this Ready are written (Raft thesis §10.2.1): nothing in them claims this node's
+    // durability, and every commit index they carry covers only entries of earlier Readies,
+    // which were durable before this one was taken. Replies that do claim durability (append
+    // and vote responses) wait for the write.
+    const hs = rd.hardState;
+    const termOrVote = hs !== undefined && (hs.term !== this.persisted.term || hs.vote !== this.persisted.vote);
+    const early = termOrVote ? [] : rd.messages.filter((m) => SENT_BEFORE_WRITE.has(m.type));
+    const late = early.length === 0 ? rd.messages : rd.messages.filter((m) => !SENT_BEFORE_WRITE.has(m.type));
+    if (early.length > 0) this.opts.send(early);
     if (rd.snapshot) st.applySnapshot(rd.snapshot);
     if (rd.entries.length > 0) st.append(rd.entries);
-    if (rd.hardState) st.setHardState(rd.hardState);
-    if ((rd.snapshot || rd.entries.length > 0 || rd.hardState) && st.sync) await st.sync();
-    if (rd.messages.length > 0) this.opts.send(rd.messages);
+    if (hs) st.setHardState(hs);
+    if ((rd.snapshot || rd.entries.length > 0 || hs) && st.sync) await st.sync();
+    if (hs) this.persisted = { term: hs.term, vote: hs.vote };
+    if (late.length > 0) this.opts.send(late);
     if (rd.softState) this.opts.onSoftState?.(rd.softState);
     if (rd.snapshot) {
       await this.opts.applier.restore?.(rd.snapshot);
