@@ -72,6 +72,8 @@ interface Seen {
   events: ActorEvent[];
 }
 const SECRET = 'forty-two cups of oolong';
+/** Long enough that it cannot turn up by chance in ciphertext or in decoded base64url runs (a 3-character id did). */
+const SEND_ID = 'order-send-7f3a9c2e-41d6';
 const chart: Chart<Seen> = {
   initial: () => ({ events: [] }),
   transition: (s, e) => {
@@ -80,7 +82,7 @@ const chart: Chart<Seen> = {
       const to = (e.data as { shop: string }).shop;
       return {
         state: next,
-        sends: [{ target: to, event: 'order.placed', id: 'o-1', data: { item: SECRET } }],
+        sends: [{ target: to, event: 'order.placed', id: SEND_ID, data: { item: SECRET } }],
       };
     }
     return { state: next };
@@ -141,7 +143,7 @@ describe('two organisations through a mediator process', () => {
     // The relay sees routing data only.
     const seen = (await filesUnder(join(tmp.dir, 'mediator'))).map(visible).join('\n');
     expect(seen).toContain(shop.did);
-    for (const hidden of ['order.placed', SECRET, 'o-1', buyer.did]) expect(seen).not.toContain(hidden);
+    for (const hidden of ['order.placed', SECRET, SEND_ID, buyer.did]) expect(seen).not.toContain(hidden);
 
     // Pickup, admission, journal; then the mediator is killed before the acknowledgement.
     await expect(mailbox.pump()).rejects.toThrow();
@@ -162,7 +164,7 @@ describe('two organisations through a mediator process', () => {
       origin: buyer.did,
       originverified: true,
       origintype: DIDCOMM_PROCESSOR_TYPE,
-      sendid: 'o-1',
+      sendid: SEND_ID,
       data: { item: SECRET },
     });
     expect((await shopFed.inboundLog.refused(shop.did)).map((r) => r.code)).toEqual([AdmissionCode.duplicate]);
