@@ -122,10 +122,13 @@ describe('compaction under load', () => {
 
       let stop = false;
       const reports: CompactionReport[] = [];
+      // The generation of temp- stream each writer is on; it never goes back to an older one.
+      const writerGen = [0, 0, 0];
       const writers = Array.from({ length: 3 }, async (_, w) => {
         for (let i = 0; !stop; i++) {
           await appendTo(`keep-${w}`);
-          await appendTo(`temp-${w}-${Math.floor(i / 15)}`);
+          writerGen[w] = Math.floor(i / 15);
+          await appendTo(`temp-${w}-${writerGen[w]}`);
           await appendTo(`trim-${w}`);
         }
       });
@@ -136,8 +139,9 @@ describe('compaction under load', () => {
             const gen = round - 1;
             const name = `temp-${w}-${gen}`;
             const m = model.get(name);
-            if (m && !m.hard && m.truncateBefore < m.written.length && gen >= 0) {
-              // Writers moved on from this one: delete it (every other one hard).
+            if (m && !m.hard && m.truncateBefore < m.written.length && gen >= 0 && (writerGen[w] as number) > gen) {
+              // The writer moved on from this one (so no append to it is in flight): delete it
+              // (every other one hard).
               if (gen % 2 === 0) {
                 await c.deleteStream(name);
                 m.truncateBefore = m.written.length;
