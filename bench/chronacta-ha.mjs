@@ -28,14 +28,14 @@
 //
 // Every process started here runs in its own process group, killed when the suite ends,
 // when it runs past its time limit, and when this process exits or is interrupted.
-import { execFile, spawn, spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { groups, killGroup, killGroups, median, run, track } from './processes.mjs';
+import { killGroups, median, run, startDaemon } from './processes.mjs';
 
 const EVENT_BYTES = 100;
 const CONCURRENCIES = [1, 16, 64];
@@ -63,61 +63,6 @@ function interrupted(signal) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/**
- * Starts a long-running command in its own process group; `started` resolves once `ready`
- * matches its output (with the match) and rejects when it exits or `timeoutMs` passes
- * first. `stop()` ends the group: SIGTERM, then SIGKILL.
- */
-function startDaemon(cmd, args, ready, { cwd, timeoutMs = 30_000 } = {}) {
-  const child = spawn(cmd, args, { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  track(child.pid);
-  let out = '';
-  let exited = false;
-  const closed = new Promise((r) => child.on('close', r));
-  child.on('close', () => {
-    exited = true;
-  });
-  const stop = async () => {
-    if (child.pid === undefined) return;
-    if (!exited) {
-      killGroup(child.pid, 'SIGTERM');
-      await Promise.race([closed, sleep(5000)]);
-    }
-    killGroup(child.pid);
-    groups.delete(child.pid);
-  };
-  const started = new Promise((resolvePromise, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`not ready after ${timeoutMs} ms: ${out.slice(-1500)}`)),
-      timeoutMs,
-    );
-    let seen = false;
-    const onData = (c) => {
-      out = (out + c).slice(-65536);
-      if (seen) return;
-      const m = ready.exec(out);
-      if (m) {
-        seen = true;
-        clearTimeout(timer);
-        resolvePromise(m);
-      }
-    };
-    child.stdout.setEncoding('utf8').on('data', onData);
-    child.stderr.setEncoding('utf8').on('data', onData);
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (!seen) reject(new Error(`exited (${code}) before it was ready: ${out.slice(-1500)}`));
-    });
-  });
-  // A member killed later must not leave an unhandled rejection behind.
-  started.catch(() => undefined);
-  return { pid: child.pid, started, stop, output: () => out };
-}
 
 async function freePort() {
   return new Promise((resolvePromise, reject) => {

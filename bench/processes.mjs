@@ -70,3 +70,58 @@ export function median(xs) {
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
+
+/**
+ * Starts a long-running command in its own process group; `started` resolves once `ready`
+ * matches its output (with the match) and rejects when it exits or `timeoutMs` passes
+ * first. `stop()` ends the group: SIGTERM, then SIGKILL.
+ */
+export function startDaemon(cmd, args, ready, { cwd, timeoutMs = 30_000 } = {}) {
+  const child = spawn(cmd, args, { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child.pid);
+  let out = '';
+  let exited = false;
+  const closed = new Promise((r) => child.on('close', r));
+  child.on('close', () => {
+    exited = true;
+  });
+  const stop = async () => {
+    if (child.pid === undefined) return;
+    if (!exited) {
+      killGroup(child.pid, 'SIGTERM');
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 5000))]);
+    }
+    killGroup(child.pid);
+    groups.delete(child.pid);
+  };
+  const started = new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`not ready after ${timeoutMs} ms: ${out.slice(-1500)}`)),
+      timeoutMs,
+    );
+    let seen = false;
+    const onData = (c) => {
+      out = (out + c).slice(-65536);
+      if (seen) return;
+      const m = ready.exec(out);
+      if (m) {
+        seen = true;
+        clearTimeout(timer);
+        resolvePromise(m);
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', onData);
+    child.stderr.setEncoding('utf8').on('data', onData);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (!seen) reject(new Error(`exited (${code}) before it was ready: ${out.slice(-1500)}`));
+    });
+  });
+  // A member killed later must not leave an unhandled rejection behind.
+  started.catch(() => undefined);
+  return { pid: child.pid, started, stop, output: () => out };
+}

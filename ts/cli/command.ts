@@ -28,3 +28,16 @@ export function parse<T extends ParseArgsConfig>(command: string, config: T): Re
     throw new UsageError(command, e instanceof Error ? e.message : String(e));
   }
 }
+
+/** Resolves on the first SIGINT or SIGTERM (the way a long-running command is asked to stop). */
+export function untilStopped(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

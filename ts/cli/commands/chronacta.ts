@@ -7,7 +7,7 @@ import { clusterFiles, dataPaths, writeClusterFiles } from '../../chronacta/layo
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
 import { verifyLog } from '../../storage/verify.js';
-import { type Command, parse, UsageError } from '../command.js';
+import { type Command, parse, UsageError, untilStopped } from '../command.js';
 
 const DEFAULT_SERVER = '127.0.0.1:2113';
 
@@ -212,15 +212,7 @@ async function serve(args: string[]): Promise<number> {
     lastPosition: server.store.lastPosition,
     ...(clustered ? { cluster: true, id: server.store.clusterStatus()?.id } : {}),
   });
-  await new Promise<void>((resolve) => {
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await untilStopped();
   await server.close();
   out({ event: 'stopped' });
   return 0;

@@ -6,7 +6,7 @@ import { FileKeyManager } from '../../federation/keys/file.js';
 import { InMemoryKeyManager } from '../../federation/keys/memory.js';
 import type { KeyManager } from '../../federation/keys/types.js';
 import { startMediator } from '../../federation/mediator/server.js';
-import { type Command, parse, UsageError } from '../command.js';
+import { type Command, parse, UsageError, untilStopped } from '../command.js';
 
 const HELP = [
   'Usage: plexus federation <subcommand> [options]',
@@ -125,15 +125,7 @@ async function mediator(args: string[]): Promise<number> {
     dataDir: values.data,
     queued: server.mediator.queue.size,
   });
-  await new Promise<void>((resolve) => {
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await untilStopped();
   await server.close();
   out({ event: 'stopped' });
   return 0;
