@@ -14,6 +14,7 @@ import {
   FrameContext,
   type FrameInit,
   FrameType,
+  MAX_COLLECTIVE_DATA,
   MAX_PAYLOAD,
 } from '../../ts/codec/sperli-frame.js';
 import { CkptDataKind, decodeCkptData, MAX_CHUNK } from '../../ts/codec/sperli-payloads.js';
@@ -228,6 +229,109 @@ describe('large reductions over pieces of any length', () => {
     // The inputs are never changed.
     expect(Buffer.compare(Buffer.from(f64[2]!.buffer), Buffer.from(before.buffer))).toBe(0);
     await Promise.all(comms.map((c) => c.finalize()));
+  });
+});
+
+/**
+ * A job of PeerLinks in one process whose pipes deliver in 64 KiB pieces on later turns
+ * of the event loop; `watch(from, to, bytes)` sees every piece as it is delivered, and
+ * returning false from it cuts that pipe there (the receiver sees the link close).
+ */
+function watchedJob(size: number, watch: (from: number, to: number, bytes: Uint8Array) => boolean): Comm[] {
+  const links = Array.from(
+    { length: size },
+    (_, rank) =>
+      new PeerLinks({ jobId: JOB, rank, size, incarnation: 1, heartbeatMs: 0, silenceMs: 0, closeGraceMs: 10 }),
+  );
+  for (let a = 0; a < size; a++) {
+    for (let b = 0; b < size; b++) {
+      if (a === b) continue;
+      const to = links[b] as PeerLinks;
+      let chain: Promise<void> = Promise.resolve();
+      let cut = false;
+      const link: Link = {
+        write(bytes) {
+          const copy = Uint8Array.from(bytes);
+          chain = chain.then(async () => {
+            for (let at = 0; at < copy.length && !cut; at += 65_536) {
+              await new Promise((r) => setImmediate(r));
+              const piece = copy.subarray(at, at + 65_536);
+              if (!watch(a, b, piece)) {
+                cut = true;
+                to.linkClosed(a);
+                return;
+              }
+              to.receive(a, piece);
+            }
+          });
+          return chain;
+        },
+        end: () =>
+          chain.then(() => {
+            if (!cut) to.linkClosed(a);
+            cut = true;
+          }),
+      };
+      (links[a] as PeerLinks).attach(b, link);
+    }
+  }
+  return links.map((l) => new Comm(transportOf(l)));
+}
+
+describe('the allreduce result leaves the root while the last contribution arrives', () => {
+  it('rank 0 sends result bytes before it has all of rank 1, and every rank gets the reference fold', async () => {
+    const n = 1 << 19; // 4 MiB of f64
+    const next = rng(17);
+    const inputs = [0, 1].map(() => Float64Array.from({ length: n }, () => (next() - 2 ** 31) / 3.1));
+    const contribution = n * 8;
+    let received = 0; // bytes of rank 1 delivered to rank 0
+    let sent = 0; // bytes of rank 0 delivered to rank 1
+    let receivedAtFirstResult = -1;
+    const comms = watchedJob(2, (from, _to, bytes) => {
+      if (from === 1) received += bytes.length;
+      else {
+        sent += bytes.length;
+        // Past the frame and collective headers: result bytes.
+        if (receivedAtFirstResult < 0 && sent > 52 + 16) receivedAtFirstResult = received;
+      }
+      return true;
+    });
+    const results = await Promise.all(comms.map((c) => c.allreduce(inputs[c.rank]!, 'sum')));
+    const want = fold(inputs, 'sum');
+    for (const r of results) expect(Buffer.compare(Buffer.from(r.buffer), Buffer.from(want.buffer))).toBe(0);
+    expect(receivedAtFirstResult).toBeGreaterThan(0);
+    expect(receivedAtFirstResult).toBeLessThan(contribution);
+    await Promise.all(comms.map((c) => c.finalize()));
+  });
+
+  it('a contributor lost halfway: no rank returns a result, and none hangs', async () => {
+    const n = 1 << 19;
+    const inputs = [0, 1, 2].map((r) => new Float64Array(n).fill(r + 1));
+    let fromTwo = 0;
+    const comms = watchedJob(3, (from, to, bytes) => {
+      if (from === 2 && to === 0) {
+        fromTwo += bytes.length;
+        return fromTwo < 2 << 20; // rank 2's link to the root is cut after about 2 MiB
+      }
+      return true;
+    });
+    const settled = await Promise.allSettled(comms.map((c) => c.allreduce(inputs[c.rank]!, 'sum')));
+    expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    // Rank 1 was receiving the result as it was folded: it learns of the loss, never of a result.
+    expect(((settled[1] as PromiseRejectedResult).reason as { code: string }).code).toBe('H1612');
+  });
+
+  it("a contribution longer than the root's, found after result bytes went out: H1618 at the root, H1612 elsewhere", async () => {
+    // Rank 1 contributes one frame more than the root: the root has already sent the first
+    // result frame (whole: it is not the message's last) when the extra frame's header arrives.
+    const perFrame = MAX_COLLECTIVE_DATA / 8;
+    const lengths = [perFrame, perFrame + 4];
+    const comms = watchedJob(2, () => true);
+    const settled = await Promise.allSettled(
+      comms.map((c) => c.allreduce(new Float64Array(lengths[c.rank]!).fill(1), 'sum')),
+    );
+    const codes = settled.map((s) => (s.status === 'fulfilled' ? 'ok' : (s.reason as { code: string }).code));
+    expect(codes).toEqual(['H1618', 'H1612']);
   });
 });
 

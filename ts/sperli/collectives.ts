@@ -36,6 +36,7 @@ import {
 } from '../core/index.js';
 import { HeldBytes } from './comm-bytes.js';
 import { IncomingFrame } from './comm-stream.js';
+import { GrowingBytes } from './growing-bytes.js';
 
 /** What the collectives need of the communicator. */
 export interface CollectiveLink {
@@ -48,6 +49,8 @@ export interface CollectiveLink {
    * (split at MAX_COLLECTIVE_DATA), after every earlier send to that rank.
    */
   sendCollective(peer: number, header: CollectiveHeader, data: HeldBytes): Promise<void>;
+  /** sendCollective of bytes still being filled: each part goes out as soon as it is final. */
+  sendCollectiveGrowing(peer: number, header: CollectiveHeader, source: GrowingBytes): Promise<void>;
   /**
    * The next COLLECTIVE frame from `peer`, in arrival order: its whole payload, or a
    * large frame whose payload is still arriving (comm-stream.ts).
@@ -452,9 +455,10 @@ export class Collectives {
     own: HeldBytes,
     type: number,
     op: number,
+    out?: GrowingBytes,
   ): Promise<Uint8Array<ArrayBuffer>> {
     const length = own.length;
-    if (length < SMALL_REDUCE) return this.reduceSmall(h, own, type, op);
+    if (length < SMALL_REDUCE && out === undefined) return this.reduceSmall(h, own, type, op);
     // Large: the accumulator is a block of the shared arena (memory that stays mapped from
     // call to call). Rank 0's contribution is copied in; each later one is gathered run by
     // run (REDUCE_RUN bytes, whole elements of every type) into a second arena block and
@@ -462,6 +466,9 @@ export class Collectives {
     // Pieces as they come off the connection need not be whole elements.
     const stage = allocShared(REDUCE_RUN);
     const acc = allocShared(length);
+    const result = (out?.bytes as Uint8Array<ArrayBuffer> | undefined) ?? filledLater(length);
+    // With `out`, each run of the last contribution is final once folded: copied to the result and passed on.
+    const streamed = out !== undefined && this.link.size - 1 !== h.root ? this.link.size - 1 : -1;
     try {
       for (let r = 0; r < this.link.size; r++) {
         if (r === h.root) {
@@ -479,6 +486,10 @@ export class Collectives {
         const fold = (n: number): void => {
           const mem = acc.u8;
           combine(mem.subarray(base, base + n), stage.u8.subarray(0, n), op, type);
+          if (r === streamed) {
+            result.set(mem.subarray(base, base + n), base);
+            out?.advance(base + n);
+          }
           base += n;
           fill = 0;
         };
@@ -493,8 +504,8 @@ export class Collectives {
         });
         if (fill > 0) fold(fill);
       }
-      const result = filledLater(length);
-      result.set(acc.u8);
+      if (streamed < 0) result.set(acc.u8);
+      out?.complete();
       return result;
     } finally {
       acc.free();
@@ -597,10 +608,26 @@ export class Collectives {
       const down = header(CollectiveOp.allreduce, CollectivePhase.fromRoot, 0, seq, a.type, a.op);
       if (this.link.rank === 0) {
         return async () => {
-          const result = await this.reduceAtRoot(up, a.data, a.type, a.op);
-          const held = HeldBytes.of(result);
-          await this.toAll(0, down, () => held);
-          return viewLike(a.like, result);
+          const length = a.data.length;
+          if (length < SMALL_REDUCE || this.link.size === 1) {
+            const result = await this.reduceAtRoot(up, a.data, a.type, a.op);
+            const held = HeldBytes.of(result);
+            await this.toAll(0, down, () => held);
+            return viewLike(a.like, result);
+          }
+          // The result goes out run by run while the last contribution is still arriving:
+          // sending overlaps receiving, and nothing is sent before it is final.
+          const out = new GrowingBytes(filledLater(length));
+          const sending = Promise.all(this.others(0).map((r) => this.link.sendCollectiveGrowing(r, down, out)));
+          sending.catch(noop);
+          try {
+            await this.reduceAtRoot(up, a.data, a.type, a.op, out);
+          } catch (e) {
+            out.fail(e);
+            throw e;
+          }
+          await sending;
+          return viewLike(a.like, out.bytes as Uint8Array<ArrayBuffer>);
         };
       }
       return async () => {

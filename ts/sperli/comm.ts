@@ -21,6 +21,7 @@ import { type CollectiveLink, Collectives, type ReduceArray, type Reduced, type 
 import { HeldBytes } from './comm-bytes.js';
 import { ANY_SOURCE, ANY_TAG, FrameQueue, Mailbox, type Message } from './comm-queues.js';
 import type { IncomingFrame } from './comm-stream.js';
+import type { GrowingBytes } from './growing-bytes.js';
 import type { RankTransport, TransportFrame } from './transport.js';
 
 export type { ReduceArray, Reduced, ScatterData } from './collectives.js';
@@ -107,6 +108,7 @@ export class Comm {
       size: this.size,
       stopped: () => this.stopped(),
       sendCollective: (peer, h, data) => this.sendCollective(peer, h, data),
+      sendCollectiveGrowing: (peer, h, source) => this.sendCollectiveGrowing(peer, h, source),
       nextCollective: (peer) => this.collectiveFrames[peer]!.next(this.stopped()),
       abort: (reason, error) => this.abort(reason, error),
     };
@@ -436,6 +438,29 @@ export class Comm {
     });
     this.sendQueue[peer] = p.then(noop, noop);
     return p;
+  }
+
+  /** sendCollective of bytes still being filled: each frame goes out as its bytes become final. */
+  private sendCollectiveGrowing(peer: number, h: CollectiveHeader, source: GrowingBytes): Promise<void> {
+    const t = this.transport;
+    const head = encodeCollectiveHeader(h);
+    const length = source.bytes.length;
+    return this.enqueue(peer, async () => {
+      for (let at = 0; ; ) {
+        const end = Math.min(at + MAX_COLLECTIVE_DATA, length);
+        const last = endsMessage(end - at, MAX_COLLECTIVE_DATA);
+        if (t.sendGrowing !== undefined) await t.sendGrowing(peer, FrameType.COLLECTIVE, head, source, at, end, last);
+        else {
+          await source.until(end);
+          const part = source.bytes.subarray(at, end);
+          if (t.sendPrefixed !== undefined) await t.sendPrefixed(peer, FrameType.COLLECTIVE, 0, head, part);
+          else await t.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
+        }
+        at = end;
+        if (last) return;
+        if (this.failure !== undefined) throw this.failure;
+      }
+    });
   }
 
   private sendCollective(peer: number, h: CollectiveHeader, data: HeldBytes): Promise<void> {

@@ -38,6 +38,7 @@ const WRITE_PIECE = 128 * 1024;
 import { type Abort, decodeAbort, decodeHeartbeat, encodeAbort, encodeHeartbeat } from '../codec/sperli-payloads.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { IncomingFrame } from './comm-stream.js';
+import type { GrowingBytes } from './growing-bytes.js';
 import {
   AbortReason,
   abortFor,
@@ -112,6 +113,8 @@ interface Peer {
   busy: boolean;
   /** Writes that wait for the large frame in progress, in order. */
   backlog: (() => void)[];
+  /** The bytes the frame in progress is sent from while they are still being filled (sendGrowing). */
+  growing: GrowingBytes | undefined;
 }
 
 type State = 'open' | 'failed' | 'closed';
@@ -119,6 +122,8 @@ type State = 'open' | 'failed' | 'closed';
 function noop(): void {}
 
 const EMPTY = new Uint8Array(0);
+/** What finishes a frame whose bytes will never come (see sendGrowing). */
+const ZEROS = new Uint8Array(WRITE_PIECE);
 
 export class PeerLinks implements RankTransport {
   readonly rank: number;
@@ -161,6 +166,7 @@ export class PeerLinks implements RankTransport {
         ending: undefined,
         busy: false,
         backlog: [],
+        growing: undefined,
         incoming: undefined,
         emit: noop,
       });
@@ -265,6 +271,8 @@ export class PeerLinks implements RankTransport {
     for (const p of this.peers) {
       p.incoming?.fail(error);
       p.incoming = undefined;
+      // A frame sent as its bytes are filled will not get them: it is finished now, so the ABORT can follow.
+      p.growing?.fail(error);
     }
     for (const p of this.peers) {
       if (p.link === undefined || p.closed || p.ending) continue;
@@ -311,6 +319,38 @@ export class PeerLinks implements RankTransport {
     }
   }
 
+  /** RankTransport.sendGrowing: a frame whose payload is sent as `source` fills. */
+  async sendGrowing(
+    peer: number,
+    type: number,
+    prefix: Uint8Array,
+    source: GrowingBytes,
+    start: number,
+    end: number,
+    lastOfMessage: boolean,
+  ): Promise<void> {
+    checkSend(this.rank, this.size, peer, type, 0, source.bytes.subarray(start, end), 0n, prefix);
+    if (this.failureError) throw this.failureError;
+    if (this.state === 'closed') throw closedError();
+    const p = this.peers[peer] as Peer;
+    if (p.bye || p.link === undefined) throw closedError(peer);
+    if (p.closed) throw lostPeerError(peer, 'close');
+    // The header waits for the first final byte: until then nothing is promised to the peer.
+    await source.until(start === end ? source.bytes.length : start + 1);
+    let failed: unknown;
+    try {
+      await this.writeGrowing(p, type, prefix, source, start, end, lastOfMessage);
+    } catch (e) {
+      failed = e;
+    }
+    if (failed === undefined) return;
+    if (source.failed !== undefined) throw source.failed;
+    throw (
+      this.failureError ??
+      (p.bye || (this.state as State) === 'closed' ? closedError(peer) : lostPeerError(peer, 'close'))
+    );
+  }
+
   onFrame(handler: (peer: number, frame: TransportFrame) => void): void {
     this.frameHandler = handler;
     if (this.pending.length > 0) queueMicrotask(() => this.flush());
@@ -334,6 +374,7 @@ export class PeerLinks implements RankTransport {
       for (const p of this.peers) {
         p.incoming?.fail(closedError());
         p.incoming = undefined;
+        p.growing?.fail(closedError());
       }
       for (const p of this.peers) {
         if (p.link === undefined || p.closed || p.ending) continue;
@@ -420,6 +461,60 @@ export class PeerLinks implements RankTransport {
     }
     // The transport's own frames are not awaited; a failed write shows as a closed link.
     done.catch(noop);
+    return done;
+  }
+
+  private writeGrowing(
+    p: Peer,
+    type: number,
+    prefix: Uint8Array,
+    source: GrowingBytes,
+    start: number,
+    end: number,
+    lastOfMessage: boolean,
+  ): Promise<void> {
+    if (p.busy) {
+      return new Promise<void>((resolve, reject) => {
+        p.backlog.push(() => {
+          this.writeGrowing(p, type, prefix, source, start, end, lastOfMessage).then(resolve, reject);
+        });
+      });
+    }
+    const link = p.link as Link;
+    const head = new Uint8Array(FRAME_HEADER_SIZE + prefix.length);
+    this.header(p, type, 0, 0n, prefix.length + end - start, head);
+    head.set(prefix, FRAME_HEADER_SIZE);
+    p.busy = true;
+    p.growing = source;
+    p.lastSent = this.clock();
+    const done = (async () => {
+      await link.write(head);
+      let at = start;
+      try {
+        while (at < end) {
+          await source.until(at + 1);
+          const to = Math.min(source.ready, end, at + WRITE_PIECE);
+          p.lastSent = this.clock();
+          await link.write(source.bytes.subarray(at, to), to === end);
+          at = to;
+        }
+      } catch (e) {
+        if (source.failed === undefined) throw e;
+        if (lastOfMessage) {
+          // Zero bytes would complete the message: the peer must not take them as the result.
+          await link.end();
+          throw e;
+        }
+        for (; at < end; at += WRITE_PIECE) await link.write(ZEROS.subarray(0, Math.min(WRITE_PIECE, end - at)));
+        throw e;
+      }
+    })();
+    const release = (): void => {
+      p.busy = false;
+      p.growing = undefined;
+      this.runBacklog(p);
+    };
+    done.then(release, release);
     return done;
   }
 
@@ -616,6 +711,8 @@ export function transportOf(links: PeerLinks): RankTransport {
     send: (peer, type, tag, payload, epoch) => links.send(peer, type, tag, payload, epoch),
     sendPrefixed: (peer, type, tag, prefix, payload, epoch) =>
       links.sendPrefixed(peer, type, tag, prefix, payload, epoch),
+    sendGrowing: (peer, type, prefix, source, start, end, last) =>
+      links.sendGrowing(peer, type, prefix, source, start, end, last),
     onFrame: (handler) => links.onFrame(handler),
     enableStreams: () => links.enableStreams(),
     onFailure: (handler) => links.onFailure(handler),

@@ -9,6 +9,7 @@
  */
 import type { PlexusError } from '../core/errors.js';
 import type { IncomingFrame } from './comm-stream.js';
+import type { GrowingBytes } from './growing-bytes.js';
 
 /** One accepted frame as the communicator sees it. */
 export interface TransportFrame {
@@ -45,6 +46,25 @@ export interface RankTransport {
     prefix: Uint8Array,
     payload: Uint8Array,
     epoch?: bigint,
+  ): Promise<void>;
+  /**
+   * Optional: `sendPrefixed` of the frame whose payload is `prefix` and then bytes
+   * `start .. end` of `source`, which are still being filled: the header goes out once the
+   * first of them is final (or, for an empty range, all of `source`), and each further
+   * byte as soon as it is. If `source` fails before the header went out, nothing is sent.
+   * If it fails after, the frame cannot be finished truthfully: when `lastOfMessage` is
+   * false it is finished with zero bytes (the receiver still waits for the message's last
+   * frame, so the ABORT that follows reaches it first); otherwise the connection to
+   * `peer` is ended mid-frame, which the peer sees as a lost rank.
+   */
+  sendGrowing?(
+    peer: number,
+    type: number,
+    prefix: Uint8Array,
+    source: GrowingBytes,
+    start: number,
+    end: number,
+    lastOfMessage: boolean,
   ): Promise<void>;
   /**
    * Optional: large COLLECTIVE frames reach the frame handler at their header and their
