@@ -22,13 +22,16 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, '..');
+// CLUSTER_ACTORS_ROOT points at another checkout's build (its dist/ and build/) to compare builds.
+const ROOT = resolve(process.env.CLUSTER_ACTORS_ROOT ?? resolve(HERE, '..'));
 const PAIRS = [1, 16, 256];
 const REPEATS = Number(process.env.CLUSTER_ACTORS_REPEATS ?? 3);
 const CASE_MS = Number(process.env.CLUSTER_ACTORS_MS ?? 1500);
 const PAYLOAD = 'x'.repeat(100);
 const SHARDS = Number(process.env.CLUSTER_ACTORS_SHARDS ?? 64);
 const STREAMS = process.env.CLUSTER_ACTORS_STREAMS ? Number(process.env.CLUSTER_ACTORS_STREAMS) : undefined;
+/** Extra node arguments for the two plexus node processes (e.g. `--cpu-prof`). */
+const NODE_ARGS = (process.env.CLUSTER_ACTORS_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -199,8 +202,8 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
         const cfg = JSON.parse(await readFile(f, 'utf8'));
         await writeFile(f, JSON.stringify({ ...cfg, fsync, ...(STREAMS ? { wire: { streamCap: STREAMS } } : {}) }));
       }
-      const a = new Proc([self, '--node', root, files.get('a')]);
-      const b = new Proc([self, '--node', root, files.get('b')]);
+      const a = new Proc([...NODE_ARGS, self, '--node', root, files.get('a')]);
+      const b = new Proc([...NODE_ARGS, self, '--node', root, files.get('b')]);
       procs.push(a, b);
       for (const p of [a, b]) await p.wait((l) => l.ev === 'held' && l.held.length > 0);
       for (let i = 0; ; i++) {

@@ -5,7 +5,7 @@
 // - plexus Http2Wire (HTTP/2 over mutual TLS 1.3, Ed25519 node certificates of a cluster CA):
 //   each frame is a full cluster frame (40-byte header, sender and target IRIs, 100-byte
 //   payload) stored into an in-memory bounded mailbox (a consumer empties it) and
-//   acknowledged on its stream; no journal;
+//   acknowledged (ACK runs on the connection's ACK stream); no journal;
 // - the ceiling: one raw node:tls TLS 1.3 socket between the same two processes with the same
 //   certificates, carrying length-prefixed frames (4-byte length, 16-byte id, 100 bytes) and a
 //   16-byte acknowledgement per frame;

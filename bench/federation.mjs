@@ -1,4 +1,5 @@
 // node bench/federation.mjs [--time MS] [--rounds N] [--json FILE]
+//                           [--mediator-messages N] [--mediator-rounds R] [--skip-mediator]
 //
 // DIDComm v2 pack and unpack per second for a 1 KiB message, plexus (dist/, build first with
 // `npx tsc -p tsconfig.build.json`) next to didcomm-node (the Rust didcomm crate as WebAssembly)
@@ -8,6 +9,13 @@
 // its default X25519 (@noble/curves) and with the node:crypto X25519 backend. Each round runs every task
 // with tinybench and takes its median rate; the report gives the median over the rounds and
 // the ratio plexus / didcomm-node.
+//
+// Then the mediator end to end (bench/federation-mediator.mjs): delivered messages per second
+// through a plexus mediator on loopback, picked up in HTTP batches and live over a WebSocket, by
+// the pickup client alone and by an actor's relay mailbox on a node (admission and journal),
+// median of --mediator-rounds rounds of --mediator-messages messages. No target and no peer:
+// didcomm-node has no mediator (the output says so). The JSON rows of this part carry
+// `kind: 'mediator'`.
 import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
@@ -26,6 +34,9 @@ const { values: opts } = parseArgs({
     time: { type: 'string', default: '500' },
     rounds: { type: 'string', default: '5' },
     json: { type: 'string' },
+    'mediator-messages': { type: 'string', default: '300' },
+    'mediator-rounds': { type: 'string', default: '3' },
+    'skip-mediator': { type: 'boolean', default: false },
   },
 });
 const TIME = Number(opts.time);
@@ -154,5 +165,23 @@ for (const r of rows) {
   console.log(
     `${r.case.padEnd(25)} ${r.op.padEnd(6)} ${r.impl.padEnd(19)} ${r.opsPerSec.toFixed(0).padStart(8)} ${r.didcommNode.toFixed(0).padStart(13)} ${r.ratio.toFixed(2).padStart(7)}x`,
   );
+}
+
+if (!opts['skip-mediator']) {
+  const { runMediatorBench, MEDIATOR_PEER_NOTE, MEDIATOR_MODE_LABELS } = await import('./federation-mediator.mjs');
+  const mrows = await runMediatorBench({
+    messages: Number(opts['mediator-messages']),
+    rounds: Number(opts['mediator-rounds']),
+  });
+  console.log(
+    `\nmediator end to end: ${mrows[0].messages} forwards of 1 KiB posted by ${mrows[0].concurrency} senders, stored (fsync ${mrows[0].fsync}), delivered and acknowledged; median of ${mrows[0].rounds.split(' ').length} rounds (messages/s)`,
+  );
+  console.log('pickup                                   msgs/s   rounds');
+  for (const r of mrows) {
+    const label = MEDIATOR_MODE_LABELS[r.mode] ?? r.mode;
+    console.log(`${label.padEnd(38)} ${String(r.msgsPerSec).padStart(8)}   ${r.rounds}`);
+    rows.push({ kind: 'mediator', label, ...r });
+  }
+  console.log(MEDIATOR_PEER_NOTE);
 }
 if (opts.json) writeFileSync(opts.json, `${JSON.stringify(rows, null, 1)}\n`);

@@ -424,13 +424,24 @@ if (!opts.filter || 'cluster'.includes(opts.filter)) {
   targets.push(...run.targets);
   console.log(run.table);
 }
-// ---------- federation (bench/federation.mjs: DIDComm v2 pack/unpack vs didcomm-node) ----------
+// ---------- federation (bench/federation.mjs: DIDComm v2 pack/unpack vs didcomm-node, then the
+// mediator end to end: delivered messages/s over HTTP batches and WebSocket live, no peer) ----------
 if (!opts.filter || 'federation'.includes(opts.filter)) {
   const out = join(mkdtempSync(join(tmpdir(), 'plexus-bench-fed-')), 'rows.json');
   const r = spawnSync(process.execPath, [resolve(root, 'bench/federation.mjs'), '--json', out], { stdio: 'inherit' });
   if (r.status === 0) {
     const rows = JSON.parse(readFileSync(out, 'utf8'));
     for (const row of rows) {
+      if (row.kind === 'mediator') {
+        const how = row.label ?? row.mode;
+        entries.push({
+          suite: 'federation',
+          case: `mediator end-to-end, ${how}`,
+          impl: 'plexus',
+          opsPerSec: row.msgsPerSec,
+        });
+        continue;
+      }
       entries.push({ suite: 'federation', case: `${row.case} ${row.op}`, impl: row.impl, opsPerSec: row.opsPerSec });
       if (row.impl === 'plexus') {
         targets.push({

@@ -167,7 +167,8 @@ async function leaderOf(ms = 15_000): Promise<{ leader: Member; status: ClusterS
 }
 
 async function allEvents(c: ChronactaClient): Promise<string[]> {
-  const r = await c.readAll({ maxCount: 1000 });
+  // Each member's own applied events (a follower read within its bound; leader reads would all go to the leader).
+  const r = await c.readAll({ maxCount: 1000, readConsistency: 'follower' });
   return r.events.map((e) => `${e.position}|${e.stream}|${e.version}|${e.id}|${Buffer.from(e.data).toString()}`);
 }
 

@@ -1,17 +1,29 @@
 /**
- * The seed's sustained-load tests on the replicated log (in this process, real files and real
- * sockets through fault-injecting proxies). The chaos run lasts a few seconds by default;
- * CHRONACTA_CHAOS_DURATION=10m (or 30s, 500ms) sets it, and CHRONACTA_CHAOS_FULL=1 makes the
- * default 30 minutes; CHRONACTA_CHAOS_SEED picks another fault schedule.
+ * The seed's sustained-load tests (in this process, real files and real sockets). The
+ * two-node and chaos tests run on the replicated log with every link through a
+ * fault-injecting proxy. The rolling upgrade runs three Chronacta cluster members (event store
+ * and gRPC server on the replicated log) and migrates each one's data directory from format 1
+ * to 2 (ts/chronacta/migrate.ts) while appends flow.
+ *
+ * The chaos run lasts a few seconds by default; CHRONACTA_CHAOS_DURATION=10m (or 30s, 500ms)
+ * sets it, and CHRONACTA_CHAOS_FULL=1 makes the default 30 minutes; CHRONACTA_CHAOS_SEED picks
+ * another fault schedule. HA_CHAOS_DURATION and HA_CHAOS_FULL are accepted as aliases (the
+ * issue's names); when both are set, the CHRONACTA_ one wins.
  */
-import { rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ChronactaClient } from '../../ts/chronacta/client.js';
 import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
+import { migrateDataDir } from '../../ts/chronacta/migrate.js';
+import { type ChronactaServer, startServer } from '../../ts/chronacta/server.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import type { LogRecord } from '../../ts/storage/types.js';
 import { rng } from '../helpers/rng.js';
-import { type Cluster, sleep, startCluster, text, until } from './helpers.js';
+import { type Cluster, quiet, sleep, startCluster, TICK_MS, text, until } from './helpers.js';
 
 let cluster: Cluster | undefined;
 afterEach(async () => {
@@ -19,15 +31,24 @@ afterEach(async () => {
   cluster = undefined;
 });
 
+/** A chaos switch: the seed's CHRONACTA_ name, else the issue's HA_ alias. */
+function chaosEnv(name: 'FULL' | 'DURATION'): { name: string; value: string } | undefined {
+  for (const prefix of ['CHRONACTA_CHAOS_', 'HA_CHAOS_']) {
+    const value = process.env[`${prefix}${name}`];
+    if (value !== undefined && value !== '') return { name: `${prefix}${name}`, value };
+  }
+  return undefined;
+}
+
 function chaosMs(): number {
-  const raw = process.env.CHRONACTA_CHAOS_DURATION;
+  const raw = chaosEnv('DURATION');
   if (raw) {
-    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.trim());
-    if (!m) throw new Error(`CHRONACTA_CHAOS_DURATION=${raw}: use e.g. 500ms, 30s, 10m`);
+    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.value.trim());
+    if (!m) throw new Error(`${raw.name}=${raw.value}: use e.g. 500ms, 30s, 10m`);
     const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? 's'] as number;
     return Number(m[1]) * unit;
   }
-  return process.env.CHRONACTA_CHAOS_FULL === '1' ? 30 * 60_000 : 4000;
+  return chaosEnv('FULL')?.value === '1' ? 30 * 60_000 : 4000;
 }
 
 interface Acked {
@@ -108,6 +129,174 @@ async function verify(c: Cluster, acked: Acked[], unknown: Set<string>): Promise
   });
 }
 
+// ---- the rolling upgrade: three Chronacta cluster members (EventStore on the replicated log,
+// gRPC servers on loopback, real files) in this process.
+
+async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+interface Members {
+  readonly root: string;
+  readonly dirs: Map<number, string>;
+  readonly addresses: Map<number, string>;
+  readonly servers: Map<number, ChronactaServer>;
+  start(id: number): Promise<ChronactaServer>;
+  leader(): Promise<number>;
+  close(): Promise<void>;
+}
+
+let members: Members | undefined;
+afterEach(async () => {
+  await members?.close();
+  members = undefined;
+});
+
+/**
+ * Three members whose data directories are as a format-1 plexus wrote them (`cluster init`
+ * of that version: node.json without `clusterId`).
+ */
+async function startFormatOneMembers(): Promise<Members> {
+  const root = mkdtempSync(join(tmpdir(), 'plexus-ha-upgrade-'));
+  const ports: number[] = [];
+  while (ports.length < 6) {
+    const p = await freePort();
+    if (!ports.includes(p)) ports.push(p);
+  }
+  const ha = [1, 2, 3].map((id) => ({
+    id,
+    advertise: `127.0.0.1:${ports[id - 1]}`,
+    raftAddress: `127.0.0.1:${ports[id + 2]}`,
+  }));
+  const dirs = new Map<number, string>();
+  const addresses = new Map<number, string>();
+  for (const m of ha) {
+    const dir = join(root, `node-${m.id}`);
+    dirs.set(m.id, dir);
+    addresses.set(m.id, m.advertise);
+    const { cluster: clusterFile, node } = clusterFiles('rolling', ha, m.id);
+    await writeClusterFiles(dir, {
+      cluster: clusterFile,
+      node: { version: 1, id: node.id, advertiseAddress: node.advertiseAddress },
+    });
+  }
+  const servers = new Map<number, ChronactaServer>();
+  const ms: Members = {
+    root,
+    dirs,
+    addresses,
+    servers,
+    async start(id) {
+      const s = await startServer({
+        dataDir: dirs.get(id) as string,
+        cluster: true,
+        replication: { tickMs: TICK_MS, localFsync: 'never', segmentBytes: 64 * 1024 },
+        logger: quiet,
+      });
+      servers.set(id, s);
+      return s;
+    },
+    async leader() {
+      await until(
+        () => [...servers.values()].filter((s) => s.store.clusterStatus()?.acceptingWrites).length === 1,
+        10_000,
+        'one member accepting writes',
+      );
+      return [...servers].find(([, s]) => s.store.clusterStatus()?.acceptingWrites)?.[0] as number;
+    },
+    async close() {
+      for (const s of servers.values()) await s.close().catch(() => undefined);
+      servers.clear();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+  try {
+    await Promise.all([1, 2, 3].map((id) => ms.start(id)));
+  } catch (e) {
+    await ms.close();
+    throw e;
+  }
+  return ms;
+}
+
+interface KeyedAck {
+  key: string;
+  position: bigint;
+}
+
+const RETRY = new Set([
+  'PLX_CHRONACTA_HA_NOT_LEADER',
+  'PLX_CHRONACTA_HA_NOT_READY',
+  'PLX_CHRONACTA_HA_STOPPED',
+  'PLX_CHRONACTA_UNAVAILABLE',
+  'PLX_CHRONACTA_TIMEOUT',
+]);
+
+/**
+ * A refusal to try elsewhere with the same key. A leader handing leadership over refuses an
+ * append with PLX_RAFT_TRANSFER_IN_PROGRESS before proposing it; the server reports that as
+ * PLX_CHRONACTA_INTERNAL with `details.storageCode`, which the client does not retry.
+ */
+function retryable(e: unknown): boolean {
+  const err = e as { code?: string; details?: { storageCode?: unknown } };
+  if (RETRY.has(err.code ?? '')) return true;
+  return err.code === 'PLX_CHRONACTA_INTERNAL' && err.details?.storageCode === 'PLX_RAFT_TRANSFER_IN_PROGRESS';
+}
+
+/**
+ * Appends keyed events (data = key) through gRPC to whichever member is up, retrying each key
+ * (same idempotency key) on other members until it is acknowledged: so every key lands once.
+ */
+async function keyedWriter(
+  ms: Members,
+  clients: Map<number, ChronactaClient>,
+  w: number,
+  running: () => boolean,
+  acked: KeyedAck[],
+): Promise<void> {
+  let next = w;
+  for (let seq = 0; running(); seq++) {
+    const key = `w${w}-${seq}`;
+    const end = Date.now() + 30_000;
+    for (;;) {
+      const up = [...ms.servers.keys()];
+      const id = up[next++ % Math.max(up.length, 1)];
+      const client = id === undefined ? undefined : clients.get(id);
+      if (!client) {
+        await sleep(10);
+        continue;
+      }
+      try {
+        const r = await client.append(`rolling-${w}`, [{ type: 't', data: key }], { idempotencyKey: key });
+        acked.push({ key, position: r.lastPosition });
+        break;
+      } catch (e) {
+        if (!retryable(e) || Date.now() > end) throw e;
+        await sleep(10);
+      }
+    }
+  }
+}
+
+/** Every event a member's own store holds (read in this process: no redirect to the leader). */
+async function heldBy(s: ChronactaServer): Promise<string[]> {
+  const out: string[] = [];
+  let from = 1n;
+  for (;;) {
+    const r = await s.store.readAll({ fromPosition: from, maxCount: 1000 });
+    for (const e of r.events) out.push(`${e.position}|${e.stream}|${e.version}|${Buffer.from(e.data).toString()}`);
+    if (r.events.length === 0 || r.end) return out;
+    from = (r.events[r.events.length - 1]?.position as bigint) + 1n;
+  }
+}
+
 describe('replicated log under sustained load', () => {
   it('TestHACommercialSustainedAppendTwoNode', async () => {
     const c = (cluster = await startCluster(2));
@@ -133,39 +322,125 @@ describe('replicated log under sustained load', () => {
   });
 
   it('TestHACommercialRollingUpgradeWithMigrateThreeNode', async () => {
-    // Followers first, one at a time, then the leader after handing over leadership. Each
-    // member's "migration" rebuilds its local log (the state machine) from the Raft log, as a
-    // change of the local record format would: nothing is copied between members' directories.
-    const c = (cluster = await startCluster(3));
-    let leader = await c.waitLeader();
-    const acked: Acked[] = [];
-    const unknown = new Set<string>();
+    // Data format 1 -> 2 (ts/chronacta/migrate.ts: node.json gains the cluster id), one
+    // member at a time while appends flow: followers first, then the leader after handing
+    // leadership over. Each member is stopped, migrated on its own directory (refused while it
+    // runs), started again on the migrated files, and catches up; members of both formats
+    // serve side by side meanwhile.
+    const ms = (members = await startFormatOneMembers());
+    const clients = new Map<number, ChronactaClient>();
+    const retired: ChronactaClient[] = [];
+    // Both loops below end when the test does, also when it fails.
+    let sampling = true;
     let running = true;
-    const writers = [0, 1].map((w) => writer(c, w, () => running, acked, unknown));
-    await until(() => acked.length > 30, 10_000, 'load');
-    const upgrade = async (id: number) => {
-      await c.stop(id);
-      rmSync(join(c.dirs.get(id) as string, 'log'), { recursive: true, force: true });
-      const back = await c.restart(id);
-      const target = (c.leader() ?? (await c.waitLeader())).last;
-      await until(() => back.last >= target, 10_000, `member ${id} to rebuild and catch up`);
-      expect(back.status().failure).toBeUndefined();
-      // Rebuilt: every batch was applied again, none found already there.
-      expect(back.status().duplicatesSkipped).toBe(0);
-      expect(back.status().appendEntriesApplied).toBeGreaterThan(30);
-    };
-    const lid = c.ids.find((id) => c.logs.get(id) === leader) as number;
-    for (const id of c.ids) if (id !== lid) await upgrade(id);
-    const heir = c.ids.find((id) => id !== lid) as number;
-    await leader.transferLeadership(heir);
-    leader = await c.waitLeader();
-    expect(leader).toBe(c.logs.get(heir));
-    const mark = acked.length;
-    await upgrade(lid);
-    await until(() => acked.length > mark + 20, 10_000, 'load after the upgrade');
-    running = false;
-    await Promise.all(writers);
-    await verify(c, acked, unknown);
+    // More than one attempt: a failed attempt drops the client's leader hint (it may name a stopped member).
+    const clientOf = (address: string) =>
+      new ChronactaClient(address, { deadlineMs: 5000, appendAttempts: 3, retryDelayMs: 20 });
+    for (const [id, address] of ms.addresses) clients.set(id, clientOf(address));
+    try {
+      const first = await ms.leader();
+      // No dual writers: at no sample do two members accept writes, and each term has one leader.
+      const leadersByTerm = new Map<number, Set<number>>();
+      let dual = 0;
+      const sampler = (async () => {
+        while (sampling) {
+          let writers = 0;
+          for (const [id, s] of ms.servers) {
+            const st = s.store.clusterStatus();
+            if (!st?.acceptingWrites) continue;
+            writers++;
+            const set = leadersByTerm.get(st.term) ?? new Set<number>();
+            set.add(id);
+            leadersByTerm.set(st.term, set);
+          }
+          if (writers > 1) dual++;
+          await sleep(5);
+        }
+      })();
+      const acked: KeyedAck[] = [];
+      const failures: unknown[] = [];
+      const writers = [0, 1].map((w) =>
+        keyedWriter(ms, clients, w, () => running && failures.length === 0, acked).catch((e: unknown) => {
+          failures.push(e);
+        }),
+      );
+      const load = (n: number, what: string) =>
+        until(
+          () => {
+            if (failures.length > 0) throw failures[0];
+            return acked.length > n;
+          },
+          10_000,
+          what,
+        );
+      await load(30, 'load');
+      const upgrade = async (id: number) => {
+        const dir = ms.dirs.get(id) as string;
+        await expect(migrateDataDir(dir)).rejects.toMatchObject({ code: 'PLX_CHRONACTA_LOCKED' });
+        const server = ms.servers.get(id) as ChronactaServer;
+        ms.servers.delete(id);
+        await server.close();
+        // Appends go on while the member is down (two of three voters are a majority).
+        await load(acked.length + 10, `appends while member ${id} is down`);
+        expect(await migrateDataDir(dir)).toEqual({ dataDir: dir, from: 1, to: 2, changed: true });
+        expect(await migrateDataDir(dir)).toMatchObject({ changed: false });
+        const back = await ms.start(id);
+        // A fresh channel to the restarted member (the old one may be in its reconnect backoff).
+        retired.push(clients.get(id) as ChronactaClient);
+        clients.set(id, clientOf(back.address));
+        const before = acked.length;
+        expect(back.store.prepared.node).toMatchObject({ version: 2, clusterId: 'rolling' });
+        const leader = ms.servers.get(await ms.leader()) as ChronactaServer;
+        const target = leader.store.lastPosition;
+        await until(() => back.store.lastPosition >= target, 10_000, `member ${id} to catch up`);
+        expect(back.store.clusterStatus()?.role).toBe('follower');
+        // Appends go on with the member back.
+        await load(before + 10, 'appends during the upgrade');
+      };
+      for (const id of [1, 2, 3]) if (id !== first) await upgrade(id);
+      const heir = first === 1 ? 2 : 1;
+      // Hands leadership over (rolling upgrades: ReplicatedLog.transferLeadership of the
+      // leader's store; EventStore has no public call for it).
+      const leaderStore = (ms.servers.get(first) as ChronactaServer).store;
+      const log = (leaderStore as unknown as { replicated: ReplicatedLog }).replicated;
+      await log.transferLeadership(heir);
+      expect(await ms.leader()).toBe(heir);
+      await upgrade(first);
+      const mark = acked.length;
+      await load(mark + 20, 'load after the upgrade');
+      running = false;
+      await Promise.all(writers);
+      expect(failures).toEqual([]);
+      sampling = false;
+      await sampler;
+      expect(dual).toBe(0);
+      for (const set of leadersByTerm.values()) expect(set.size).toBe(1);
+
+      // Every member holds the same events; every acknowledged key once, at its position.
+      const lead = ms.servers.get(await ms.leader()) as ChronactaServer;
+      const last = lead.store.lastPosition;
+      for (const s of ms.servers.values()) await until(() => s.store.lastPosition === last, 10_000, 'convergence');
+      const views = await Promise.all([1, 2, 3].map((id) => heldBy(ms.servers.get(id) as ChronactaServer)));
+      for (const v of views) expect(v).toEqual(views[0]);
+      const all = views[0] as string[];
+      expect(all.map((l) => l.split('|')[0])).toEqual(all.map((_, i) => String(i + 1))); // dense
+      const at = new Map<string, string[]>();
+      for (const l of all) {
+        const [pos, , , key] = l.split('|') as [string, string, string, string];
+        at.set(key, [...(at.get(key) ?? []), pos]);
+      }
+      expect(at.size).toBe(all.length); // no key twice
+      for (const a of acked) expect(at.get(a.key)).toEqual([String(a.position)]);
+      expect(new Set(acked.map((a) => a.key)).size).toBe(acked.length);
+      for (const dir of ms.dirs.values()) {
+        const node = JSON.parse(readFileSync(join(dir, 'cluster/node.json'), 'utf8'));
+        expect(node).toMatchObject({ version: 2, clusterId: 'rolling' });
+      }
+    } finally {
+      running = false;
+      sampling = false;
+      for (const c of [...clients.values(), ...retired]) c.close();
+    }
   });
 
   it(
@@ -215,7 +490,7 @@ describe('replicated log under sustained load', () => {
       expect(acked.length).toBeGreaterThan(20);
       expect(faults.length).toBeGreaterThan(3);
       await verify(c, acked, unknown);
-      if (process.env.CHRONACTA_CHAOS_DURATION || process.env.CHRONACTA_CHAOS_FULL) {
+      if (chaosEnv('DURATION') || chaosEnv('FULL')) {
         console.log(`chaos: ${faults.length} faults, ${acked.length} appends acknowledged, ${unknown.size} unknown`);
       }
     },

@@ -1,7 +1,9 @@
 /**
- * The seed's partition matrix on the replicated log: three members on real sockets and real
- * files, every link through a fault-injecting proxy. (TestLeaderKillCommittedEventsSurvive,
- * with real processes, is in processes.test.ts.)
+ * The seed's partition matrix on the replicated log: three members in this process, on real
+ * sockets and real files, every link through a fault-injecting proxy. This is the fast
+ * stand-in; the same matrix against three real `plexus chronacta serve --cluster` processes,
+ * all five tests including TestLeaderKillCommittedEventsSurvive, is
+ * partitions-processes.test.ts (and processes.test.ts kills a replicated-log member process).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';

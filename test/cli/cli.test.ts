@@ -70,8 +70,8 @@ describe('the plexus command', () => {
     const r = plexus('demo', '--quick');
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('[10/10]');
-    expect(r.stdout).toContain('(nothing committed was lost)');
-    expect(r.stdout).toMatch(/node \d's log: event-1, event-2, event-3, event-4/);
+    expect(r.stdout).toMatch(/killed the leader, node \d \(pid \d+, term \d+\), with SIGKILL/);
+    expect(r.stdout).toContain('each present exactly once at its position, nothing else');
     expect(r.stdout).toContain('rebuilt by replay: {"count":11,"total":51}');
     expect(r.stdout).toMatch(/500 actors got one message each, \d+ of them from another node/);
     expect(r.stdout).toMatch(/sent 300 messages to counters and got 300 replies back/);

@@ -30,6 +30,8 @@ export interface EventTable {
 }
 
 const FLAG_IDEMPOTENCY = 1;
+/** The largest gap encodeTable leaves before a record. */
+const MAX_GAP = 4096;
 const TWO32 = 2 ** 32;
 const utf8Fatal = new TextDecoder('utf-8', { fatal: true });
 const utf8 = new TextEncoder();
@@ -247,10 +249,49 @@ export interface BatchHeader {
   readonly fingerprint?: Uint8Array;
 }
 
-/** The records of one append: one buffer, and each record's payload as a view into it. */
-export interface EncodedBatch {
-  readonly bytes: Uint8Array;
-  readonly payloads: Uint8Array[];
+/**
+ * The records of one append in one buffer: `gap` bytes (0, or the log's record header,
+ * for `LogStorage#appendFramed`) before each payload, end to end.
+ */
+export class EncodedBatch {
+  private views: Uint8Array[] | undefined;
+
+  constructor(
+    readonly bytes: Uint8Array,
+    /** Each record's payload length. */
+    readonly lengths: Uint32Array,
+    readonly gap: number,
+  ) {}
+
+  /** A batch of one record already encoded on its own (no gap). */
+  static of(payload: Uint8Array): EncodedBatch {
+    return new EncodedBatch(payload, Uint32Array.of(payload.length), 0);
+  }
+
+  get count(): number {
+    return this.lengths.length;
+  }
+
+  /** The payload bytes, gaps left out. */
+  get payloadBytes(): number {
+    return this.bytes.length - this.gap * this.lengths.length;
+  }
+
+  /** Each record's payload as a view into `bytes` (made on first use). */
+  get payloads(): Uint8Array[] {
+    if (this.views === undefined) {
+      const n = this.lengths.length;
+      const views: Uint8Array[] = new Array(n);
+      let p = 0;
+      for (let i = 0; i < n; i++) {
+        const start = p + this.gap;
+        p = start + (this.lengths[i] as number);
+        views[i] = this.bytes.subarray(start, p);
+      }
+      this.views = views;
+    }
+    return this.views;
+  }
 }
 
 /**
@@ -293,19 +334,22 @@ function u64(dv: DataView, off: number, v: number): void {
 /**
  * Encodes the records of a checked table (checkTable) as EVENT entries: positions and
  * versions follow each other from `h`'s, the first record carries the key. Events without
- * an id get a random (version 4) UUID.
+ * an id get a random (version 4) UUID. Each record is written after `gap` bytes left for
+ * the log (0 .. 4096; the log's RECORD_HEADER_BYTES for `appendFramed`), which stay zero.
  */
-export function encodeTable(t: EventTable, h: BatchHeader, typeAndBodyBytes: number): EncodedBatch {
+export function encodeTable(t: EventTable, h: BatchHeader, typeAndBodyBytes: number, gap = 0): EncodedBatch {
   const { buf, count, ev } = t;
+  if (!Number.isSafeInteger(gap) || gap < 0 || gap > MAX_GAP) throw new RangeError(`encodeTable: gap ${gap}`);
   const keyBytes = h.key && h.fingerprint ? 2 + h.key.length + FINGERPRINT_BYTES : 0;
-  const size = count * (RECORD_HEADER_BYTES + h.stream.length) + typeAndBodyBytes + keyBytes;
+  const size = count * (gap + RECORD_HEADER_BYTES + h.stream.length) + typeAndBodyBytes + keyBytes;
   const out = new Uint8Array(size);
   const dv = new DataView(out.buffer);
-  const payloads: Uint8Array[] = new Array(count);
+  const lengths = new Uint32Array(count);
   const sLen = h.stream.length;
   let p = 0;
   for (let i = 0; i < count; i++) {
     const at = i * EV_SLOTS;
+    p += gap;
     const start = p;
     const typeLen = ev[at + EV_TYPE + 1] as number;
     const metaLen = ev[at + EV_META + 1] as number;
@@ -341,10 +385,10 @@ export function encodeTable(t: EventTable, h: BatchHeader, typeAndBodyBytes: num
       out.set(h.fingerprint, p + 2 + h.key.length);
       p += keyBytes;
     }
-    payloads[i] = out.subarray(start, p);
+    lengths[i] = p - start;
   }
   if (p !== size) throw new Error(`encodeTable: wrote ${p} bytes of ${size}`);
-  return { bytes: out, payloads };
+  return new EncodedBatch(out, lengths, gap);
 }
 
 /** Copies `len` bytes; short runs byte by byte (cheaper than a typed-array set). */

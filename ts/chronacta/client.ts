@@ -54,9 +54,56 @@ export interface ClientOptions {
   readonly appendAttempts?: number;
   /** Pause between append attempts in milliseconds (default 100). */
   readonly retryDelayMs?: number;
+  /**
+   * Cluster mode: the consistency of reads (`readStream`, `readAll`), unless a call says
+   * otherwise. `leader` (the default): served by the leader, which has applied every
+   * acknowledged append; a follower answers with the leader's address and the client reads
+   * there. `follower`: a follower may serve it from what it applied, within its staleness
+   * bound (docs/chronacta-ha.md#follower-reads); never linearizable. Outside the bound it
+   * refuses with PLX_CHRONACTA_STALE_READ and the client reads at the leader.
+   */
+  readonly readConsistency?: ReadConsistency;
+  /** Follow a read refusal that names the leader by reading there (default true). */
+  readonly followReadRedirects?: boolean;
+}
+
+export type ReadConsistency = 'leader' | 'follower';
+
+/** Per-call read options in cluster mode. */
+export interface ReadConsistencyOptions {
+  readonly readConsistency?: ReadConsistency;
+}
+
+/** Who served a read and at which applied position (from the reply's trailers). */
+export interface ReadInfo {
+  /** `leader`, `follower`, or `local` (a server that was not asked for a consistency, or standalone: absent). */
+  readonly servedBy: 'leader' | 'follower' | 'local';
+  /** The position the member had applied when it admitted the read: the read saw at least this. */
+  readonly appliedPosition: bigint;
+  /** The address that served it (the one asked, or the leader a refusal named). */
+  readonly address: string;
+}
+
+/** A member to add to a cluster: its Raft id, Raft transport address and gRPC (advertise) address. */
+export interface NewMember {
+  readonly id: number;
+  readonly raftAddress: string;
+  readonly advertise: string;
+}
+
+/** The membership after a change, as the leader sees it. */
+export interface MembershipResult {
+  readonly members: readonly { readonly id: string; readonly address: string; readonly raftAddress: string }[];
+  readonly voters: readonly string[];
+  readonly learners: readonly string[];
+  readonly term: bigint;
+  /** The leader that made the change. */
+  readonly leaderAddress: string;
 }
 
 const NOT_LEADER = 'PLX_CHRONACTA_HA_NOT_LEADER';
+const STALE_READ = 'PLX_CHRONACTA_STALE_READ';
+const CONSISTENCY_HEADER = 'plexus-read-consistency';
 const RETRYABLE = new Set([
   NOT_LEADER,
   'PLX_CHRONACTA_HA_NOT_READY',
@@ -138,6 +185,10 @@ export class ChronactaClient {
       channelOverride: this.store.getChannel(),
     });
     this.deadlineMs = opts.deadlineMs ?? 30_000;
+    const consistency = opts.readConsistency;
+    if (consistency !== undefined && consistency !== 'leader' && consistency !== 'follower') {
+      throw badInput(`readConsistency is 'leader' or 'follower', got ${String(consistency)}`);
+    }
     const attempts = opts.appendAttempts ?? 1;
     if (!Number.isSafeInteger(attempts) || attempts < 1 || attempts > 100) {
       throw badInput('appendAttempts must be a whole number from 1 to 100');
@@ -165,6 +216,132 @@ export class ChronactaClient {
         else resolve(res as T);
       });
     });
+  }
+
+  /** A unary call with request metadata that resolves with the reply and its trailing metadata. */
+  private callWithTrailers<T>(
+    client: grpc.Client,
+    method: string,
+    req: unknown,
+    headers: Record<string, string>,
+    deadlineMs = this.deadlineMs,
+  ): Promise<{ res: T; trailers: grpc.Metadata | undefined }> {
+    const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
+    const opts: grpc.CallOptions = deadlineMs > 0 ? { deadline: Date.now() + deadlineMs } : {};
+    const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(headers)) md.set(k, v);
+    return new Promise((resolve, reject) => {
+      let res: T | undefined;
+      let got = false;
+      const call = fn.call(client, req, md, opts, (err, r) => {
+        if (err) reject(fromServiceError(err));
+        else {
+          res = r as T;
+          got = true;
+        }
+      });
+      // grpc-js reports the status (with the trailers) after the callback.
+      call.on('status', (st: grpc.StatusObject) => {
+        if (got) resolve({ res: res as T, trailers: st.metadata });
+      });
+    });
+  }
+
+  /** A read with its consistency: redirected once to the leader a refusal names (unless turned off). */
+  private async read<T>(
+    method: string,
+    req: unknown,
+    consistency: ReadConsistency | undefined,
+  ): Promise<T & { read?: ReadInfo }> {
+    const mode = consistency ?? this.opts.readConsistency ?? 'leader';
+    if (mode !== 'leader' && mode !== 'follower')
+      throw badInput(`readConsistency is 'leader' or 'follower', got ${String(mode)}`);
+    const once = async (target: ChronactaClient, m: ReadConsistency): Promise<T & { read?: ReadInfo }> => {
+      const { res, trailers } = await target.callWithTrailers<T>(target.store, method, req, {
+        [CONSISTENCY_HEADER]: m,
+      });
+      const by = trailers?.get('plexus-read')[0];
+      const at = trailers?.get('plexus-applied-position')[0];
+      if ((by === 'leader' || by === 'follower' || by === 'local') && typeof at === 'string' && /^\d+$/.test(at)) {
+        return { ...res, read: { servedBy: by, appliedPosition: BigInt(at), address: target.address } };
+      }
+      return res as T & { read?: ReadInfo };
+    };
+    try {
+      return await once(this, mode);
+    } catch (e) {
+      const err = e as { code?: string; details?: { leaderAddress?: unknown } };
+      const leader = err.details?.leaderAddress;
+      if (
+        this.opts.followReadRedirects === false ||
+        (err.code !== NOT_LEADER && err.code !== STALE_READ) ||
+        typeof leader !== 'string' ||
+        leader === '' ||
+        leader === this.address
+      ) {
+        throw e;
+      }
+      return once(this.peer(leader), 'leader');
+    }
+  }
+
+  /** A membership call: sent here, and once more to the leader a NOT_LEADER refusal names. */
+  private async membership(method: string, req: unknown, deadlineMs: number): Promise<MembershipResult> {
+    type Reply = {
+      members: { id: string; address: string; raftAddress: string }[];
+      voters: string[];
+      learners: string[];
+      term: WireLong;
+    };
+    let target: ChronactaClient = this;
+    let r: Reply;
+    try {
+      r = (await this.callWithTrailers<Reply>(this.cluster, method, req, {}, deadlineMs)).res;
+    } catch (e) {
+      const leader = (e as { details?: { leaderAddress?: unknown } }).details?.leaderAddress;
+      if ((e as { code?: string }).code !== NOT_LEADER || typeof leader !== 'string' || leader === '') throw e;
+      target = this.peer(leader);
+      r = (await target.callWithTrailers<Reply>(target.cluster, method, req, {}, deadlineMs)).res;
+    }
+    return {
+      members: r.members.map((m) => ({ id: m.id, address: m.address, raftAddress: m.raftAddress })),
+      voters: r.voters,
+      learners: r.learners,
+      term: toBig(r.term, 'term'),
+      leaderAddress: target.address,
+    };
+  }
+
+  /**
+   * Cluster mode: adds a member (sent to the leader, following a redirect). The leader
+   * replicates its addresses, adds it as a learner, waits up to `catchUpMs` (default 10 s)
+   * for it to catch up and makes it a voter, unless `learner`. Start the new member first
+   * (`plexus chronacta cluster join-files`, then `serve --cluster`).
+   */
+  addMember(
+    member: NewMember,
+    opts: { readonly learner?: boolean; readonly catchUpMs?: number; readonly deadlineMs?: number } = {},
+  ): Promise<MembershipResult> {
+    if (typeof member !== 'object' || member === null) throw badInput('addMember needs { id, raftAddress, advertise }');
+    if (!Number.isSafeInteger(member.id) || member.id < 1) throw badInput('member id must be a whole number from 1');
+    const catchUpMs = wireCount(opts.catchUpMs, 'catchUpMs', 1) ?? 0;
+    return this.membership(
+      'AddMember',
+      {
+        id: String(member.id),
+        raftAddress: member.raftAddress,
+        advertise: member.advertise,
+        learner: opts.learner === true,
+        catchUpMs,
+      },
+      opts.deadlineMs ?? Math.max(this.deadlineMs, (catchUpMs || 10_000) + 20_000),
+    );
+  }
+
+  /** Cluster mode: removes a member (sent to the leader, following a redirect); never the last voter. */
+  removeMember(id: number, opts: { readonly deadlineMs?: number } = {}): Promise<MembershipResult> {
+    if (!Number.isSafeInteger(id) || id < 1) throw badInput('member id must be a whole number from 1');
+    return this.membership('RemoveMember', { id: String(id) }, opts.deadlineMs ?? Math.max(this.deadlineMs, 30_000));
   }
 
   async append(stream: string, events: readonly EventData[], opts: AppendOptions = {}): Promise<AppendResult> {
@@ -228,23 +405,30 @@ export class ChronactaClient {
     };
   }
 
-  async readStream(stream: string, opts: ReadStreamOptions = {}): Promise<ReadStreamResult> {
+  async readStream(
+    stream: string,
+    opts: ReadStreamOptions & ReadConsistencyOptions = {},
+  ): Promise<ReadStreamResult & { readonly read?: ReadInfo }> {
     const fromVersion = wireBig(opts.fromVersion, 'fromVersion');
     const maxCount = wireCount(opts.maxCount, 'maxCount', 1);
-    const r = await this.call<{
+    const r = await this.read<{
       events: WireRecorded[];
       lastVersion: WireLong;
       next?: string;
       nextVersion?: WireLong;
       end: boolean;
       deleted: boolean;
-    }>(this.store, 'ReadStream', {
-      stream,
-      direction: opts.direction === 'backwards' ? 'BACKWARDS' : 'FORWARDS',
-      ...(fromVersion !== undefined ? { fromVersion } : {}),
-      maxCount: maxCount ?? 0,
-      types: [...(opts.types ?? [])],
-    });
+    }>(
+      'ReadStream',
+      {
+        stream,
+        direction: opts.direction === 'backwards' ? 'BACKWARDS' : 'FORWARDS',
+        ...(fromVersion !== undefined ? { fromVersion } : {}),
+        maxCount: maxCount ?? 0,
+        types: [...(opts.types ?? [])],
+      },
+      opts.readConsistency,
+    );
     return {
       stream,
       events: r.events.map(recordedFromWire),
@@ -252,14 +436,16 @@ export class ChronactaClient {
       nextVersion: r.next === 'nextVersion' ? toBig(r.nextVersion, 'nextVersion') : undefined,
       end: r.end,
       deleted: r.deleted,
+      ...(r.read ? { read: r.read } : {}),
     };
   }
 
-  async readAll(opts: ReadAllOptions = {}): Promise<ReadAllResult> {
+  async readAll(
+    opts: ReadAllOptions & ReadConsistencyOptions = {},
+  ): Promise<ReadAllResult & { readonly read?: ReadInfo }> {
     const fromPosition = wireBig(opts.fromPosition, 'fromPosition');
     const maxCount = wireCount(opts.maxCount, 'maxCount', 1);
-    const r = await this.call<{ events: WireRecorded[]; nextPosition: WireLong; end: boolean; lastPosition: WireLong }>(
-      this.store,
+    const r = await this.read<{ events: WireRecorded[]; nextPosition: WireLong; end: boolean; lastPosition: WireLong }>(
       'ReadAll',
       {
         direction: opts.direction === 'backwards' ? 'BACKWARDS' : 'FORWARDS',
@@ -268,12 +454,14 @@ export class ChronactaClient {
         streamPrefix: opts.streamPrefix ?? '',
         types: [...(opts.types ?? [])],
       },
+      opts.readConsistency,
     );
     return {
       events: r.events.map(recordedFromWire),
       nextPosition: toBig(r.nextPosition, 'nextPosition'),
       end: r.end,
       lastPosition: toBig(r.lastPosition, 'lastPosition'),
+      ...(r.read ? { read: r.read } : {}),
     };
   }
 

@@ -14,6 +14,10 @@
  * - `grpc-timeout` (the caller's deadline) ends the call with DEADLINE_EXCEEDED when it
  *   passes first; a stream reset by the client cancels the call (`onCancel`).
  * - An unknown path ends with UNIMPLEMENTED.
+ * - A handler reads the request's metadata (`header`) and adds trailing metadata to an OK
+ *   reply (`setTrailer`); a rejection with a `CallFailure` ends the call with its status as is.
+ * - The methods of a running server can be added or wrapped (`routes`, `routesOn(port)`):
+ *   a composition root extends a server that another module started.
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
@@ -51,6 +55,18 @@ export interface CallContext {
   /** True once the client cancelled, the deadline passed or the call ended. */
   readonly cancelled: boolean;
   onCancel(fn: () => void): void;
+  /** A request header (custom metadata), lower-case name; undefined when absent or not text. */
+  header(name: string): string | undefined;
+  /** Adds trailing metadata (ASCII name and value) to the call's end, OK or not. */
+  setTrailer(name: string, value: string): void;
+}
+
+/** A handler's rejection that ends the call with exactly this status (no `statusOf` mapping). */
+export class CallFailure extends Error {
+  constructor(readonly status: CallStatus) {
+    super(status.details);
+    this.name = 'CallFailure';
+  }
 }
 
 /** The sending side of a server-streaming call. */
@@ -80,13 +96,31 @@ export interface GrpcServerOptions {
   readonly onEnd?: (path: string, code: number) => void;
 }
 
+/** The methods of a running server by path: read, add or wrap them while it serves. */
+export interface GrpcRoutes {
+  get(path: string): GrpcMethod | undefined;
+  set(path: string, method: GrpcMethod): void;
+}
+
 export interface GrpcServer {
   readonly port: number;
+  readonly routes: GrpcRoutes;
   /** Stops taking connections, lets running calls finish (at most `graceMs`), then closes the rest. */
   close(graceMs?: number): Promise<void>;
 }
 
 const PREFIX = 5;
+
+/** The servers this process runs, by port (see `routesOn`). */
+const running = new Map<number, GrpcRoutes>();
+
+/**
+ * The methods of the server this process runs on `port` (undefined: none). Lets the code
+ * that started a product's server through another module add methods to it.
+ */
+export function routesOn(port: number): GrpcRoutes | undefined {
+  return running.get(port);
+}
 
 /** A message with its 5-byte gRPC prefix (not compressed). */
 export function frame(message: Uint8Array): Uint8Array {
@@ -155,6 +189,13 @@ export async function startGrpcServer(
   opts: GrpcServerOptions,
 ): Promise<GrpcServer> {
   const sessions = new Set<http2.ServerHttp2Session>();
+  const table = new Map(methods);
+  const routes: GrpcRoutes = {
+    get: (path) => table.get(path),
+    set: (path, method) => {
+      table.set(path, method);
+    },
+  };
   const server = http2.createServer({
     maxSessionMemory: Number.MAX_SAFE_INTEGER,
     maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
@@ -181,8 +222,8 @@ export async function startGrpcServer(
       if (!stream.destroyed) stream.respond({ ':status': 415 }, { endStream: true });
       return;
     }
-    const call = new Call(stream, path, opts);
-    const method = methods.get(path);
+    const call = new Call(stream, path, opts, headers);
+    const method = table.get(path);
     if (!method) {
       call.finish({ code: GrpcStatus.UNIMPLEMENTED, details: `the server has no method ${path}` });
       return;
@@ -215,9 +256,12 @@ export async function startGrpcServer(
     });
   });
   const bound = (server.address() as AddressInfo).port;
+  running.set(bound, routes);
   return {
     port: bound,
+    routes,
     close(graceMs = 2000) {
+      if (running.get(bound) === routes) running.delete(bound);
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           for (const s of sessions) s.destroy();
@@ -240,11 +284,13 @@ class Call implements ServerStream {
   private cancelFns: (() => void)[] | undefined;
   private drainFns: (() => void)[] | undefined;
   private trailers: Record<string, string> = OK_TRAILERS;
+  private extra: Record<string, string> | undefined;
 
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
     private readonly path: string,
     private readonly opts: GrpcServerOptions,
+    private readonly headers: http2.IncomingHttpHeaders,
   ) {
     stream.on('error', ignore);
     stream.once('close', () => {
@@ -258,6 +304,17 @@ class Call implements ServerStream {
 
   get cancelled(): boolean {
     return this.done;
+  }
+
+  header(name: string): string | undefined {
+    const v = this.headers[name.toLowerCase()];
+    return typeof v === 'string' ? v : undefined;
+  }
+
+  setTrailer(name: string, value: string): void {
+    if (this.done) return;
+    (this.extra ??= {})[name.toLowerCase()] = value;
+    this.trailers = { ...OK_TRAILERS, ...this.extra };
   }
 
   onCancel(fn: () => void): void {
@@ -371,13 +428,13 @@ class Call implements ServerStream {
       if (method.kind === 'unary') {
         method.handle(message, this).then(
           (framed) => this.reply(framed),
-          (e: unknown) => this.finish(this.opts.statusOf(e)),
+          (e: unknown) => this.finish(e instanceof CallFailure ? e.status : this.opts.statusOf(e)),
         );
       } else {
         try {
           method.handle(message, this);
         } catch (e) {
-          this.finish(this.opts.statusOf(e));
+          this.finish(e instanceof CallFailure ? e.status : this.opts.statusOf(e));
         }
       }
     });
@@ -392,7 +449,10 @@ class Call implements ServerStream {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
-    stream.on('wantTrailers', sendOkTrailers);
+    if (this.extra) {
+      const trailers = this.trailers;
+      stream.on('wantTrailers', () => stream.sendTrailers(trailers));
+    } else stream.on('wantTrailers', sendOkTrailers);
     stream.end(framed);
     this.opts.onEnd?.(this.path, GrpcStatus.OK);
   }
@@ -436,6 +496,7 @@ class Call implements ServerStream {
     this.opts.onEnd?.(this.path, status.code);
     if (!stream.destroyed && !stream.closed) {
       const trailers: Record<string, string> = {
+        ...this.extra,
         'grpc-status': String(status.code),
         'grpc-message': encodeMessage(status.details),
         ...status.metadata,

@@ -3,7 +3,16 @@
  * typed client. docs/chronacta.md describes the API, the record in the log and the data
  * directory.
  */
-export { ChronactaClient, type ClientOptions, type ClientSubscription, type SubscribeOptions } from './client.js';
+export {
+  ChronactaClient,
+  type ClientOptions,
+  type ClientSubscription,
+  type MembershipResult,
+  type NewMember,
+  type ReadConsistency,
+  type ReadInfo,
+  type SubscribeOptions,
+} from './client.js';
 export { ChronactaCode, type ChronactaCodeName, isWrongExpectedVersion } from './errors.js';
 export { type ChronactaServer, type ServerOptions, startServer } from './server.js';
 export { DEFAULT_IDEMPOTENCY_TTL_MS, EventStore, type StoreObserver, type StoreOptions } from './store.js';

@@ -11,12 +11,25 @@
  * by `plexus chronacta cluster init`) lists every member with its Raft id, Raft address and
  * advertise address; node.json names this node among them; `haConfigOf` reads the
  * replicated log's configuration from them. Any other mode is refused.
+ *
+ * The data format is node.json's `version` (DATA_FORMAT; `plexus chronacta migrate`
+ * raises it, see migrate.ts): format 1 has no `clusterId` in node.json; format 2 records
+ * the cluster the node's data belongs to, and a node.json of format 2 whose `clusterId`
+ * differs from cluster.json's is refused (the cluster files were replaced). Both formats
+ * are read; a format above DATA_FORMAT, or a cluster.json above version 1, is refused with
+ * PLX_CHRONACTA_DATA_FORMAT_UNSUPPORTED. New directories are written in format 2.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import { PlexusError } from '../core/errors.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import { type HaMember, parseHaConfig } from './ha/config.js';
+
+/** The data format this build writes and the highest it reads (node.json's `version`). */
+export const DATA_FORMAT = 2;
+/** A data directory (or cluster.json) written by a newer plexus than this one. */
+export const DATA_FORMAT_UNSUPPORTED = 'PLX_CHRONACTA_DATA_FORMAT_UNSUPPORTED';
 
 export interface DataPaths {
   readonly root: string;
@@ -33,6 +46,8 @@ export interface ClusterMember {
   readonly address: string;
   /** Cluster mode: the address its Raft transport listens on. */
   readonly raftAddress?: string;
+  /** Cluster mode: a learner (replicated to, not counted in quorums). */
+  readonly learner?: boolean;
 }
 
 export type ClusterMode = 'standalone' | 'cluster';
@@ -44,12 +59,23 @@ export interface ClusterFile {
   readonly epoch: number;
   readonly members: readonly ClusterMember[];
   readonly leader: string;
+  /** Cluster mode: ids of members removed from the cluster; ids are never reused. */
+  readonly removed?: readonly string[];
 }
 
 export interface NodeFile {
-  readonly version: 1;
+  /** The data format: 1, or 2 with `clusterId`. */
+  readonly version: 1 | 2;
   readonly id: string;
   readonly advertiseAddress: string;
+  /** Format 2: the cluster this node's data belongs to (cluster.json's `clusterId`). */
+  readonly clusterId?: string;
+  /**
+   * Cluster mode: the node was added to a running cluster (`plexus chronacta cluster
+   * join-files`): it starts as an empty member the leader adds, never bootstrapping a
+   * configuration of its own.
+   */
+  readonly join?: boolean;
 }
 
 export function dataPaths(root: string): DataPaths {
@@ -106,12 +132,37 @@ function checkNode(file: string, v: unknown): NodeFile {
   const o = v as Partial<NodeFile>;
   if (typeof o !== 'object' || o === null || typeof o.id !== 'string' || o.id === '') bad(file, 'no node "id"');
   if (typeof o.advertiseAddress !== 'string') bad(file, '"advertiseAddress" must be a string');
-  return { version: 1, id: o.id, advertiseAddress: o.advertiseAddress };
+  if (o.join !== undefined && typeof o.join !== 'boolean') bad(file, '"join" must be true or false');
+  const version = formatOf(file, (o as { version?: unknown }).version, DATA_FORMAT);
+  if (version === 2 && (typeof o.clusterId !== 'string' || o.clusterId === '')) {
+    bad(file, 'format 2 needs a "clusterId"');
+  }
+  return {
+    version: version as 1 | 2,
+    id: o.id,
+    advertiseAddress: o.advertiseAddress,
+    ...(version === 2 ? { clusterId: o.clusterId as string } : {}),
+    ...(o.join ? { join: true } : {}),
+  };
+}
+
+/** Checks a file's `version`: a whole number from 1 to `known`; above it, PLX_CHRONACTA_DATA_FORMAT_UNSUPPORTED. */
+export function formatOf(file: string, version: unknown, known: number): number {
+  if (!Number.isSafeInteger(version) || (version as number) < 1) bad(file, '"version" must be a whole number from 1');
+  if ((version as number) > known) {
+    throw new PlexusError(
+      DATA_FORMAT_UNSUPPORTED,
+      `${file} has format version ${version}, newer than this plexus reads (up to ${known}): run a plexus that knows it`,
+      { file, version, supported: known },
+    );
+  }
+  return version as number;
 }
 
 function checkCluster(file: string, v: unknown): ClusterFile {
   const o = v as Partial<ClusterFile> & { mode?: unknown };
   if (typeof o !== 'object' || o === null) bad(file, 'not an object');
+  formatOf(file, (o as { version?: unknown }).version, 1);
   if (o.mode !== 'standalone' && o.mode !== 'cluster') {
     bad(file, `mode is ${JSON.stringify(o.mode)}; use "standalone" or "cluster"`);
   }
@@ -125,7 +176,11 @@ function checkCluster(file: string, v: unknown): ClusterFile {
     }
   }
   if (typeof o.leader !== 'string') bad(file, '"leader" must be a string');
+  if (o.removed !== undefined && (!Array.isArray(o.removed) || o.removed.some((r) => typeof r !== 'string'))) {
+    bad(file, '"removed" must be an array of member ids');
+  }
   return {
+    ...(o.removed !== undefined ? { removed: o.removed } : {}),
     version: 1,
     clusterId: o.clusterId,
     mode: o.mode,
@@ -141,6 +196,16 @@ export interface PreparedDataDir {
   readonly node: NodeFile;
 }
 
+/** Format 2: node.json names the cluster its data belongs to, and cluster.json must be that cluster's. */
+export function checkBinding(paths: DataPaths, node: NodeFile, cluster: ClusterFile): void {
+  if (node.clusterId === undefined || node.clusterId === cluster.clusterId) return;
+  throw chronactaError(
+    ChronactaCode.BAD_DATA_DIR,
+    `${paths.nodeFile} says this node's data belongs to cluster "${node.clusterId}" but ${paths.clusterFile} is cluster "${cluster.clusterId}": put back this node's cluster.json, or start the other cluster's member from an empty directory`,
+    { file: paths.clusterFile, nodeClusterId: node.clusterId, clusterId: cluster.clusterId },
+  );
+}
+
 /** Makes the directories and the cluster files when missing; reads and checks them otherwise. */
 export async function prepareDataDir(root: string): Promise<PreparedDataDir> {
   if (typeof root !== 'string' || root === '') {
@@ -149,24 +214,27 @@ export async function prepareDataDir(root: string): Promise<PreparedDataDir> {
   const paths = dataPaths(root);
   for (const d of [paths.root, paths.log, paths.archive, paths.cluster]) await mkdir(d, { recursive: true });
   const nodeRaw = await readJson(paths.nodeFile);
+  const clusterRaw = await readJson(paths.clusterFile);
+  const found = clusterRaw === undefined ? undefined : checkCluster(paths.clusterFile, clusterRaw);
+  const clusterId = found?.clusterId ?? randomUUID();
   let node: NodeFile;
   if (nodeRaw === undefined) {
-    node = { version: 1, id: randomUUID(), advertiseAddress: '' };
+    node = { version: DATA_FORMAT, id: randomUUID(), advertiseAddress: '', clusterId };
     await writeFileAtomic(paths.cluster, 'node.json', `${JSON.stringify(node, null, 2)}\n`);
   } else node = checkNode(paths.nodeFile, nodeRaw);
-  const clusterRaw = await readJson(paths.clusterFile);
   let cluster: ClusterFile;
-  if (clusterRaw === undefined) {
+  if (found === undefined) {
     cluster = {
       version: 1,
-      clusterId: randomUUID(),
+      clusterId,
       mode: 'standalone',
       epoch: 0,
       members: [{ id: node.id, address: node.advertiseAddress }],
       leader: node.id,
     };
     await writeFileAtomic(paths.cluster, 'cluster.json', `${JSON.stringify(cluster, null, 2)}\n`);
-  } else cluster = checkCluster(paths.clusterFile, clusterRaw);
+  } else cluster = found;
+  checkBinding(paths, node, cluster);
   return { paths, cluster, node };
 }
 
@@ -187,6 +255,8 @@ export interface NodeHaConfig {
   readonly clusterId: string;
   readonly id: number;
   readonly members: readonly HaMember[];
+  /** node.json says the node joins a running cluster: open the replicated log with `join: true`. */
+  readonly join?: true;
 }
 
 /**
@@ -212,7 +282,12 @@ export function haConfigOf(prep: PreparedDataDir): NodeHaConfig {
   }
   const self = config.members.find((m) => String(m.id) === prep.node.id);
   if (!self) bad(prep.paths.nodeFile, `node id "${prep.node.id}" is not a member of ${file}`);
-  return { clusterId: config.clusterId, id: self.id, members: config.members };
+  return {
+    clusterId: config.clusterId,
+    id: self.id,
+    members: config.members,
+    ...(prep.node.join === true ? { join: true as const } : {}),
+  };
 }
 
 /** The cluster files of member `id` of a cluster-mode cluster (what `cluster init` writes). */
@@ -232,7 +307,7 @@ export function clusterFiles(
       members: members.map((m) => ({ id: String(m.id), address: m.advertise, raftAddress: m.raftAddress })),
       leader: '',
     },
-    node: { version: 1, id: String(id), advertiseAddress: self.advertise },
+    node: { version: DATA_FORMAT, id: String(id), advertiseAddress: self.advertise, clusterId },
   };
 }
 
@@ -242,4 +317,97 @@ export async function writeClusterFiles(root: string, files: { cluster: ClusterF
   await mkdir(paths.cluster, { recursive: true });
   await writeFileAtomic(paths.cluster, 'node.json', `${JSON.stringify(files.node, null, 2)}\n`);
   await writeFileAtomic(paths.cluster, 'cluster.json', `${JSON.stringify(files.cluster, null, 2)}\n`);
+}
+
+/** What a member knows of the membership: `ReplicatedLog.status()`'s voters, learners and addresses. */
+export interface MembershipView {
+  readonly voters: readonly number[];
+  readonly learners: readonly number[];
+  readonly members: readonly HaMember[];
+  /** The leader's id (0: none known). */
+  readonly leader: number;
+}
+
+/**
+ * The cluster.json that records `view`, or undefined when `file` already lists exactly its
+ * members (ids, addresses, learner flags). The epoch goes up by one; ids that left the
+ * configuration join `removed`. A view without voters (a joining member that has not
+ * received the configuration yet) changes nothing.
+ */
+export function membershipFile(file: ClusterFile, view: MembershipView): ClusterFile | undefined {
+  if (file.mode !== 'cluster' || view.voters.length === 0) return undefined;
+  const byId = new Map(view.members.map((m) => [m.id, m]));
+  const old = new Map(file.members.map((m) => [m.id, m]));
+  const ids = [...view.voters, ...view.learners].sort((a, b) => a - b);
+  const learners = new Set(view.learners);
+  const members: ClusterMember[] = [];
+  for (const id of ids) {
+    const m = byId.get(id);
+    const prev = old.get(String(id));
+    const address = m?.advertise ?? prev?.address;
+    const raftAddress = m?.raftAddress ?? prev?.raftAddress;
+    // A member whose addresses this node has not learnt yet: wait for them.
+    if (address === undefined || raftAddress === undefined) return undefined;
+    members.push({ id: String(id), address, raftAddress, ...(learners.has(id) ? { learner: true } : {}) });
+  }
+  const same =
+    members.length === file.members.length &&
+    members.every((m) => {
+      const p = old.get(m.id);
+      return (
+        p && p.address === m.address && p.raftAddress === m.raftAddress && (p.learner ?? false) === (m.learner ?? false)
+      );
+    });
+  if (same) return undefined;
+  const now = new Set(members.map((m) => m.id));
+  const removed = new Set(file.removed ?? []);
+  for (const m of file.members) if (!now.has(m.id)) removed.add(m.id);
+  return {
+    version: 1,
+    clusterId: file.clusterId,
+    mode: 'cluster',
+    epoch: file.epoch + 1,
+    members,
+    leader: view.leader === 0 ? '' : String(view.leader),
+    ...(removed.size > 0 ? { removed: [...removed].sort((a, b) => Number(a) - Number(b)) } : {}),
+  };
+}
+
+/** Replaces a data directory's cluster.json (atomic: written, fsynced, renamed, directory fsynced). */
+export async function writeClusterFile(root: string, cluster: ClusterFile): Promise<void> {
+  const paths = dataPaths(root);
+  await mkdir(paths.cluster, { recursive: true });
+  await writeFileAtomic(paths.cluster, 'cluster.json', `${JSON.stringify(cluster, null, 2)}\n`);
+}
+
+/**
+ * The cluster files of a member about to join a running cluster: the cluster's members as
+ * one of them reports them, plus the new member (a learner until the leader promotes it);
+ * node.json says `join`, so the node never bootstraps a configuration of its own.
+ */
+export function joinFiles(
+  clusterId: string,
+  current: readonly HaMember[],
+  self: HaMember,
+): { cluster: ClusterFile; node: NodeFile } {
+  if (current.some((m) => m.id === self.id)) {
+    throw chronactaError(ChronactaCode.BAD_INPUT, `member ${self.id} is already in the cluster`, { id: self.id });
+  }
+  const members = [...current, self].sort((a, b) => a.id - b.id);
+  return {
+    cluster: {
+      version: 1,
+      clusterId,
+      mode: 'cluster',
+      epoch: 0,
+      members: members.map((m) => ({
+        id: String(m.id),
+        address: m.advertise,
+        raftAddress: m.raftAddress,
+        ...(m.id === self.id ? { learner: true } : {}),
+      })),
+      leader: '',
+    },
+    node: { version: DATA_FORMAT, id: String(self.id), advertiseAddress: self.advertise, clusterId, join: true },
+  };
 }

@@ -13,6 +13,7 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { isPlexusError } from '../core/errors.js';
 import type { FsyncMode, StorageLogger } from '../storage/types.js';
+import { attachClusterApi, type ClusterApi } from './cluster-api.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import { type CallContext, frame, type GrpcMethod, type ServerStream, startGrpcServer } from './grpc-server.js';
 import type { ReplicatedLogOptions } from './ha/replicated-log.js';
@@ -74,6 +75,10 @@ export interface ServerOptions {
   readonly replication?: Partial<Omit<ReplicatedLogOptions, 'dir' | 'id' | 'members'>>;
   /** ReadinessMaxReplicationLag: /readyz on a leader fails while a voter lags more positions than this (default 0). */
   readonly readinessMaxReplicationLag?: number;
+  /** Cluster mode: follower reads (docs/chronacta-ha.md, "Follower reads"): positions a follower may lag (default 0). */
+  readonly maxReadLag?: number;
+  /** Cluster mode: how long ago a follower must have heard the leader's commit (default one election timeout). */
+  readonly maxReadStalenessMs?: number;
 }
 
 export interface ChronactaServer {
@@ -84,6 +89,8 @@ export interface ChronactaServer {
   readonly metricsAddress: string | undefined;
   readonly store: EventStore;
   readonly metrics: ChronactaMetrics;
+  /** Cluster mode: the membership methods, the follower-read gate and cluster.json upkeep. */
+  readonly clusterApi: ClusterApi | undefined;
   /** Statistics of the open subscriptions. */
   subscriptions(): SubscriptionStats[];
   close(): Promise<void>;
@@ -116,6 +123,8 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     clusterPort = Number(self?.advertise.slice(self.advertise.lastIndexOf(':') + 1));
     replication = {
       ...(options.logger ? { logger: options.logger } : {}),
+      // node.json of `cluster join-files`: an empty member the leader adds, never bootstrapping.
+      ...(ha.join === true ? { join: true } : {}),
       ...options.replication,
       id: ha.id,
       members: ha.members,
@@ -357,6 +366,23 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   // Cluster mode keeps the addresses `cluster init` wrote: every member knows them.
   if (!replication) cluster = await recordAddress(prepared, address);
+  let clusterApi: ClusterApi | undefined;
+  if (replication) {
+    try {
+      const r = options.replication ?? {};
+      clusterApi = attachClusterApi(port, store, {
+        ...(r.tickMs !== undefined ? { tickMs: r.tickMs } : {}),
+        ...(r.electionTick !== undefined ? { electionTick: r.electionTick } : {}),
+        ...(options.maxReadLag !== undefined ? { maxReadLag: options.maxReadLag } : {}),
+        ...(options.maxReadStalenessMs !== undefined ? { maxReadStalenessMs: options.maxReadStalenessMs } : {}),
+        ...(options.logger ? { logger: options.logger } : {}),
+      });
+    } catch (e) {
+      await grpcServer.close(0);
+      await store.close();
+      throw e;
+    }
+  }
 
   let metricsServer: MetricsServer | undefined;
   if (options.metricsPort !== undefined) {
@@ -392,12 +418,14 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     metricsAddress: metricsServer?.address,
     store,
     metrics,
+    clusterApi,
     subscriptions: () => [...subs].map((s) => ({ ...s.stats })),
     close() {
       if (!closing) {
         closing = (async () => {
           if (compactTimer) clearInterval(compactTimer);
           for (const s of subs) s.close();
+          clusterApi?.close();
           await grpcServer.close(2000);
           await metricsServer?.close();
           await store.close();

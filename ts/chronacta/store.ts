@@ -16,9 +16,18 @@ import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
+import { RECORD_HEADER_BYTES as LOG_RECORD_GAP } from '../storage/format.js';
 import type { FsyncMode, LogRecord, LogStorage, StorageLogger } from '../storage/types.js';
 import { ArchiveGen, genDirName, readPointer, removeOtherGenerations, writePointer } from './archive.js';
-import { checkTable, type EventTable, encodeTable, fingerprintTable, randomUuidBytes, tableOf } from './batch.js';
+import {
+  checkTable,
+  EncodedBatch,
+  type EventTable,
+  encodeTable,
+  fingerprintTable,
+  randomUuidBytes,
+  tableOf,
+} from './batch.js';
 import { ChronactaCode, chronactaError, fromStorage } from './errors.js';
 import { HaErrorCode, haError } from './ha/errors.js';
 import { type AppliedBatch, ReplicatedLog, type ReplicatedLogOptions } from './ha/replicated-log.js';
@@ -497,12 +506,14 @@ export class EventStore {
         ...(key !== undefined && fp !== undefined ? { key: utf8.encode(key), fingerprint: fp } : {}),
       },
       bodyBytes,
+      // Laid out as the log stores it, when the log takes such a batch: no copy on the way down.
+      this.log.appendFramed ? LOG_RECORD_GAP : 0,
     );
     const heads = new Map<string, StreamHead>([[name, { lastVersion: head.lastVersion + count, deleted: 'none' }]]);
     const started = performance.now();
     const batchId = randomUuidBytes();
     const idem = key !== undefined && fp !== undefined ? { key, fingerprint: fp } : undefined;
-    const done = this.submit(encoded.payloads, first, batchId, heads, () =>
+    const done = this.submit(encoded, first, batchId, heads, () =>
       this.state.applyAppend(name, firstVersion, first, count, recordedMs, batchId, idem),
     );
     if (key !== undefined && fp !== undefined) {
@@ -515,7 +526,7 @@ export class EventStore {
     }
     try {
       await done;
-      this.opts.observer?.appended?.(count, encoded.bytes.length, (performance.now() - started) / 1000);
+      this.opts.observer?.appended?.(count, encoded.payloadBytes, (performance.now() - started) / 1000);
     } catch (e) {
       const err = fromStorage(e, `appending to "${name}"`);
       this.opts.observer?.appendFailed?.(err.code);
@@ -568,9 +579,10 @@ export class EventStore {
    * The write pipeline: encoded entries -> one log batch -> (durable) apply and publish.
    * Resolves once applied. `heads` are the stream heads the batch leaves; `apply` applies
    * the batch's entries to the indexes (state.ts), in log order with every other batch.
+   * A batch laid out with the log's record gaps goes down through `appendFramed`.
    */
   private submit(
-    payloads: Uint8Array[],
+    batch: EncodedBatch,
     first: number,
     batchId: Uint8Array,
     heads: Map<string, StreamHead>,
@@ -578,7 +590,8 @@ export class EventStore {
   ): Promise<void> {
     if (first !== this.pendingLast + 1) throw new Error('entries do not start after the pending last position');
     const gen = this.gen;
-    this.pendingLast += payloads.length;
+    const count = batch.count;
+    this.pendingLast += count;
     for (const [s, h] of heads) {
       const o = this.overlay.get(s);
       if (o && o.gen === gen) {
@@ -587,7 +600,13 @@ export class EventStore {
       } else this.overlay.set(s, { head: h, refs: 1, gen });
     }
     const replicated = this.replicated !== undefined;
-    return this.log.append(payloads, { batchId, expectedLast: BigInt(first - 1) }).then(
+    const log = this.log;
+    const opts = { batchId, expectedLast: BigInt(first - 1) };
+    const appended =
+      batch.gap === LOG_RECORD_GAP && log.appendFramed
+        ? log.appendFramed({ bytes: batch.bytes, lengths: batch.lengths }, opts)
+        : log.append(batch.payloads, opts);
+    return appended.then(
       () => {
         if (replicated) {
           // Applied and published by applyReplicated before the replicated log resolved.
@@ -595,7 +614,7 @@ export class EventStore {
             const o = this.overlay.get(s);
             if (o && o.gen === gen && --o.refs === 0) this.overlay.delete(s);
           }
-          if (this.state.last < first + payloads.length - 1) {
+          if (this.state.last < first + count - 1) {
             throw chronactaError(
               ChronactaCode.UNAVAILABLE,
               `the append at positions ${first}.. committed but this member could not apply it${
@@ -611,7 +630,7 @@ export class EventStore {
           if (o && o.gen === gen && --o.refs === 0) this.overlay.delete(s);
         }
         if (this.listeners.size > 0) {
-          for (const p of payloads) {
+          for (const p of batch.payloads) {
             const e = decodeEntry(p);
             const ev = toRecorded(e, batchId);
             for (const l of this.listeners) {
@@ -737,7 +756,9 @@ export class EventStore {
     ]);
     try {
       const batchId = uuidToBytes(randomUUID());
-      await this.submit([encodeEntry(entry)], position, batchId, heads, () => this.state.apply(entry, batchId));
+      await this.submit(EncodedBatch.of(encodeEntry(entry)), position, batchId, heads, () =>
+        this.state.apply(entry, batchId),
+      );
     } catch (e) {
       throw fromStorage(e, `changing stream "${name}"`);
     }
@@ -965,6 +986,41 @@ export class EventStore {
     }
   }
 
+  // ------------------------------------------------------------------ cluster membership
+
+  /**
+   * Cluster mode, on the leader: adds a member (docs/chronacta-ha.md#membership-from-the-cli):
+   * its addresses are replicated, it joins as a learner, and once it has caught up (within
+   * `catchUpMs`) it becomes a voter, unless `learner`. A follower refuses with
+   * PLX_CHRONACTA_HA_NOT_LEADER naming the leader.
+   */
+  async addClusterMember(
+    member: import('./ha/config.js').HaMember,
+    opts: { readonly learner?: boolean; readonly catchUpMs?: number } = {},
+  ): Promise<void> {
+    const r = this.membershipLog();
+    this.checkWritable();
+    await r.addMember(member, {
+      voter: opts.learner !== true,
+      ...(opts.catchUpMs !== undefined ? { catchUpMs: opts.catchUpMs } : {}),
+    });
+  }
+
+  /** Cluster mode, on the leader: removes a voter or a learner (never the last voter). */
+  async removeClusterMember(id: number): Promise<void> {
+    const r = this.membershipLog();
+    this.checkWritable();
+    await r.removeMember(id);
+  }
+
+  private membershipLog(): ReplicatedLog {
+    this.checkOpen();
+    if (!this.replicated) {
+      throw haError(HaErrorCode.UNSUPPORTED, 'a standalone store has no cluster membership; serve it with --cluster');
+    }
+    return this.replicated;
+  }
+
   // ------------------------------------------------------------------ compaction
 
   /**
@@ -972,30 +1028,63 @@ export class EventStore {
    * readers still see (and redacted stubs of deleted appends whose idempotency keys are
    * alive), then drops those segments from the log. Appends, reads and subscriptions go on
    * while it runs. One compaction runs at a time; a second call gets the running one.
+   *
+   * In cluster mode only the leader takes `compact()` (followers refuse it with
+   * PLX_CHRONACTA_HA_NOT_LEADER): it agrees a cutoff with every member through Raft first
+   * (min(its own cutoff, the position every member has applied + 1), replicated as a
+   * compaction record), then compacts its own local log and archive up to it. Each member
+   * compacts its own files up to the agreed cutoff with `compactToAgreed()`, so no member drops
+   * records another one may still need to catch up from it. See docs/chronacta-ha.md.
    */
   compact(): Promise<CompactionReport> {
     this.checkWritable();
-    if (this.replicated) {
-      throw haError(
-        HaErrorCode.UNSUPPORTED,
-        'compaction is not offered in cluster mode yet: the replicated log keeps every committed record',
-      );
-    }
+    const r = this.replicated;
     if (!this.compacting) {
-      this.compacting = this.runCompaction().finally(() => {
+      this.compacting = (r ? this.runClusterCompaction(r, true) : this.runCompaction()).finally(() => {
         this.compacting = undefined;
       });
     }
     return this.compacting;
   }
 
-  private async runCompaction(): Promise<CompactionReport> {
+  /**
+   * Cluster mode, any member: compacts this member's local log and archive up to the cutoff
+   * the members last agreed through Raft (`ReplicatedLog.onCompactionAgreed` says when it
+   * moves). Standalone, the same as `compact()`.
+   */
+  compactToAgreed(): Promise<CompactionReport> {
+    const r = this.replicated;
+    if (!r) return this.compact();
+    this.checkOpen();
+    if (this.failure) return Promise.reject(this.failure);
+    if (!this.compacting) {
+      this.compacting = this.runClusterCompaction(r, false).finally(() => {
+        this.compacting = undefined;
+      });
+    }
+    return this.compacting;
+  }
+
+  private async runClusterCompaction(r: ReplicatedLog, agree: boolean): Promise<CompactionReport> {
+    const wanted = this.compactionCutoff();
+    const agreed = agree ? await r.agreeCompaction(BigInt(wanted)) : r.compactionLimit;
+    return this.runCompaction(Math.min(wanted, Number(agreed)));
+  }
+
+  /** Below the log's open (last) segment and at most one past the last record applied. */
+  private compactionCutoff(): number {
+    const segments = (this.log as unknown as { segmentFiles: readonly string[] }).segmentFiles;
+    const tailBase = segments.length > 0 ? Number((segments[segments.length - 1] as string).slice(0, 20)) : 1;
+    return Math.min(tailBase, this.state.last + 1);
+  }
+
+  private async runCompaction(limit = Number.POSITIVE_INFINITY): Promise<CompactionReport> {
     const paths = this.prepared.paths;
     const old = this.archive;
-    const segments = (this.log as FileLog).segmentFiles;
+    // FileLog, or in cluster mode the replicated log (its local FileLog's segments).
+    const segments = (this.log as unknown as { segmentFiles: readonly string[] }).segmentFiles;
     const bases = segments.map((f) => Number(f.slice(0, 20)));
-    const tailBase = bases[bases.length - 1] ?? 1;
-    const cutoff = Math.min(tailBase, this.state.last + 1);
+    const cutoff = Math.min(this.compactionCutoff(), limit);
     if (cutoff <= old.cutoff) {
       return { cutoff: BigInt(old.cutoff), kept: 0, dropped: 0, bytesBefore: 0, bytesAfter: 0 };
     }

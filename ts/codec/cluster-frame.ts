@@ -83,7 +83,7 @@ export const ClusterVerdict = {
 } as const;
 
 const REASONS = ['accepted', 'length', 'version', 'kind', 'hops', 'status', 'sender', 'target', 'ack'] as const;
-export type ClusterFrameReason = Exclude<(typeof REASONS)[number], 'accepted'> | 'short' | 'iris' | 'utf8';
+export type ClusterFrameReason = Exclude<(typeof REASONS)[number], 'accepted'> | 'short' | 'iris' | 'utf8' | 'ack-run';
 
 function headerDef(hopLimit: number): HeaderSchema {
   const V = ClusterVerdict;
@@ -372,6 +372,35 @@ export function checkClusterHeader(bytes: Uint8Array, hopLimit = DEFAULT_HOP_LIM
   throw refuse(reason, what[reason] ?? 'bad frame header', { length, verdict: v });
 }
 
+/**
+ * The verdict of the plexus/core header kernel for the 40 bytes at b[at ..], computed in
+ * place by a check written out for this one schema (no copy into WebAssembly memory, no
+ * schema walk): the reader's fast path. It gives exactly the kernel's verdict, checks in the
+ * same order (a fuzz test holds the two together); the reader asks `checkClusterHeader` for
+ * the refusal's message whenever it is not `accepted`.
+ */
+export function clusterHeaderVerdict(b: Uint8Array, at: number, hopLimit: number): number {
+  const V = ClusterVerdict;
+  const length = (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
+  if (length > MAX_CLUSTER_FRAME || length < CLUSTER_HEADER_SIZE) return V.length;
+  if (b[at + 4] !== CLUSTER_FRAME_VERSION) return V.version;
+  const kind = b[at + 5]!;
+  if (kind < 1 || kind > 2) return V.kind;
+  if (b[at + 6]! > hopLimit) return V.hops;
+  const status = b[at + 7]!;
+  const sl = b[at + 12]! | (b[at + 13]! << 8);
+  const tl = b[at + 14]! | (b[at + 15]! << 8);
+  if (kind === ClusterFrameKind.DATA) {
+    if (status !== 0) return V.status;
+    if (sl < 1 || sl > MAX_IRI_BYTES) return V.senderLength;
+    if (tl < 1 || tl > MAX_IRI_BYTES) return V.targetLength;
+    return V.accepted;
+  }
+  if (status > 3) return V.status;
+  if (sl !== 0 || tl !== 0 || length !== CLUSTER_HEADER_SIZE) return V.ackShape;
+  return V.accepted;
+}
+
 /** A copy of bytes[start, end) as a plain Uint8Array (a Buffer's slice would share memory). */
 function _copy(bytes: Uint8Array, start: number, end: number): Uint8Array {
   const out = new Uint8Array(end - start);
@@ -389,29 +418,128 @@ export function decodeClusterFrame(bytes: Uint8Array, hopLimit = DEFAULT_HOP_LIM
 }
 
 /** Decodes a whole frame whose header `checkClusterHeader` accepted for exactly its length. */
-function _decodeChecked(bytes: Uint8Array): ClusterFrame {
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-  const sl = dv.getUint16(12, true);
-  const tl = dv.getUint16(14, true);
-  let sender = '';
-  let target = '';
-  try {
-    sender = utf8d.decode(bytes.subarray(CLUSTER_HEADER_SIZE, CLUSTER_HEADER_SIZE + sl));
-    target = utf8d.decode(bytes.subarray(CLUSTER_HEADER_SIZE + sl, CLUSTER_HEADER_SIZE + sl + tl));
-  } catch {
-    throw refuse('utf8', 'the sender or target IRI is not valid UTF-8');
+function _decodeChecked(bytes: Uint8Array, memo?: DecodeMemo, at = 0, end = bytes.length): ClusterFrame {
+  const sl = bytes[at + 12]! | (bytes[at + 13]! << 8);
+  const tl = bytes[at + 14]! | (bytes[at + 15]! << 8);
+  const s0 = at + CLUSTER_HEADER_SIZE;
+  const t0 = s0 + sl;
+  const p0 = t0 + tl;
+  let sender: string;
+  let target: string;
+  if (memo) {
+    sender = memo.iri(bytes, s0, t0);
+    target = memo.iri(bytes, t0, p0);
+  } else {
+    try {
+      sender = utf8d.decode(bytes.subarray(s0, t0));
+      target = utf8d.decode(bytes.subarray(t0, p0));
+    } catch {
+      throw refuse('utf8', 'the sender or target IRI is not valid UTF-8');
+    }
+  }
+  const lo = (bytes[at + 16]! | (bytes[at + 17]! << 8) | (bytes[at + 18]! << 16) | (bytes[at + 19]! << 24)) >>> 0;
+  const hi = (bytes[at + 20]! | (bytes[at + 21]! << 8) | (bytes[at + 22]! << 16) | (bytes[at + 23]! << 24)) >>> 0;
+  let messageId: Uint8Array;
+  let payload: Uint8Array;
+  if (memo) {
+    // The id and the payload in one piece of the memo's slab.
+    const both = memo.copy(bytes, at + 24, at + 40, p0, end);
+    messageId = both.subarray(0, 16);
+    payload = both.subarray(16);
+  } else {
+    messageId = _copy(bytes, at + 24, at + 40);
+    payload = _copy(bytes, p0, end);
   }
   return {
-    kind: bytes[5] as ClusterFrameKindCode,
-    hops: bytes[6]!,
-    status: bytes[7]!,
-    shard: dv.getUint32(8, true),
-    epoch: dv.getBigUint64(16, true),
-    messageId: _copy(bytes, 24, 40),
+    kind: bytes[at + 5] as ClusterFrameKindCode,
+    hops: bytes[at + 6]!,
+    status: bytes[at + 7]!,
+    shard: (bytes[at + 8]! | (bytes[at + 9]! << 8) | (bytes[at + 10]! << 16) | (bytes[at + 11]! << 24)) >>> 0,
+    epoch: memo ? memo.epoch(lo, hi) : (BigInt(hi) << 32n) | BigInt(lo),
+    messageId,
     sender,
     target,
-    payload: _copy(bytes, CLUSTER_HEADER_SIZE + sl + tl, bytes.length),
+    payload,
   };
+}
+
+/** IRIs remembered per reader before the memo starts over, and the longest one remembered. */
+const IRI_MEMO = 256;
+const IRI_MEMO_BYTES = 256;
+/** Slab for the copies of small frames (ids and payloads), carved front to back. */
+const COPY_SLAB = 8192;
+
+/**
+ * What a reader remembers between frames so that a stream of frames between the same actors
+ * costs no UTF-8 decode, no BigInt and one small copy per frame: the IRI strings by their
+ * bytes (at most 256 IRIs of up to 256 bytes, compared byte for byte), the last epoch, and a
+ * slab the copies are carved from (plain Uint8Array views, each frame's own bytes; an 8 KiB
+ * slab lives while any of its views does, as with Node's Buffer pool).
+ */
+class DecodeMemo {
+  private readonly iris = new Map<number, { readonly bytes: Uint8Array; readonly text: string }>();
+  private lastLo = -1;
+  private lastHi = -1;
+  private lastEpoch = 0n;
+  private slab = new Uint8Array(0);
+  private slabAt = 0;
+
+  iri(b: Uint8Array, start: number, end: number): string {
+    let h = 0x811c9dc5 ^ (end - start);
+    for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+    const hit = this.iris.get(h);
+    if (hit !== undefined && hit.bytes.length === end - start) {
+      const hb = hit.bytes;
+      let same = true;
+      for (let i = 0; i < hb.length; i++) {
+        if (hb[i] !== b[start + i]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return hit.text;
+    }
+    let text: string;
+    try {
+      text = utf8d.decode(b.subarray(start, end));
+    } catch {
+      throw refuse('utf8', 'the sender or target IRI is not valid UTF-8');
+    }
+    if (end - start <= IRI_MEMO_BYTES) {
+      if (this.iris.size >= IRI_MEMO) this.iris.clear();
+      this.iris.set(h, { bytes: _copy(b, start, end), text });
+    }
+    return text;
+  }
+
+  epoch(lo: number, hi: number): bigint {
+    if (lo !== this.lastLo || hi !== this.lastHi) {
+      this.lastEpoch = (BigInt(hi) << 32n) | BigInt(lo);
+      this.lastLo = lo;
+      this.lastHi = hi;
+    }
+    return this.lastEpoch;
+  }
+
+  /** A fresh copy of b[a0, a1) followed by b[c0, c1). */
+  copy(b: Uint8Array, a0: number, a1: number, c0: number, c1: number): Uint8Array {
+    const n = a1 - a0 + (c1 - c0);
+    let out: Uint8Array;
+    if (n > COPY_SLAB / 4) out = new Uint8Array(n);
+    else {
+      if (this.slabAt + n > this.slab.length) {
+        this.slab = new Uint8Array(COPY_SLAB);
+        this.slabAt = 0;
+      }
+      out = this.slab.subarray(this.slabAt, this.slabAt + n);
+      this.slabAt += (n + 7) & ~7;
+    }
+    const k = a1 - a0;
+    for (let i = 0; i < k; i++) out[i] = b[a0 + i]!;
+    if (c1 - c0 <= 64) for (let i = c0; i < c1; i++) out[k + i - c0] = b[i]!;
+    else out.set(b.subarray(c0, c1), k);
+    return out;
+  }
 }
 
 /**
@@ -425,6 +553,7 @@ export class ClusterFrameReader {
   private head = 0;
   private buffered = 0;
   private readonly hopLimit: number;
+  private readonly memo = new DecodeMemo();
 
   constructor(options: { readonly hopLimit?: number } = {}) {
     this.hopLimit = options.hopLimit ?? DEFAULT_HOP_LIMIT;
@@ -457,10 +586,36 @@ export class ClusterFrameReader {
   /** The next whole frame, or undefined when more bytes are needed. Throws on a bad header. */
   next(): ClusterFrame | undefined {
     if (this.buffered < CLUSTER_HEADER_SIZE) return undefined;
+    const first = this.chunks[0]!;
+    const at = this.head;
+    if (first.length - at >= CLUSTER_HEADER_SIZE) {
+      // The header lies in the first chunk: check it there, and when the whole frame does
+      // too, decode it there (no view, no copy of the frame).
+      const length = (first[at]! | (first[at + 1]! << 8) | (first[at + 2]! << 16) | (first[at + 3]! << 24)) >>> 0;
+      if (
+        clusterHeaderVerdict(first, at, this.hopLimit) !== ClusterVerdict.accepted ||
+        CLUSTER_HEADER_SIZE + (first[at + 12]! | (first[at + 13]! << 8)) + (first[at + 14]! | (first[at + 15]! << 8)) >
+          length
+      ) {
+        checkClusterHeader(first.subarray(at, at + CLUSTER_HEADER_SIZE), this.hopLimit);
+      }
+      if (this.buffered < length) return undefined;
+      if (first.length - at >= length) {
+        const frame = _decodeChecked(first, this.memo, at, at + length);
+        this.head += length;
+        this.buffered -= length;
+        if (this.head === first.length) {
+          this.chunks.shift();
+          this.head = 0;
+        }
+        return frame;
+      }
+      return _decodeChecked(this.take(length), this.memo);
+    }
     const header = this.peek(CLUSTER_HEADER_SIZE);
     const length = checkClusterHeader(header, this.hopLimit);
     if (this.buffered < length) return undefined;
-    return _decodeChecked(this.take(length));
+    return _decodeChecked(this.take(length), this.memo);
   }
 
   private peek(n: number): Uint8Array {
@@ -507,4 +662,162 @@ export class ClusterFrameReader {
     this.buffered -= n;
     return out;
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// ACK runs: the records of a connection's ACK stream (docs/cluster.md, "ACK runs").
+
+/**
+ * One ACK run is 8 little-endian bytes:
+ *
+ *   0 u32 HTTP/2 stream id of the frame stream | 4 u16 count (1..65535) | 6 u8 status (0..3)
+ *   7 u8 marker (0xA1)
+ *
+ * It acknowledges the next `count` DATA frames of that stream, in the order they were sent,
+ * with one status. A receiver handles a stream's frames strictly in order, so the ACKs of a
+ * stream are a sequence of runs.
+ */
+export const ACK_RUN_SIZE = 8;
+export const ACK_RUN_MARKER = 0xa1;
+export const MAX_ACK_RUN = 0xffff;
+
+/** Writes one ACK run at out[at, at + 8). */
+export function encodeAckRun(out: Uint8Array, at: number, streamId: number, count: number, status: number): void {
+  out[at] = streamId & 0xff;
+  out[at + 1] = (streamId >>> 8) & 0xff;
+  out[at + 2] = (streamId >>> 16) & 0xff;
+  out[at + 3] = (streamId >>> 24) & 0xff;
+  out[at + 4] = count & 0xff;
+  out[at + 5] = (count >>> 8) & 0xff;
+  out[at + 6] = status;
+  out[at + 7] = ACK_RUN_MARKER;
+}
+
+/** Receives ACK runs: (stream id, count, status). */
+export type AckRunSink = (streamId: number, count: number, status: AckStatusCode) => void;
+
+/**
+ * A byte-fed reader of ACK runs. It holds at most 7 bytes between chunks and allocates
+ * nothing per run. A run with another marker, a status above 3, a count of 0 or a stream id
+ * that a client cannot have opened (even, 0, or above 2^31 - 1) is refused with
+ * PLX_WIRE_BAD_FRAME (`details.reason` 'ack-run'); the reader then refuses everything after.
+ */
+export class AckRunReader {
+  private readonly carry = new Uint8Array(ACK_RUN_SIZE);
+  private carried = 0;
+  private failed = false;
+
+  /** Feeds a chunk; calls `sink` for each whole run, in order. Throws on a bad run. */
+  feed(chunk: Uint8Array, sink: AckRunSink): void {
+    if (this.failed) throw refuse('ack-run', 'the ACK stream already carried a bad run');
+    let at = 0;
+    if (this.carried > 0) {
+      const k = Math.min(ACK_RUN_SIZE - this.carried, chunk.length);
+      this.carry.set(chunk.subarray(0, k), this.carried);
+      this.carried += k;
+      at = k;
+      if (this.carried < ACK_RUN_SIZE) return;
+      this.carried = 0;
+      this.one(this.carry, 0, sink);
+    }
+    const end = chunk.length - ((chunk.length - at) % ACK_RUN_SIZE);
+    for (; at < end; at += ACK_RUN_SIZE) this.one(chunk, at, sink);
+    if (at < chunk.length) {
+      this.carry.set(chunk.subarray(at), 0);
+      this.carried = chunk.length - at;
+    }
+  }
+
+  private one(b: Uint8Array, at: number, sink: AckRunSink): void {
+    const streamId = (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
+    const count = b[at + 4]! | (b[at + 5]! << 8);
+    const status = b[at + 6]!;
+    if (b[at + 7] !== ACK_RUN_MARKER || status > 3 || count === 0 || streamId % 2 === 0 || streamId > 0x7fff_ffff) {
+      this.failed = true;
+      throw refuse(
+        'ack-run',
+        `a bad ACK run (stream ${streamId}, count ${count}, status ${status}, marker ${b[at + 7]}): ` +
+          'the peer does not speak this ACK stream format; upgrade both nodes to the same plexus version',
+      );
+    }
+    sink(streamId, count, status as AckStatusCode);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// The sender's fast path: frames written straight into a batch buffer.
+
+let _lastEpoch = -1n;
+let _lastEpochLo = 0;
+let _lastEpochHi = 0;
+
+/**
+ * Writes one DATA frame at out[at, at + length) with the given already-encoded IRIs and a
+ * message id taken from id[idAt, idAt + 16). The caller checked the IRI lengths (1..4096) and
+ * that `length` (40 + IRIs + payload) is at most 1 MiB; the other fields are checked here.
+ * Writes exactly what `encodeClusterFrame` writes (a test holds the two to the same bytes).
+ */
+export function writeDataFrame(
+  out: Uint8Array,
+  at: number,
+  length: number,
+  shard: number,
+  epoch: bigint,
+  hops: number,
+  id: Uint8Array,
+  idAt: number,
+  sender: Uint8Array,
+  target: Uint8Array,
+  payload: Uint8Array,
+): void {
+  if (hops !== (hops & 0xff)) _field('hops', hops, 255);
+  if (!(shard >= 0 && shard <= 0xffff_ffff && Number.isInteger(shard))) _field('shard', shard, 0xffff_ffff);
+  if (epoch !== _lastEpoch) {
+    if (epoch < 0n || epoch > U64) {
+      throw new PlexusError('PLX_WIRE_BAD_FRAME', `cannot encode the frame: epoch ${epoch} is outside 0..2^64-1`, {
+        reason: 'field',
+      });
+    }
+    _lastEpochLo = Number(epoch & 0xffff_ffffn);
+    _lastEpochHi = Number(epoch >> 32n);
+    _lastEpoch = epoch;
+  }
+  const sl = sender.length;
+  const tl = target.length;
+  out[at] = length & 0xff;
+  out[at + 1] = (length >>> 8) & 0xff;
+  out[at + 2] = (length >>> 16) & 0xff;
+  out[at + 3] = length >>> 24;
+  out[at + 4] = CLUSTER_FRAME_VERSION;
+  out[at + 5] = ClusterFrameKind.DATA;
+  out[at + 6] = hops;
+  out[at + 7] = 0;
+  out[at + 8] = shard & 0xff;
+  out[at + 9] = (shard >>> 8) & 0xff;
+  out[at + 10] = (shard >>> 16) & 0xff;
+  out[at + 11] = shard >>> 24;
+  out[at + 12] = sl & 0xff;
+  out[at + 13] = sl >>> 8;
+  out[at + 14] = tl & 0xff;
+  out[at + 15] = tl >>> 8;
+  const lo = _lastEpochLo;
+  const hi = _lastEpochHi;
+  out[at + 16] = lo & 0xff;
+  out[at + 17] = (lo >>> 8) & 0xff;
+  out[at + 18] = (lo >>> 16) & 0xff;
+  out[at + 19] = lo >>> 24;
+  out[at + 20] = hi & 0xff;
+  out[at + 21] = (hi >>> 8) & 0xff;
+  out[at + 22] = (hi >>> 16) & 0xff;
+  out[at + 23] = hi >>> 24;
+  for (let i = 0; i < 16; i++) out[at + 24 + i] = id[idAt + i]!;
+  let p = at + CLUSTER_HEADER_SIZE;
+  if (sl <= 64) for (let i = 0; i < sl; i++) out[p + i] = sender[i]!;
+  else out.set(sender, p);
+  p += sl;
+  if (tl <= 64) for (let i = 0; i < tl; i++) out[p + i] = target[i]!;
+  else out.set(target, p);
+  p += tl;
+  if (payload.length <= 64) for (let i = 0; i < payload.length; i++) out[p + i] = payload[i]!;
+  else out.set(payload, p);
 }

@@ -10,35 +10,47 @@
  *   node is a member.
  * - Streams: frames of one (sender, target) pair travel on one long-lived POST stream, in
  *   order; new pairs get new streams up to `streamCap` per peer, beyond which pairs share
- *   streams by hash (still in order per pair). Streams spread over a small pool of TCP
- *   connections per peer (`poolSize`, default 2), so a lost packet stalls only the pairs of
- *   one connection: HTTP/2's head-of-line blocking that QUIC does not have.
+ *   streams by hash (still in order per pair). Streams may spread over a small pool of TCP
+ *   connections per peer (`poolSize`, default 1), so a lost packet stalls only the pairs of
+ *   one connection: HTTP/2's head-of-line blocking that QUIC does not have (docs/cluster.md).
  * - Backpressure: the server reads a stream's next frame only after the handler stored the
  *   previous one; a paused stream stops consuming, its HTTP/2 flow-control window closes and
  *   the sender's writes wait. Other streams keep flowing.
- * - Delivery: each DATA frame is answered by an ACK, on the connection's ACK stream (one per
- *   connection, opened first; the ACKs of all frame streams of one event-loop turn go out in
- *   one write) or, without one, on the frame's own stream. A send resolves on its ACK; when
- *   the ACK stream fails, the connection is closed and its frames are sent again; when a stream or connection fails, its unacknowledged frames are sent again on a
- *   new stream after `retryBackoffMs`, until `deliveryDeadlineMs`. The receiver deduplicates.
+ * - Batches: the frames a sender queues on a stream within one turn of the event loop are
+ *   encoded straight into one buffer and go out in one write (at most `BATCH_BYTES`; a batch
+ *   that reaches it is written at once).
+ * - Delivery: the server acknowledges DATA frames on the connection's ACK stream (one per
+ *   connection, opened first) with ACK runs: "the next n frames of stream s: status". The
+ *   runs of all frame streams of one event-loop turn go out in one write. Without an ACK
+ *   stream it answers each frame with an ACK frame on the frame's own stream. A send
+ *   resolves on its ACK; when the ACK stream fails, the connection is closed and its frames
+ *   are sent again; when a stream or connection fails, its unacknowledged frames are sent
+ *   again on a new stream after `retryBackoffMs`, until `deliveryDeadlineMs`. The receiver
+ *   deduplicates.
  */
 import { randomBytes } from 'node:crypto';
 import * as http2 from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import {
+  ACK_RUN_SIZE,
+  AckRunReader,
+  AckStatus,
+  type AckStatusCode,
   ackStatusName,
   CLUSTER_HEADER_SIZE,
-  type ClusterFrame,
   ClusterFrameKind,
   ClusterFrameReader,
   encodeAck,
-  encodeClusterFrame,
+  encodeAckRun,
+  MAX_ACK_RUN,
   MAX_CLUSTER_FRAME,
+  MAX_IRI_BYTES,
+  writeDataFrame,
 } from '../codec/cluster-frame.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { fnv1a64 } from '../core/index.js';
 import { nodeName, nodeOfPeer } from './ca.js';
-import { idKey, Receiver } from './receiver.js';
+import { ADMIT_DUPLICATE, Receiver } from './receiver.js';
 import type {
   CallHandler,
   DeliveryVerdict,
@@ -51,10 +63,19 @@ import type {
 
 const FRAMES_PATH = '/plexus/frames';
 const CALL_PATH = '/plexus/call';
-/** One stream per connection on which the server sends the ACKs of every frame stream. */
-const ACKS_PATH = '/plexus/acks';
-/** ACKs a connection's ACK stream gathers before it writes them at once. */
-const SINK_BATCH = 256;
+/**
+ * One stream per connection on which the server sends the ACK runs of every frame stream
+ * (docs/cluster.md, "ACK runs").
+ */
+const ACKS_PATH = '/plexus/ack-runs';
+/** ACK runs a connection's ACK stream gathers before it writes them at once (4 KiB). */
+const SINK_RUNS = 512;
+/** Bytes of frames a stream's batch gathers before it is written without waiting for the turn to end. */
+const BATCH_BYTES = 64 * 1024;
+/** Frames up to this size are encoded into the stream's shared batch buffer; larger ones get their own. */
+const SLAB_FRAME = 16 * 1024;
+/** The batch buffer: frames are encoded into it front to back, then a new one is taken. */
+const SLAB_BYTES = 128 * 1024;
 const MAX_CALL_REQUEST = 1024 * 1024;
 const MAX_CALL_REPLY = 16 * 1024 * 1024;
 /** Unacknowledged bytes per stream before a send waits for room. */
@@ -87,51 +108,107 @@ export interface Http2WireOptions extends WireTuning {
   readonly resolve: (node: string) => string | undefined;
   /** Whether a node is a current member; asked on every new connection. */
   readonly isMember: (node: string) => boolean;
-  /** TCP connections per peer (default 2). */
+  /**
+   * TCP connections per peer (default 1). More connections confine a lost packet's stall to
+   * the pairs of one connection (HTTP/2's head-of-line blocking), at the price of a write,
+   * a read and an ACK write per connection per round: on a lossless link one is fastest.
+   */
   readonly poolSize?: number;
 }
 
 interface Pending {
-  readonly id: string;
+  /** Position in the stream's send order (ACK runs count frames). */
+  readonly seq: number;
+  /** The encoded frame, kept for resends. */
   readonly bytes: Uint8Array;
   readonly deadline: number;
   readonly resolve: (v: DeliveryVerdict) => void;
   readonly reject: (e: unknown) => void;
-  written: boolean;
 }
 
-/** One long-lived outbound stream and the frames sent on it that wait for their ACK. */
+/**
+ * One long-lived outbound stream and the frames sent on it that wait for their ACK, oldest
+ * first. The HTTP/2 stream in use carries the frames of `queue` from the one it was opened
+ * with (`base`) onwards, in order; its ACK runs count frames from there.
+ */
 class OutStream {
   stream: http2.ClientHttp2Stream | undefined;
-  /** Frames to write at the end of this turn, in one write. */
-  batch: Uint8Array[] = [];
-  flushScheduled = false;
-  readonly pending = new Map<string, Pending>();
+  /** The HTTP/2 id of `stream` once it is ready, else -1. */
+  sid = -1;
+  /** The seq of the first frame the current stream carries, and how many of its frames were acknowledged. */
+  base = 0;
+  acked = 0;
+  nextSeq = 0;
+  /** Unacknowledged frames, oldest first: queue[head..]. */
+  queue: Pending[] = [];
+  head = 0;
   inflightBytes = 0;
   readonly roomWaiters: (() => void)[] = [];
   retryTimer: NodeJS.Timeout | undefined;
   lastError: unknown;
+  /** The batch: frames encoded since the last write (`parts`, then slab[flushFrom, slabAt)). */
+  slab: Buffer = Buffer.allocUnsafe(0);
+  slabAt = 0;
+  flushFrom = 0;
+  parts: Uint8Array[] = [];
+  batchBytes = 0;
+  flushScheduled = false;
+  readonly flushNow = () => this.owner._flushStream(this);
 
   constructor(
+    readonly owner: Http2Wire,
     readonly peer: string,
     readonly slot: number,
-    /** The peer's table of frames waiting for an ACK (shared by its streams). */
-    readonly waiting: Map<string, OutStream>,
   ) {}
 
+  get pendingCount(): number {
+    return this.queue.length - this.head;
+  }
+
   get full(): boolean {
-    return this.inflightBytes >= STREAM_INFLIGHT_BYTES || this.pending.size >= STREAM_INFLIGHT_FRAMES;
+    return this.inflightBytes >= STREAM_INFLIGHT_BYTES || this.queue.length - this.head >= STREAM_INFLIGHT_FRAMES;
+  }
+
+  /** The oldest unacknowledged frame, removed. */
+  shift(): Pending {
+    const p = this.queue[this.head]!;
+    this.queue[this.head++] = undefined as unknown as Pending;
+    if (this.head === this.queue.length) {
+      this.queue.length = 0;
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    this.inflightBytes -= p.bytes.length;
+    return p;
+  }
+
+  /** Moves the batch's slab bytes into `parts`. */
+  closeRegion(): void {
+    if (this.slabAt > this.flushFrom) {
+      this.parts.push(this.slab.subarray(this.flushFrom, this.slabAt));
+      this.flushFrom = this.slabAt;
+    }
   }
 }
 
 /**
  * The ACK stream of one server connection: the ACKs of all its frame streams produced within
- * one turn of the event loop go out in one write (one DATA frame instead of one per stream).
+ * one turn of the event loop go out in one write, as ACK runs (consecutive ACKs of one
+ * stream with one status make one 8-byte run).
  */
 class AckSink {
   private buf: Buffer | undefined;
-  private count = 0;
+  private at = 0;
+  private lastSid = -1;
+  private lastStatus = -1;
+  private lastCount = 0;
   private scheduled = false;
+  private readonly flushLater = () => {
+    this.scheduled = false;
+    this.flush();
+  };
 
   constructor(readonly stream: http2.ServerHttp2Stream) {}
 
@@ -139,24 +216,33 @@ class AckSink {
     return !this.stream.destroyed && !this.stream.closed && this.stream.writable;
   }
 
-  push(frame: Pick<ClusterFrame, 'shard' | 'epoch' | 'messageId'>, status: 0 | 1 | 2 | 3): void {
-    if (this.buf === undefined) this.buf = Buffer.allocUnsafe(SINK_BATCH * CLUSTER_HEADER_SIZE);
-    encodeAck(frame, status, this.buf.subarray(this.count * CLUSTER_HEADER_SIZE));
-    if (++this.count === SINK_BATCH) this.flush();
+  push(sid: number, status: AckStatusCode): void {
+    if (sid === this.lastSid && status === this.lastStatus && this.lastCount < MAX_ACK_RUN) {
+      const c = ++this.lastCount;
+      const b = this.buf!;
+      b[this.at - 4] = c & 0xff;
+      b[this.at - 3] = c >>> 8;
+      return;
+    }
+    if (this.buf === undefined) this.buf = Buffer.allocUnsafe(SINK_RUNS * ACK_RUN_SIZE);
+    encodeAckRun(this.buf, this.at, sid, 1, status);
+    this.at += ACK_RUN_SIZE;
+    this.lastSid = sid;
+    this.lastStatus = status;
+    this.lastCount = 1;
+    if (this.at === SINK_RUNS * ACK_RUN_SIZE) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
-      setImmediate(() => {
-        this.scheduled = false;
-        this.flush();
-      });
+      setImmediate(this.flushLater);
     }
   }
 
   flush(): void {
-    if (this.count === 0 || this.buf === undefined) return;
-    const out = this.buf.subarray(0, this.count * CLUSTER_HEADER_SIZE);
+    if (this.at === 0 || this.buf === undefined) return;
+    const out = this.buf.subarray(0, this.at);
     this.buf = undefined;
-    this.count = 0;
+    this.at = 0;
+    this.lastSid = -1;
     if (this.open) this.stream.write(out);
   }
 }
@@ -169,15 +255,27 @@ interface PairSlot {
 
 const utf8 = new TextEncoder();
 
+function iriLength(what: 'sender' | 'target', n: number): void {
+  if (n < 1 || n > MAX_IRI_BYTES) {
+    throw new PlexusError(
+      'PLX_WIRE_BAD_FRAME',
+      `the ${what} IRI has ${n} UTF-8 bytes; it must have 1 to ${MAX_IRI_BYTES}`,
+      {
+        reason: what,
+      },
+    );
+  }
+}
+
 interface PeerState {
   readonly sessions: (http2.ClientHttp2Session | undefined)[];
+  /** Per session: its frame streams by HTTP/2 stream id (for the ACK runs). */
+  readonly bySid: Map<number, OutStream>[];
   /** Per sender, per target: the pair's stream slot and its IRIs encoded once. */
   readonly slots: Map<string, Map<string, PairSlot>>;
   /** Pairs in `slots`. */
   pairs: number;
   readonly streams: Map<number, OutStream>;
-  /** Every frame waiting for its ACK, by message id, with its stream (for the ACK streams). */
-  readonly waiting: Map<string, OutStream>;
 }
 
 export class Http2Wire implements Wire {
@@ -214,24 +312,14 @@ export class Http2Wire implements Wire {
     this.backoff = opts.retryBackoffMs ?? 50;
     this.hopLimit = opts.hopLimit ?? 4;
     this.streamCap = Math.max(1, opts.streamCap ?? DEFAULT_STREAM_CAP);
-    this.poolSize = Math.max(1, opts.poolSize ?? 2);
+    this.poolSize = Math.max(1, opts.poolSize ?? 1);
     this.sweep = setInterval(() => this.sweepDeadlines(), Math.max(10, Math.min(250, this.backoff * 5)));
     this.sweep.unref();
   }
 
+  /** Random message ids, 16 bytes each, drawn front to back and refilled 4096 at a time. */
   private idPool = new Uint8Array(0);
   private idAt = 0;
-
-  /** A random 16-byte message id, drawn from a pool refilled 4096 ids at a time. */
-  private nextId(): Uint8Array {
-    if (this.idAt + 16 > this.idPool.length) {
-      this.idPool = randomBytes(16 * 4096);
-      this.idAt = 0;
-    }
-    const id = this.idPool.subarray(this.idAt, this.idAt + 16);
-    this.idAt += 16;
-    return id;
-  }
 
   onFrame(handler: FrameHandler): void {
     this.receiver.setHandler(handler);
@@ -368,9 +456,10 @@ export class Http2Wire implements Wire {
     const reader = new ClusterFrameReader({ hopLimit: this.hopLimit });
     this.readers.add(reader);
     stream.on('close', () => this.readers.delete(reader));
+    const receiver = this.receiver;
     let busy = false;
     let paused = false;
-    // ACKs of one round are encoded straight into one buffer and written at once.
+    // Without an ACK stream: the ACKs of one round are encoded into one buffer, written at once.
     let acks: Buffer | undefined;
     let ackCount = 0;
     const flushAcks = () => {
@@ -393,7 +482,7 @@ export class Http2Wire implements Wire {
             if (frame && frame.kind !== ClusterFrameKind.DATA) {
               throw new PlexusError('PLX_WIRE_BAD_FRAME', 'a client sends DATA frames only', { reason: 'kind' });
             }
-            if (frame && frame.payload.length + 40 > this.maxFrame) {
+            if (frame && frame.payload.length + CLUSTER_HEADER_SIZE > this.maxFrame) {
               throw new PlexusError('PLX_WIRE_FRAME_TOO_LARGE', `a frame is above ${this.maxFrame} bytes`);
             }
           } catch (e) {
@@ -406,21 +495,29 @@ export class Http2Wire implements Wire {
             return;
           }
           if (!frame) break;
-          this.inboundInHandler++;
-          let status: number;
-          try {
-            status = await this.receiver.handle(from, frame);
-          } finally {
-            this.inboundInHandler--;
-          }
+          let status: AckStatusCode;
+          const slot = receiver.admit(frame.messageId, 0);
+          if (slot >= 0) {
+            this.inboundInHandler++;
+            let verdict: 'stored' | 'stale' | 'refused' | undefined;
+            try {
+              verdict = await receiver.frameHandler(from, frame);
+            } catch {
+              verdict = undefined;
+            } finally {
+              this.inboundInHandler--;
+            }
+            status = receiver.finish(slot, verdict);
+          } else if (slot === ADMIT_DUPLICATE) status = AckStatus.duplicate;
+          else status = await receiver.outcomeOf(frame.messageId, 0);
           if (stream.destroyed || stream.closed) return;
           const sink = session?.plexusAcks;
           if (sink?.open) {
-            sink.push(frame, status as 0 | 1 | 2 | 3);
+            sink.push(stream.id ?? 0, status);
             continue;
           }
           if (acks === undefined) acks = Buffer.allocUnsafe(ACK_BATCH * CLUSTER_HEADER_SIZE);
-          encodeAck(frame, status as 0 | 1 | 2 | 3, acks.subarray(ackCount * CLUSTER_HEADER_SIZE));
+          encodeAck(frame, status, acks.subarray(ackCount * CLUSTER_HEADER_SIZE));
           if (++ackCount === ACK_BATCH) flushAcks();
         }
         flushAcks();
@@ -483,10 +580,10 @@ export class Http2Wire implements Wire {
     if (!p) {
       p = {
         sessions: new Array(this.poolSize).fill(undefined),
+        bySid: Array.from({ length: this.poolSize }, () => new Map<number, OutStream>()),
         slots: new Map(),
         pairs: 0,
         streams: new Map(),
-        waiting: new Map(),
       };
       this.peers.set(peer, p);
     }
@@ -530,12 +627,14 @@ export class Http2Wire implements Wire {
     s.on('error', (e) => {
       for (const st of p.streams.values()) if (st.slot % this.poolSize === index) st.lastError = e;
     });
+    const bySid = new Map<number, OutStream>();
+    p.bySid[index] = bySid;
     s.on('close', () => {
       if (p.sessions[index] === s) p.sessions[index] = undefined;
     });
     s.unref();
     p.sessions[index] = s;
-    this.openAckStream(p, s);
+    this.openAckStream(s, bySid);
     return s;
   }
 
@@ -544,31 +643,28 @@ export class Http2Wire implements Wire {
    * If it fails while the connection lives, the connection is closed: its frame streams close
    * and their unacknowledged frames are sent again on a new connection.
    */
-  private openAckStream(p: PeerState, s: http2.ClientHttp2Session): void {
+  private openAckStream(s: http2.ClientHttp2Session, bySid: Map<number, OutStream>): void {
     const acks = s.request({ ':method': 'POST', ':path': ACKS_PATH }, { endStream: false });
-    const reader = new ClusterFrameReader({ hopLimit: 255 });
+    const reader = new AckRunReader();
     let served = false;
+    const onRun = (sid: number, count: number, status: AckStatusCode) => {
+      const st = bySid.get(sid);
+      if (st === undefined || st.sid !== sid) return;
+      // More ACKs than the stream carried frames: the peer is broken; start the connection over.
+      if (count > st.nextSeq - st.base - st.acked) {
+        s.destroy();
+        return;
+      }
+      this.acknowledgeRun(st, count, status);
+    };
     acks.on('response', (h) => {
       served = h[':status'] === 200;
     });
     acks.on('data', (chunk: Buffer) => {
-      reader.push(chunk);
-      for (;;) {
-        let f: Uint8Array | undefined;
-        try {
-          f = reader.nextRaw();
-        } catch {
-          s.destroy();
-          return;
-        }
-        if (!f) break;
-        if (f[5] !== ClusterFrameKind.ACK) continue;
-        const id = idKey(f.subarray(24, 40));
-        const st = p.waiting.get(id);
-        const pending = st?.pending.get(id);
-        if (!st || !pending) continue;
-        this.settle(st, pending);
-        pending.resolve(ackStatusName(f[7]!));
+      try {
+        reader.feed(chunk, onRun);
+      } catch {
+        s.destroy();
       }
     });
     acks.on('error', () => {});
@@ -579,17 +675,47 @@ export class Http2Wire implements Wire {
     });
   }
 
+  /** The next `count` frames the stream's current HTTP/2 stream carries are acknowledged with `status`. */
+  private acknowledgeRun(st: OutStream, count: number, status: AckStatusCode): void {
+    const verdict = ackStatusName(status);
+    for (let i = 0; i < count; i++) {
+      const seq = st.base + st.acked++;
+      // Frames before the head were settled already (their deadline passed): skip them.
+      if (st.head === st.queue.length || st.queue[st.head]!.seq !== seq) continue;
+      st.shift().resolve(verdict);
+    }
+    this.wakeRoomWaiters(st);
+  }
+
+  /** An ACK frame on the frame stream itself (a server without an ACK stream): matched by message id. */
+  private acknowledgeFrame(st: OutStream, f: Uint8Array): void {
+    if (st.head === st.queue.length) return;
+    const b = st.queue[st.head]!.bytes;
+    for (let i = 24; i < 40; i++) if (b[i] !== f[i]) return;
+    st.acked++;
+    st.shift().resolve(ackStatusName(f[7]!));
+    this.wakeRoomWaiters(st);
+  }
+
+  private wakeRoomWaiters(st: OutStream): void {
+    while (!st.full && st.roomWaiters.length > 0) st.roomWaiters.shift()?.();
+  }
+
   private outStream(peer: string, sender: string, target: string): { st: OutStream; pair: PairSlot } {
     const p = this.peerState(peer);
     // Two levels keyed by the caller's own strings, whose hashes V8 keeps: no key is built per send.
     let targets = p.slots.get(sender);
     let pair = targets?.get(target);
     if (pair === undefined) {
+      const senderBytes = utf8.encode(sender);
+      const targetBytes = utf8.encode(target);
+      iriLength('sender', senderBytes.length);
+      iriLength('target', targetBytes.length);
       // The first `streamCap` pairs get a stream each; later ones share by hash, which needs
       // no table entry to stay stable, so the table stops growing at PAIR_TABLE entries.
       const slot =
         p.pairs < this.streamCap ? p.pairs : Number(fnv1a64(`${sender}\u0000${target}`) % BigInt(this.streamCap));
-      pair = { slot, sender: utf8.encode(sender), target: utf8.encode(target) };
+      pair = { slot, sender: senderBytes, target: targetBytes };
       if (p.pairs < PAIR_TABLE || slot === p.pairs) {
         if (targets === undefined) {
           targets = new Map();
@@ -601,7 +727,7 @@ export class Http2Wire implements Wire {
     }
     let st = p.streams.get(pair.slot);
     if (!st) {
-      st = new OutStream(peer, pair.slot, p.waiting);
+      st = new OutStream(this, peer, pair.slot);
       p.streams.set(pair.slot, st);
     }
     return { st, pair };
@@ -609,95 +735,201 @@ export class Http2Wire implements Wire {
 
   send(peer: string, frame: OutboundFrame): Promise<DeliveryVerdict> {
     if (this.closed) return Promise.reject(new PlexusError('PLX_WIRE_CLOSED', 'this wire is closed'));
-    let bytes: Uint8Array;
     let st: OutStream;
+    let pair: PairSlot;
+    let total: number;
     try {
       const out = this.outStream(peer, frame.sender, frame.target);
       st = out.st;
-      bytes = encodeClusterFrame({
-        shard: frame.shard,
-        epoch: frame.epoch,
-        hops: frame.hops ?? 0,
-        messageId: frame.messageId ?? this.nextId(),
-        senderBytes: out.pair.sender,
-        targetBytes: out.pair.target,
-        payload: frame.payload,
-      });
+      pair = out.pair;
+      total = CLUSTER_HEADER_SIZE + pair.sender.length + pair.target.length + frame.payload.length;
+      if (total > MAX_CLUSTER_FRAME) {
+        throw new PlexusError(
+          'PLX_WIRE_FRAME_TOO_LARGE',
+          `a frame of ${total} bytes is above the maximum of ${MAX_CLUSTER_FRAME} bytes (1 MiB); send a smaller payload`,
+          { length: total, max: MAX_CLUSTER_FRAME, reason: 'length' },
+        );
+      }
+      if (total > this.maxFrame) {
+        throw new PlexusError('PLX_WIRE_FRAME_TOO_LARGE', `a frame of ${total} bytes is above ${this.maxFrame}`, {
+          length: total,
+          max: this.maxFrame,
+        });
+      }
+      const id = frame.messageId;
+      if (id !== undefined && (!(id instanceof Uint8Array) || id.length !== 16)) {
+        throw new PlexusError('PLX_WIRE_BAD_FRAME', 'a message id is exactly 16 bytes', { reason: 'message-id' });
+      }
     } catch (e) {
       return Promise.reject(e);
     }
-    if (bytes.length > this.maxFrame) {
-      return Promise.reject(
-        new PlexusError('PLX_WIRE_FRAME_TOO_LARGE', `a frame of ${bytes.length} bytes is above ${this.maxFrame}`, {
-          length: bytes.length,
-          max: this.maxFrame,
-        }),
-      );
-    }
-    const id = idKey(bytes.subarray(24, 40));
-    return new Promise<DeliveryVerdict>((resolve, reject) => {
-      const pending: Pending = { id, bytes, deadline: Date.now() + this.deadline, resolve, reject, written: false };
-      const enqueue = () => {
-        if (this.closed) {
-          reject(new PlexusError('PLX_WIRE_CLOSED', 'this wire is closed'));
-          return;
-        }
-        if (st.full) {
-          st.roomWaiters.push(enqueue);
-          return;
-        }
-        st.pending.set(id, pending);
-        st.waiting.set(id, st);
-        st.inflightBytes += bytes.length;
-        this.write(st, pending);
-      };
-      enqueue();
-    });
-  }
-
-  private settle(st: OutStream, p: Pending): void {
-    if (!st.pending.delete(p.id)) return;
-    if (st.waiting.get(p.id) === st) st.waiting.delete(p.id);
-    st.inflightBytes -= p.bytes.length;
-    while (!st.full && st.roomWaiters.length > 0) st.roomWaiters.shift()?.();
-  }
-
-  /** Writes `p` on the stream, opening it if needed; failures schedule a retry of the stream. */
-  private write(st: OutStream, p: Pending): void {
-    if (st.retryTimer) return; // the retry rewrites every pending frame in order
-    let stream = st.stream;
-    if (!stream || stream.destroyed || stream.closed) {
-      try {
-        stream = this.openStream(st);
-      } catch (e) {
-        if (isPlexusError(e, 'PLX_WIRE_NOT_MEMBER')) {
-          this.failAll(st, e);
-          return;
-        }
-        st.lastError = e;
-        this.scheduleRetry(st);
-        return;
-      }
-    }
-    p.written = true;
-    st.batch.push(p.bytes);
-    if (!st.flushScheduled) {
-      st.flushScheduled = true;
-      queueMicrotask(() => {
-        st.flushScheduled = false;
-        const b = st.batch;
-        st.batch = [];
-        const s = st.stream;
-        if (b.length === 0 || !s || s.destroyed || s.closed) return;
-        s.write(b.length === 1 ? b[0] : Buffer.concat(b));
+    const deadline = Date.now() + this.deadline;
+    if (st.full || st.roomWaiters.length > 0) {
+      // No room on this stream: wait in line, encode when it is this frame's turn.
+      return new Promise<DeliveryVerdict>((resolve, reject) => {
+        st.roomWaiters.push(() => {
+          if (this.closed) {
+            reject(new PlexusError('PLX_WIRE_CLOSED', 'this wire is closed'));
+            return;
+          }
+          let bytes: Uint8Array;
+          try {
+            bytes = this.encode(st, pair, frame, total);
+          } catch (e) {
+            reject(e);
+            return;
+          }
+          this.enqueue(st, bytes, deadline, resolve, reject);
+        });
       });
     }
+    let bytes: Uint8Array;
+    try {
+      bytes = this.encode(st, pair, frame, total);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return new Promise<DeliveryVerdict>((resolve, reject) => this.enqueue(st, bytes, deadline, resolve, reject));
+  }
+
+  /** Encodes a frame into the stream's batch; its bytes (which stay valid for resends). */
+  private encode(st: OutStream, pair: PairSlot, frame: OutboundFrame, total: number): Uint8Array {
+    let out: Buffer;
+    let at: number;
+    if (total > SLAB_FRAME) {
+      st.closeRegion();
+      out = Buffer.allocUnsafe(total);
+      at = 0;
+    } else {
+      if (st.slabAt + total > st.slab.length) {
+        st.closeRegion();
+        st.slab = Buffer.allocUnsafe(SLAB_BYTES);
+        st.slabAt = 0;
+        st.flushFrom = 0;
+      }
+      out = st.slab;
+      at = st.slabAt;
+    }
+    let id = frame.messageId;
+    let idAt = 0;
+    if (id === undefined) {
+      if (this.idAt + 16 > this.idPool.length) {
+        this.idPool = randomBytes(16 * 4096);
+        this.idAt = 0;
+      }
+      id = this.idPool;
+      idAt = this.idAt;
+      this.idAt += 16;
+    }
+    writeDataFrame(
+      out,
+      at,
+      total,
+      frame.shard,
+      frame.epoch,
+      frame.hops ?? 0,
+      id,
+      idAt,
+      pair.sender,
+      pair.target,
+      frame.payload,
+    );
+    let bytes: Uint8Array;
+    if (out === st.slab) {
+      st.slabAt += total;
+      bytes = out.subarray(at, at + total);
+    } else {
+      st.parts.push(out);
+      bytes = out;
+    }
+    st.batchBytes += total;
+    return bytes;
+  }
+
+  /** Queues an encoded frame for its ACK and has its batch written. */
+  private enqueue(
+    st: OutStream,
+    bytes: Uint8Array,
+    deadline: number,
+    resolve: (v: DeliveryVerdict) => void,
+    reject: (e: unknown) => void,
+  ): void {
+    st.queue.push({ seq: st.nextSeq++, bytes, deadline, resolve, reject });
+    st.inflightBytes += bytes.length;
+    if (st.batchBytes >= BATCH_BYTES) this._flushStream(st);
+    else if (!st.flushScheduled) {
+      st.flushScheduled = true;
+      queueMicrotask(st.flushNow);
+    }
+  }
+
+  /**
+   * Writes the stream's batch in one write. Without a usable HTTP/2 stream it opens one and
+   * writes every unacknowledged frame on it; while a retry waits, the retry does that.
+   * (Internal: called by the stream's scheduled flush.)
+   */
+  _flushStream(st: OutStream): void {
+    st.flushScheduled = false;
+    st.closeRegion();
+    const parts = st.parts;
+    if (parts.length === 0) return;
+    st.parts = [];
+    st.batchBytes = 0;
+    if (st.retryTimer || this.closed) return;
+    const s = st.stream;
+    if (s && !s.destroyed && !s.closed) {
+      s.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+      return;
+    }
+    this.reopen(st);
+  }
+
+  /** Opens a new HTTP/2 stream for `st` and writes every unacknowledged frame on it, in order. */
+  private reopen(st: OutStream): void {
+    if (st.pendingCount === 0) return;
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = this.openStream(st);
+    } catch (e) {
+      if (isPlexusError(e, 'PLX_WIRE_NOT_MEMBER')) {
+        this.failAll(st, e);
+        return;
+      }
+      st.lastError = e;
+      this.scheduleRetry(st);
+      return;
+    }
+    st.base = st.queue[st.head]!.seq;
+    st.acked = 0;
+    let chunk: Uint8Array[] = [];
+    let bytes = 0;
+    for (let i = st.head; i < st.queue.length; i++) {
+      const b = st.queue[i]!.bytes;
+      chunk.push(b);
+      bytes += b.length;
+      if (bytes >= BATCH_BYTES) {
+        stream.write(Buffer.concat(chunk));
+        chunk = [];
+        bytes = 0;
+      }
+    }
+    if (chunk.length > 0) stream.write(chunk.length === 1 ? chunk[0]! : Buffer.concat(chunk));
   }
 
   private openStream(st: OutStream): http2.ClientHttp2Stream {
-    const session = this.session(st.peer, st.slot % this.poolSize);
+    const index = st.slot % this.poolSize;
+    const session = this.session(st.peer, index);
+    const bySid = this.peerState(st.peer).bySid[index]!;
     const stream = session.request({ ':method': 'POST', ':path': FRAMES_PATH }, { endStream: false });
     st.stream = stream;
+    st.sid = -1;
+    const ready = () => {
+      if (st.stream !== stream || stream.id === undefined) return;
+      st.sid = stream.id;
+      bySid.set(stream.id, st);
+    };
+    if (stream.id !== undefined) ready();
+    else stream.once('ready', ready);
     const reader = new ClusterFrameReader({ hopLimit: 255 });
     stream.on('data', (chunk: Buffer) => {
       reader.push(chunk);
@@ -711,19 +943,19 @@ export class Http2Wire implements Wire {
           return;
         }
         if (!f) break;
-        if (f[5] !== ClusterFrameKind.ACK) continue;
-        const p = st.pending.get(idKey(f.subarray(24, 40)));
-        if (!p) continue;
-        this.settle(st, p);
-        p.resolve(ackStatusName(f[7]!));
+        if (f[5] !== ClusterFrameKind.ACK || st.stream !== stream) continue;
+        this.acknowledgeFrame(st, f);
       }
     });
     stream.on('error', (e) => {
       st.lastError = e;
     });
     stream.on('close', () => {
-      if (st.stream === stream) st.stream = undefined;
-      if (st.pending.size > 0 && !this.closed) {
+      if (stream.id !== undefined && bySid.get(stream.id) === st) bySid.delete(stream.id);
+      if (st.stream !== stream) return;
+      st.stream = undefined;
+      st.sid = -1;
+      if (st.pendingCount > 0 && !this.closed) {
         if (!st.lastError) st.lastError = new Error(`stream closed (code ${stream.rstCode ?? 0})`);
         this.scheduleRetry(st);
       }
@@ -733,31 +965,38 @@ export class Http2Wire implements Wire {
 
   private scheduleRetry(st: OutStream): void {
     if (st.retryTimer || this.closed) return;
-    st.batch = [];
-    for (const p of st.pending.values()) p.written = false;
+    // The batch is dropped: the retry writes every unacknowledged frame.
+    st.closeRegion();
+    st.parts = [];
+    st.batchBytes = 0;
     st.retryTimer = setTimeout(() => {
       st.retryTimer = undefined;
       this.sweepStream(st);
-      for (const p of [...st.pending.values()]) {
-        if (!p.written && st.pending.has(p.id)) this.write(st, p);
-        if (st.retryTimer) break;
+      const s = st.stream;
+      if (s && !s.destroyed && !s.closed) {
+        // Still open (the failure was elsewhere): start over on a new stream all the same.
+        st.stream = undefined;
+        st.sid = -1;
+        s.close(http2.constants.NGHTTP2_CANCEL);
       }
+      this.reopen(st);
     }, this.backoff);
   }
 
   private failAll(st: OutStream, e: unknown): void {
-    for (const p of [...st.pending.values()]) {
-      this.settle(st, p);
-      p.reject(e);
-    }
+    while (st.pendingCount > 0) st.shift().reject(e);
+    this.wakeRoomWaiters(st);
   }
 
+  /** Fails the oldest frames whose deadline passed (frames are queued in deadline order). */
   private sweepStream(st: OutStream): void {
+    if (st.pendingCount === 0) return;
     const now = Date.now();
-    for (const p of [...st.pending.values()]) {
-      if (p.deadline > now) continue;
-      this.settle(st, p);
+    let failed = false;
+    while (st.pendingCount > 0 && st.queue[st.head]!.deadline <= now) {
+      const p = st.shift();
       const cause = st.lastError;
+      failed = true;
       p.reject(
         new PlexusError(
           'PLX_WIRE_DEADLINE',
@@ -767,6 +1006,7 @@ export class Http2Wire implements Wire {
         ),
       );
     }
+    if (failed) this.wakeRoomWaiters(st);
   }
 
   private sweepDeadlines(): void {
@@ -834,6 +1074,7 @@ export class Http2Wire implements Wire {
     for (const p of this.peers.values()) {
       for (const st of p.streams.values()) {
         if (st.retryTimer) clearTimeout(st.retryTimer);
+        st.retryTimer = undefined;
         this.failAll(st, new PlexusError('PLX_WIRE_CLOSED', 'the wire was closed before an acknowledgement'));
         for (const w of st.roomWaiters.splice(0)) w();
       }

@@ -4,8 +4,13 @@
  * the frame handler's answer into an ACK status.
  */
 import { AckStatus, type AckStatusCode, type ClusterFrame } from '../codec/cluster-frame.js';
+import { ID_DONE, IdTable } from './id-table.js';
 import type { FrameHandler } from './types.js';
 
+/**
+ * A bounded cache of string ids, oldest forgotten first. The wires remember ids in an
+ * `IdTable` (typed arrays, no string per id); this stays for callers that key by string.
+ */
 export class DedupCache {
   private readonly ids = new Set<string>();
   /** The ids in insertion order, as a ring: the oldest is forgotten first. */
@@ -56,43 +61,90 @@ export function idKey(id: Uint8Array): string {
   );
 }
 
+/** `Receiver.admit` verdicts that are not a slot. */
+export const ADMIT_DUPLICATE = -1;
+export const ADMIT_WAIT = -2;
+
 export class Receiver {
-  readonly dedup: DedupCache;
+  /** Stored ids, and ids being stored. */
+  readonly ids: IdTable;
   private handler: FrameHandler = async () => 'refused';
-  private readonly inflight = new Map<string, Promise<AckStatusCode>>();
+  /** Per pending slot: the outcome a second copy of its id waits for (made on demand). */
+  private readonly waiters = new Map<
+    number,
+    { promise: Promise<AckStatusCode>; resolve: (s: AckStatusCode) => void }
+  >();
 
   constructor(dedupCapacity: number) {
-    this.dedup = new DedupCache(dedupCapacity);
+    this.ids = new IdTable(dedupCapacity);
   }
 
   setHandler(h: FrameHandler): void {
     this.handler = h;
   }
 
+  /** The frame handler (for wires that call it themselves after `admit`). */
+  get frameHandler(): FrameHandler {
+    return this.handler;
+  }
+
+  /**
+   * Looks the id at bytes[at, at + 16) up: ADMIT_DUPLICATE when it was stored, ADMIT_WAIT when
+   * a copy is being stored (`outcomeOf` gives the outcome), else a new pending slot that
+   * `finish` must settle.
+   */
+  admit(bytes: Uint8Array, at: number): number {
+    const slot = this.ids.find(bytes, at);
+    if (slot < 0) return this.ids.addPending(bytes, at);
+    return this.ids.state(slot) === ID_DONE ? ADMIT_DUPLICATE : ADMIT_WAIT;
+  }
+
+  /** For ADMIT_WAIT: the ACK status a second copy gets once the first is settled. */
+  outcomeOf(bytes: Uint8Array, at: number): Promise<AckStatusCode> {
+    const slot = this.ids.find(bytes, at);
+    if (slot < 0) return Promise.resolve(AckStatus.refused);
+    if (this.ids.state(slot) === ID_DONE) return Promise.resolve(AckStatus.duplicate);
+    let w = this.waiters.get(slot);
+    if (!w) {
+      let resolve!: (s: AckStatusCode) => void;
+      const promise = new Promise<AckStatusCode>((r) => {
+        resolve = r;
+      });
+      w = { promise, resolve };
+      this.waiters.set(slot, w);
+    }
+    return w.promise.then((s) => (s === AckStatus.stored ? AckStatus.duplicate : s));
+  }
+
+  /** Settles a slot from `admit` with the handler's verdict (or its failure); the ACK status. */
+  finish(slot: number, verdict: 'stored' | 'stale' | 'refused' | undefined): AckStatusCode {
+    const status = verdict === undefined ? AckStatus.refused : (AckStatus[verdict] ?? AckStatus.refused);
+    if (status === AckStatus.refused) this.ids.remove(slot);
+    else this.ids.markDone(slot);
+    if (this.waiters.size > 0) {
+      const w = this.waiters.get(slot);
+      if (w) {
+        this.waiters.delete(slot);
+        w.resolve(status);
+      }
+    }
+    return status;
+  }
+
   /** Handles one inbound DATA frame; resolves with the ACK status once it is stored or refused. */
   handle(from: string, frame: ClusterFrame): Promise<AckStatusCode> {
-    const id = idKey(frame.messageId);
-    if (this.dedup.has(id)) return Promise.resolve(AckStatus.duplicate);
-    const running = this.inflight.get(id);
-    if (running) return running.then((s) => (s === AckStatus.stored ? AckStatus.duplicate : s));
+    const slot = this.admit(frame.messageId, 0);
+    if (slot === ADMIT_DUPLICATE) return Promise.resolve(AckStatus.duplicate);
+    if (slot === ADMIT_WAIT) return this.outcomeOf(frame.messageId, 0);
     let stored: Promise<'stored' | 'stale' | 'refused'>;
     try {
       stored = this.handler(from, frame);
     } catch {
       stored = Promise.resolve('refused');
     }
-    const p = stored.then(
-      (verdict) => {
-        this.inflight.delete(id);
-        if (verdict !== 'refused') this.dedup.add(id);
-        return AckStatus[verdict] ?? AckStatus.refused;
-      },
-      () => {
-        this.inflight.delete(id);
-        return AckStatus.refused;
-      },
+    return stored.then(
+      (verdict) => this.finish(slot, verdict),
+      () => this.finish(slot, undefined),
     );
-    this.inflight.set(id, p);
-    return p;
   }
 }

@@ -98,7 +98,8 @@ function checkAppendOptions(opts: AppendOptions | undefined): Omit<CheckedAppend
 /** A batch laid out for `appendFramed`, checked: its record count and total size. */
 export interface CheckedFramed extends Omit<CheckedAppend, 'payloads'> {
   readonly bytes: Uint8Array;
-  readonly lengths: readonly number[];
+  /** The caller's lengths when they came as a Uint32Array (read before the call returns), else a checked copy. */
+  readonly lengths: readonly number[] | Uint32Array;
 }
 
 /**
@@ -123,11 +124,14 @@ export function checkFramed(batch: unknown, opts: AppendOptions | undefined): Ch
       records: n,
     });
   }
-  const out = new Array<number>(n);
+  // A Uint32Array holds whole numbers from 0 only: nothing to check but their size.
+  const typed = lengths instanceof Uint32Array;
+  const out = typed ? lengths : new Array<number>(n);
   let total = 0;
   for (let i = 0; i < n; i++) {
-    const len: unknown = lengths[i];
-    if (typeof len !== 'number' || !Number.isSafeInteger(len) || len < 0) {
+    // Checked as unknown: an array from a caller may hold anything.
+    const len = lengths[i] as number;
+    if (!typed && (typeof len !== 'number' || !Number.isSafeInteger(len) || len < 0)) {
       throw badInput(`appendFramed: length ${i} is ${describe(len)}, not a whole number of bytes`, { index: i });
     }
     if (len > MAX_RECORD_BYTES) {
@@ -137,7 +141,7 @@ export function checkFramed(batch: unknown, opts: AppendOptions | undefined): Ch
         { index: i, bytes: len },
       );
     }
-    out[i] = len;
+    if (!typed) out[i] = len;
     total += RECORD_HEADER_BYTES + len;
   }
   if (total > MAX_BATCH_BYTES) {

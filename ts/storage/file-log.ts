@@ -10,6 +10,7 @@
  * of each segment (persisted for closed segments, rebuilt by a scan when missing) and
  * check the CRC-32C of every record they return.
  */
+import { constants as fsConstants } from 'node:fs';
 import { type FileHandle, open, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
@@ -107,6 +108,20 @@ export interface FileLogStats {
   readonly syncs: number;
 }
 
+/**
+ * With a durable fsync mode, segment files are written through a descriptor opened with
+ * O_DSYNC where the platform has it: a write returns once its bytes are durable, as a
+ * write followed by fdatasync would, in one call and one trip through the thread pool
+ * rather than two. Where it is missing (0), each group is followed by `datasync()`.
+ */
+const O_DSYNC: number = fsConstants.O_DSYNC ?? 0;
+
+/** The flags a segment file is opened with for writing (`create`: made empty or new). */
+function writerFlags(sync: boolean, create: boolean): number {
+  const c = fsConstants;
+  return c.O_RDWR | (create ? c.O_CREAT | c.O_TRUNC : 0) | (sync ? O_DSYNC : 0);
+}
+
 /** Standard error, for warnings only. */
 export const stderrLogger: StorageLogger = {
   warn(message, details) {
@@ -190,7 +205,10 @@ export async function openLog(dir: string, opts: FileLogOptions = {}): Promise<F
       writer = await createSegment(abs, seg, o.fsync !== 'never');
       segments.push(seg);
     } else {
-      writer = await open(join(abs, (segments[segments.length - 1] as Segment).name), 'r+');
+      writer = await open(
+        join(abs, (segments[segments.length - 1] as Segment).name),
+        writerFlags(o.fsync !== 'never', false),
+      );
     }
     return new FileLog(abs, o, segments, writer, found.meta, found.highestEpoch);
   } catch (e) {
@@ -255,11 +273,11 @@ async function writeIndex(dir: string, seg: Segment, logger: StorageLogger): Pro
 /** Makes the segment file with its header, durable before any record goes in. */
 async function createSegment(dir: string, seg: Segment, sync: boolean): Promise<FileHandle> {
   const path = join(dir, seg.name);
-  const fh = await open(path, 'w+');
+  const fh = await open(path, writerFlags(sync, true));
   try {
     await writeAll(fh, encodeSegmentHeader(seg.base), 0);
     if (sync) {
-      await fh.datasync();
+      if (O_DSYNC === 0) await fh.datasync();
       await syncDir(dir);
     }
     return fh;
@@ -549,17 +567,21 @@ export class FileLog implements LogStorage {
         return;
       }
     }
-    let phase = 'write';
+    // Through an O_DSYNC descriptor the write is the fsync: a failure of it is one of both.
+    const dsync = this.sync && O_DSYNC !== 0;
+    let phase = dsync ? 'write with O_DSYNC' : 'write';
     try {
       await writeAllGathered(
         this.writer,
-        group.map((g) => g.buf),
+        group.length === 1 ? [(group[0] as AppendOp).buf] : group.map((g) => g.buf),
         at,
       );
       this.counters.writes++;
       if (this.sync) {
-        phase = 'fsync';
-        await this.writer.datasync();
+        if (!dsync) {
+          phase = 'fsync';
+          await this.writer.datasync();
+        }
         this.synced(seg.name);
       }
     } catch (e) {
@@ -573,7 +595,7 @@ export class FileLog implements LogStorage {
       }
       // After a failed fsync (other than for space) the kernel may have dropped the
       // unwritten pages: nothing written since the last good fsync can be trusted.
-      if (phase === 'fsync' && !isNoSpace(e)) this.broken = err;
+      if ((phase === 'fsync' || dsync) && !isNoSpace(e)) this.broken = err;
       for (const g of group) g.reject(err);
       this.failQueued(err);
       return;
@@ -669,7 +691,7 @@ export class FileLog implements LogStorage {
       }
       if (removed.length > 0) {
         await this.writer.close().catch(() => {});
-        this.writer = await open(join(this.dir, target.name), 'r+');
+        this.writer = await open(join(this.dir, target.name), writerFlags(this.sync, false));
         await unlinkIfExists(join(this.dir, target.indexName));
       }
       await this.writer.truncate(end);

@@ -65,3 +65,33 @@ export function parseHaConfig(value: unknown): HaConfig {
   if (ids.size !== members.length) throw badConfig('member ids must be distinct');
   return { clusterId, members };
 }
+
+/**
+ * When a follower serves a read marked `follower` (docs/chronacta-ha.md#follower-reads): its
+ * applied position is at most `maxReadLag` positions behind the leader's last committed
+ * position as the follower last heard it, and it heard it at most `maxReadStalenessMs` ago.
+ */
+export interface FollowerReadBounds {
+  /** Positions a follower may be behind the leader's commit it last heard. Default 0. */
+  readonly maxReadLag: number;
+  /** How old that news from the leader may be. Default: one election timeout (electionTick x tickMs, 1000 ms). */
+  readonly maxReadStalenessMs: number;
+}
+
+/** The bounds with their defaults filled in from the Raft timing; bad values are PLX_CHRONACTA_HA_BAD_CONFIG. */
+export function followerReadBounds(opts: {
+  readonly maxReadLag?: number | undefined;
+  readonly maxReadStalenessMs?: number | undefined;
+  readonly tickMs?: number | undefined;
+  readonly electionTick?: number | undefined;
+}): FollowerReadBounds {
+  const maxReadLag = opts.maxReadLag ?? 0;
+  if (!Number.isSafeInteger(maxReadLag) || maxReadLag < 0) {
+    throw badConfig(`maxReadLag must be a whole number of positions from 0, got ${String(opts.maxReadLag)}`);
+  }
+  const maxReadStalenessMs = opts.maxReadStalenessMs ?? (opts.electionTick ?? 10) * (opts.tickMs ?? 100);
+  if (!Number.isSafeInteger(maxReadStalenessMs) || maxReadStalenessMs < 1 || maxReadStalenessMs > 3_600_000) {
+    throw badConfig(`maxReadStalenessMs must be 1 to 3600000 milliseconds, got ${String(opts.maxReadStalenessMs)}`);
+  }
+  return { maxReadLag, maxReadStalenessMs };
+}

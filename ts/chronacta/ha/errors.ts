@@ -18,10 +18,14 @@ export const HaErrorCode = {
   STOPPED: 'PLX_CHRONACTA_HA_STOPPED',
   /** A bad cluster configuration or option (ids, addresses, a member list without this node). */
   BAD_CONFIG: 'PLX_CHRONACTA_HA_BAD_CONFIG',
-  /** An operation the replicated log does not offer (truncating committed records, installing a data snapshot). */
+  /** An operation the replicated log does not offer (truncating committed records). */
   UNSUPPORTED: 'PLX_CHRONACTA_HA_UNSUPPORTED',
   /** A membership change that cannot go ahead (a known id, an unknown id, a learner that did not catch up). */
   MEMBERSHIP: 'PLX_CHRONACTA_HA_MEMBERSHIP',
+  /** A frame on a catch-up stream that does not decode (magic, version, type, length, CRC-32C, counts); the stream closes. */
+  BAD_FRAME: 'PLX_CHRONACTA_HA_BAD_FRAME',
+  /** A source cannot send the records a member needs below a snapshot (it compacted them or lacks them); the member tries another. */
+  CATCH_UP_UNAVAILABLE: 'PLX_CHRONACTA_HA_CATCH_UP_UNAVAILABLE',
 } as const;
 
 export function haError(

@@ -8,3 +8,4 @@ export {
   type ReplicatedLogOptions,
   type ReplicatedLogStatus,
 } from './replicated-log.js';
+export { decodeDescriptor, encodeDescriptor, type SnapshotDescriptor } from './snapshot.js';

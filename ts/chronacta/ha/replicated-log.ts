@@ -12,8 +12,16 @@
  * continues the local log, append it with the same batch id and the frame's epoch as fencing
  * epoch. A frame already in the local log (same batch id at the same positions: a replay
  * after a restart) is skipped; anything else stops the member with PLX_CHRONACTA_HA_DIVERGED.
+ *
+ * Every `snapshotEvery` applied entries the member takes a Raft snapshot `snapshotRetain`
+ * entries behind its applied index and compacts its Raft log before it. The snapshot's data is
+ * a descriptor of the local log there (ts/chronacta/ha/snapshot.ts); a member that installs
+ * one (far behind, new, or restarted with a local log that lost its tail) pulls the records it
+ * lacks from a member that holds them over a catch-up stream, then goes on with the entries
+ * after the snapshot. See docs/chronacta-ha.md, "Snapshots and catch-up".
  */
 import { randomBytes, randomInt } from 'node:crypto';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { decodeEvfr, type EvfrFrame, encodeEvfr } from '../../codec/evfr.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
@@ -33,8 +41,16 @@ import type {
   ReadOptions,
   StorageLogger,
 } from '../../storage/types.js';
+import { RefusedReason } from './catch-up-wire.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
 import { HaErrorCode, haError } from './errors.js';
+import {
+  CatchUpServer,
+  decodeDescriptor,
+  encodeDescriptor,
+  fetchRecords,
+  type SnapshotDescriptor,
+} from './snapshot.js';
 
 export interface ReplicatedLogOptions {
   /** This member's Raft id. */
@@ -77,6 +93,20 @@ export interface ReplicatedLogOptions {
   readonly localFsync?: 'batch' | 'never';
   /** Segment size of both logs (tests use small ones). */
   readonly segmentBytes?: number;
+  /**
+   * Take a Raft snapshot and compact the Raft log once this many entries were applied since
+   * the last snapshot (not counting the retained tail). Default 10,000; 0 never compacts.
+   */
+  readonly snapshotEvery?: number;
+  /**
+   * Entries kept in the Raft log below the applied index when compacting, so a follower a
+   * little behind gets entries rather than a snapshot. Default 5,000; at most 50,000.
+   */
+  readonly snapshotRetain?: number;
+  /** Payload bytes per chunk of a catch-up transfer (a chunk always holds one record at least). Default 1 MiB, at most 32 MiB. */
+  readonly catchUpChunkBytes?: number;
+  /** How long a catch-up request waits for its chunk before the member tries again (elsewhere). Default 5,000 ms. */
+  readonly catchUpTimeoutMs?: number;
   /** Source of uniform integers in [0, n) for election timeouts. Default: node:crypto randomInt. */
   readonly random?: (n: number) => number;
   readonly logger?: StorageLogger & { error?(message: string, details?: Record<string, unknown>): void };
@@ -84,6 +114,7 @@ export interface ReplicatedLogOptions {
 
 /** What an `onApply` listener receives: one committed batch, now in the local log. */
 export interface AppliedBatch {
+  /** The Raft entry it came in; 0 for records pulled below a snapshot (a batch may then arrive in parts). */
   readonly raftIndex: number;
   readonly first: bigint;
   readonly last: bigint;
@@ -129,12 +160,42 @@ export interface ReplicatedLogStatus {
   readonly failure: string | undefined;
   /** Only on the leader: every other member's replication progress. */
   readonly followers?: readonly FollowerStatus[];
+  /** The Raft index of the latest snapshot (1: the founding one; the Raft log starts after it). */
+  readonly snapshotIndex: number;
+  /** The local log's last position as of that snapshot (what a member installing it must hold first). */
+  readonly snapshotPosition: bigint;
+  /** Snapshots this member took (compactions of its Raft log) and installed since it started. */
+  readonly snapshotsTaken: number;
+  readonly snapshotsInstalled: number;
+  /** While a snapshot is being installed: the position the local log must reach first. */
+  readonly catchUpTarget: bigint | undefined;
+  /** Records this member pulled over catch-up streams, and records it sent to others. */
+  readonly recordsCaughtUp: number;
+  readonly recordsServed: number;
 }
 
 /** A membership record carried in a Raft entry: magic `PXHM`, then JSON. */
 const META_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x4d);
 const META_MAX = 4096;
 const POSITION_WINDOW = 65_536;
+const MAX_RETAIN = 50_000;
+
+/** What the window remembers of the last frame at or below a Raft index. */
+type Mark = [index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint];
+
+/** A compaction record: magic `PXHC`, then the u64 position below which members may compact. */
+const COMPACT_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x43);
+
+function isCompactMarker(data: Uint8Array): boolean {
+  return data.length === 12 && COMPACT_MAGIC.every((b, i) => data[i] === b);
+}
+
+function encodeCompactMarker(below: number): Uint8Array {
+  const out = new Uint8Array(12);
+  out.set(COMPACT_MAGIC);
+  new DataView(out.buffer).setBigUint64(4, BigInt(below), true);
+  return out;
+}
 
 function isMeta(data: Uint8Array): boolean {
   return data.length >= 4 && data[0] === 0x50 && data[1] === 0x58 && data[2] === 0x48 && data[3] === 0x4d;
@@ -165,6 +226,10 @@ function hex(b: Uint8Array): string {
   return Buffer.from(b).toString('hex');
 }
 
+function hexBytes(h: string): Uint8Array {
+  return new Uint8Array(Buffer.from(h, 'hex'));
+}
+
 function splitAddress(a: string): { host: string; port: number } {
   const i = a.lastIndexOf(':');
   return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
@@ -176,8 +241,9 @@ export class ReplicatedLog implements LogStorage {
   private readonly members = new Map<number, HaMember>();
   private readonly dialOverride = new Map<number, string>();
   private readonly listeners = new Set<(b: AppliedBatch) => void>();
-  /** (raft index, last position) of recent frames, ascending: follower lag in positions. */
-  private readonly positions: [number, number][] = [];
+  private readonly compactionListeners = new Set<(below: bigint) => void>();
+  /** (raft index, last position, batch id, epoch) of recent frames, ascending: lag and snapshots. */
+  private readonly positions: Mark[] = [];
   private raftApplied = 0;
   private projectedLast = 0;
   /** The local log's last position counting appends issued by the apply path and not yet acknowledged. */
@@ -192,6 +258,24 @@ export class ReplicatedLog implements LogStorage {
   private failure: PlexusError | undefined;
   private closed = false;
   private readonly confWaiters = new Map<number, { term: number; resolve(): void; reject(e: unknown): void }>();
+  /** A snapshot install in progress (the apply path waits for it). */
+  private installing: Promise<void> | undefined;
+  private catchUpTarget: bigint | undefined;
+  private catchUpStream: Socket | undefined;
+  private snapshotsTaken = 0;
+  private snapshotPosition = 0;
+  /**
+   * While a snapshot is installed and the local log lacks records below it, the member sends
+   * no Raft message: to the others it looks down, so it neither acknowledges the snapshot nor
+   * votes nor leads before it holds every record, and the leader does not count it as having
+   * those records when it agrees a compaction cutoff.
+   */
+  private gated = false;
+  /** Positions below this one may be dropped from local logs: agreed through Raft (compaction records). */
+  private compactBelow = 1;
+  private snapshotsInstalled = 0;
+  private recordsCaughtUp = 0;
+  private lastCatchUpWarning = 0;
 
   private constructor(
     private readonly opts: ReplicatedLogOptions,
@@ -200,11 +284,25 @@ export class ReplicatedLog implements LogStorage {
     private readonly local: FileLog,
     private readonly transport: RaftTcpTransport,
     private readonly driver: RaftDriver,
+    private readonly catchUp: CatchUpServer,
     members: readonly HaMember[],
+    descriptor: SnapshotDescriptor | undefined,
   ) {
     for (const m of members) this.members.set(m.id, m);
+    // Members known only from the snapshot (their membership records were compacted away).
+    for (const m of descriptor?.members ?? []) if (!this.members.has(m.id)) this.members.set(m.id, m);
     this.projectedLast = Number(local.last);
     this.localTail = Number(local.last);
+    const snap = raftStorage.snapshot().metadata;
+    this.raftApplied = snap.index;
+    this.snapshotPosition = descriptor?.lastPosition ?? 0;
+    this.compactBelow = descriptor?.compactBelow ?? 1;
+    this.remember(
+      snap.index,
+      descriptor?.lastPosition ?? 0,
+      hexBytes(descriptor?.lastBatchId ?? ''),
+      BigInt(descriptor?.lastEpoch ?? 0),
+    );
   }
 
   /** Opens (or creates) the member's data directory, starts its transport and Raft driver. */
@@ -237,7 +335,24 @@ export class ReplicatedLog implements LogStorage {
     let local: FileLog | undefined;
     let transport: RaftTcpTransport | undefined;
     try {
+      const every = opts.snapshotEvery ?? 10_000;
+      const retain = opts.snapshotRetain ?? 5_000;
+      if (!Number.isSafeInteger(every) || every < 0) {
+        throw haError(HaErrorCode.BAD_CONFIG, `snapshotEvery ${String(every)} must be a whole number, 0 or more`);
+      }
+      if (!Number.isSafeInteger(retain) || retain < 0 || retain > MAX_RETAIN) {
+        throw haError(
+          HaErrorCode.BAD_CONFIG,
+          `snapshotRetain ${String(retain)} must be a whole number in 0..${MAX_RETAIN}`,
+        );
+      }
+      const chunk = opts.catchUpChunkBytes ?? 1024 * 1024;
+      if (!Number.isSafeInteger(chunk) || chunk < 1 || chunk > 32 * 1024 * 1024) {
+        throw haError(HaErrorCode.BAD_CONFIG, `catchUpChunkBytes ${String(chunk)} must be a whole number in 1..32 MiB`);
+      }
+      const descriptor = decodeDescriptor(raftStorage.snapshot().data);
       local = await openLog(join(opts.dir, 'log'), { ...logOpts, ...quiet, fsync: opts.localFsync ?? 'batch' });
+      const catchUp = new CatchUpServer(local, opts.catchUpChunkBytes ?? 1024 * 1024, opts.logger);
       const random = opts.random ?? ((n: number) => randomInt(n));
       const node = new RaftNode({
         id,
@@ -255,12 +370,12 @@ export class ReplicatedLog implements LogStorage {
         host: listen.host ?? '127.0.0.1',
         port: listen.port ?? 0,
         onMessage: (m) => holder.log?.receive(m),
+        onStream: (from, s) => catchUp.serve(from, s),
         retryMs: 20,
         maxRetryMs: 200,
         ...(opts.tls ? { tls: opts.tls } : {}),
         ...(opts.logger ? { logger: opts.logger } : {}),
       });
-      const t = transport;
       const rs = raftStorage;
       const driver = new RaftDriver({
         node,
@@ -268,7 +383,11 @@ export class ReplicatedLog implements LogStorage {
         storage: {
           append: (es) => rs.append(es),
           setHardState: (h) => rs.setHardState(h),
-          applySnapshot: (sn) => rs.applySnapshot(sn),
+          applySnapshot: (sn) => {
+            // A data snapshot: silent until installed (see `gated`), its acknowledgement included.
+            if (sn.data.length > 0) holder.log?.gate();
+            rs.applySnapshot(sn);
+          },
           compact: (sn) => rs.compact(sn),
           sync: () =>
             rs.sync().catch((err: unknown) => {
@@ -283,7 +402,7 @@ export class ReplicatedLog implements LogStorage {
               );
             }),
         },
-        send: (ms) => t.send(ms),
+        send: (ms) => holder.log?.sendRaft(ms),
         applier: {
           apply: (es) => (holder.log as ReplicatedLog).applyEntries(es),
           restore: (s) => (holder.log as ReplicatedLog).restore(s),
@@ -293,9 +412,15 @@ export class ReplicatedLog implements LogStorage {
         onSoftState: (s) => holder.log?.softState(s),
         ...(opts.logger ? { logger: opts.logger } : {}),
       });
-      const log = new ReplicatedLog(opts, node, raftStorage, local, transport, driver, members);
+      const log = new ReplicatedLog(opts, node, raftStorage, local, transport, driver, catchUp, members, descriptor);
       holder.log = log;
-      for (const m of members) if (m.id !== id) log.dialPeer(m);
+      for (const m of log.members.values()) if (m.id !== id) log.dialPeer(m);
+      // A local log behind the stored snapshot (a crash during an install, or a tail lost with
+      // localFsync 'never'): pull the missing records before applying anything after it.
+      if (descriptor) {
+        if (local.last < BigInt(descriptor.lastPosition)) log.gate();
+        log.startInstall(descriptor);
+      }
       driver.start();
       return log;
     } catch (e) {
@@ -357,7 +482,7 @@ export class ReplicatedLog implements LogStorage {
     if (index > before) {
       // The entry is in this leader's log: its positions are taken until leadership changes.
       this.projectedLast += payloads.length;
-      this.remember(index, this.projectedLast);
+      this.remember(index, this.projectedLast, batchId, BigInt(term));
     }
     await done;
     return { first: BigInt(first), last: BigInt(first + payloads.length - 1), batchId };
@@ -381,15 +506,62 @@ export class ReplicatedLog implements LogStorage {
     );
   }
 
-  /** Compacts this member's local log only (each member decides for itself). */
+  /**
+   * Compacts this member's local log below `position`, but never below the position the
+   * members agreed on through Raft (`agreeCompaction`): records a member may still need to
+   * catch up stay.
+   */
   compactBefore(position: bigint): Promise<void> {
-    return this.local.compactBefore(position);
+    const below = BigInt(this.compactBelow);
+    return this.local.compactBefore(position < below ? position : below);
+  }
+
+  /** The local log's segment files (the event store's compaction works on closed segments). */
+  get segmentFiles(): readonly string[] {
+    return this.local.segmentFiles;
+  }
+
+  /** Positions below this one may be compacted away on this member (`compactBefore` stops there). */
+  get compactionLimit(): bigint {
+    return BigInt(this.compactBelow);
+  }
+
+  /**
+   * Leader only: agrees, through Raft, that every member may drop its records below
+   * min(`wanted`, the position every member of the configuration has applied + 1), and
+   * resolves with the agreed position once committed. A member that is down or far behind
+   * holds the agreement back (it still needs those records from the others).
+   */
+  async agreeCompaction(wanted: bigint): Promise<bigint> {
+    await this.whenAcceptingWrites();
+    const safe = this.safeCompactionPosition();
+    const below = Math.min(Number(wanted), safe);
+    if (below <= this.compactBelow) return BigInt(this.compactBelow);
+    await this.driver.propose(encodeCompactMarker(below));
+    return BigInt(this.compactBelow);
+  }
+
+  /** One past the lowest position any member of the configuration (this one included) has. */
+  private safeCompactionPosition(): number {
+    const s = this.node.status();
+    if (s.role !== 'leader' || !s.progress) return this.compactBelow;
+    let low = Number.POSITIVE_INFINITY;
+    for (const [id, p] of s.progress) {
+      const mark = this.markAt(id === s.id ? this.raftApplied : Math.min(p.match, this.raftApplied));
+      // Unknown (behind the window, or a new member with nothing yet): hold the agreement.
+      if (!mark) return this.compactBelow;
+      low = Math.min(low, mark[1]);
+    }
+    return Number.isFinite(low) ? low + 1 : this.compactBelow;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.catchUpStream?.destroy();
+    this.catchUp.close();
     await this.driver.stop();
+    await this.installing?.catch(() => undefined);
     for (const w of this.confWaiters.values()) w.reject(haError(HaErrorCode.STOPPED, 'the member closed'));
     this.confWaiters.clear();
     await this.transport.close();
@@ -403,6 +575,25 @@ export class ReplicatedLog implements LogStorage {
   onApply(listener: (batch: AppliedBatch) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Called on every member when a compaction cutoff agreed through Raft is applied (with the
+   * position below which records may now be dropped). Returns an unsubscribe function.
+   */
+  onCompactionAgreed(listener: (below: bigint) => void): () => void {
+    this.compactionListeners.add(listener);
+    return () => this.compactionListeners.delete(listener);
+  }
+
+  private notifyCompaction(below: bigint): void {
+    for (const l of this.compactionListeners) {
+      try {
+        l(below);
+      } catch (err) {
+        this.opts.logger?.warn('replicated log: an onCompactionAgreed listener threw', { error: String(err) });
+      }
+    }
   }
 
   status(): ReplicatedLogStatus {
@@ -443,6 +634,13 @@ export class ReplicatedLog implements LogStorage {
       duplicatesSkipped: this.duplicates,
       failure: this.failure?.message,
       ...(followers ? { followers } : {}),
+      snapshotIndex: this.raftStorage.snapshot().metadata.index,
+      snapshotPosition: BigInt(this.snapshotPosition),
+      snapshotsTaken: this.snapshotsTaken,
+      snapshotsInstalled: this.snapshotsInstalled,
+      catchUpTarget: this.catchUpTarget,
+      recordsCaughtUp: this.recordsCaughtUp,
+      recordsServed: this.catchUp.stats.recordsSent,
     };
   }
 
@@ -519,6 +717,14 @@ export class ReplicatedLog implements LogStorage {
 
   // ---- internals ----
 
+  private gate(): void {
+    this.gated = true;
+  }
+
+  private sendRaft(ms: Parameters<RaftTcpTransport['send']>[0]): void {
+    if (!this.gated) this.transport.send(ms);
+  }
+
   private receive(m: Parameters<RaftDriver['receive']>[0]): void {
     this.driver.receive(m);
   }
@@ -590,43 +796,229 @@ export class ReplicatedLog implements LogStorage {
     else this.readyTerm = 0;
   }
 
-  private remember(index: number, lastPosition: number): void {
+  private remember(index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint): void {
     const p = this.positions;
-    while (p.length > 0 && (p[p.length - 1] as [number, number])[0] >= index) p.pop();
-    p.push([index, lastPosition]);
+    while (p.length > 0 && (p[p.length - 1] as Mark)[0] >= index) p.pop();
+    p.push([index, lastPosition, batchId, epoch]);
     if (p.length > POSITION_WINDOW) p.splice(0, p.length - POSITION_WINDOW);
   }
 
-  /** The last position of the frames up to Raft index `index` (as far as the window knows). */
-  private positionAt(index: number): number {
+  /** The last frame at or below Raft index `index`, when the window still holds one. */
+  private markAt(index: number): Mark | undefined {
     const p = this.positions;
     let lo = 0;
     let hi = p.length - 1;
     let best = -1;
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
-      if ((p[mid] as [number, number])[0] <= index) {
+      if ((p[mid] as Mark)[0] <= index) {
         best = mid;
         lo = mid + 1;
       } else hi = mid - 1;
     }
-    if (best >= 0) return (p[best] as [number, number])[1];
-    const oldest = p[0];
+    return best >= 0 ? p[best] : undefined;
+  }
+
+  /** The last position of the frames up to Raft index `index` (as far as the window knows). */
+  private positionAt(index: number): number {
+    const m = this.markAt(index);
+    if (m) return m[1];
+    const oldest = this.positions[0];
     return oldest ? oldest[1] - 1 : 0;
   }
 
+  /**
+   * Installs a received snapshot: the founding one (index 1, no data) needs nothing; a
+   * descriptor needs the local log to reach its last position (pulled from other members)
+   * before the entries after it are applied. The driver has already made the snapshot durable
+   * in the Raft log, so a crash in here resumes the install on restart (see `open`).
+   */
   private async restore(s: Snapshot): Promise<void> {
-    // The only snapshot a member receives is the founding one (index 1, no data): the Raft
-    // log is never compacted yet, so a joining member gets every entry after it.
-    if (s.metadata.index <= 1 && s.data.length === 0) {
+    let d: SnapshotDescriptor | undefined;
+    try {
+      d = decodeDescriptor(s.data);
+    } catch (err) {
+      throw this.fail(err as PlexusError);
+    }
+    if (!d) {
       this.raftApplied = Math.max(this.raftApplied, s.metadata.index);
       return;
     }
-    throw this.fail(
-      haError(HaErrorCode.UNSUPPORTED, `a data snapshot at Raft index ${s.metadata.index} cannot be installed yet`, {
-        index: s.metadata.index,
-      }),
+    if (d.index !== s.metadata.index || d.term !== s.metadata.term) {
+      throw this.fail(
+        haError(HaErrorCode.DIVERGED, `a snapshot at ${s.metadata.index} carries a descriptor of index ${d.index}`, {
+          index: s.metadata.index,
+        }),
+      );
+    }
+    await this.startInstall(d, true);
+  }
+
+  /** Runs an install after any running one (one at a time: both append to the local log). */
+  private startInstall(d: SnapshotDescriptor, received = false): Promise<void> {
+    const before = this.installing ?? Promise.resolve();
+    const p = before.catch(() => undefined).then(() => this.install(d, received));
+    this.installing = p;
+    p.then(
+      () => {
+        if (this.installing === p) this.installing = undefined;
+      },
+      () => undefined,
     );
+    return p;
+  }
+
+  private async install(d: SnapshotDescriptor, received: boolean): Promise<void> {
+    for (const m of d.members) {
+      if (!this.members.has(m.id)) {
+        this.members.set(m.id, m);
+        this.dialPeer(m);
+      }
+    }
+    const target = BigInt(d.lastPosition);
+    if (this.local.last < target) {
+      this.catchUpTarget = target;
+      let wait = 20;
+      while (this.local.last < target) {
+        this.checkOpen();
+        const before = this.local.last;
+        await this.catchUpRound(d.lastPosition);
+        if (this.local.last > before) wait = 20;
+        else if (this.local.last < target) {
+          await sleep(wait);
+          wait = Math.min(wait * 2, 1000);
+        }
+      }
+      this.catchUpTarget = undefined;
+    }
+    // The record at the snapshot's last position must be the one the snapshot names.
+    if (d.lastPosition > 0 && target >= this.local.first && this.local.first > 0n) {
+      const [rec] = await this.local.read(target, { maxCount: 1, maxBytes: 1 });
+      if (!rec || rec.position !== target || hex(rec.batchId) !== d.lastBatchId) {
+        throw this.fail(
+          haError(
+            HaErrorCode.DIVERGED,
+            `the local log holds batch ${rec ? hex(rec.batchId) : 'none'} at position ${target} where the snapshot at Raft index ${d.index} has ${d.lastBatchId}: the replicas diverged; the member stops`,
+            { index: d.index, position: d.lastPosition },
+          ),
+        );
+      }
+    }
+    this.localTail = Number(this.local.last);
+    if (this.raftApplied < d.index) this.raftApplied = d.index;
+    this.positions.length = 0;
+    this.remember(d.index, d.lastPosition, hexBytes(d.lastBatchId), BigInt(d.lastEpoch));
+    this.gated = false;
+    if (received) this.snapshotsInstalled++;
+    if ((d.compactBelow ?? 1) > this.compactBelow) this.compactBelow = d.compactBelow ?? 1;
+    if (d.index >= this.raftStorage.snapshot().metadata.index) this.snapshotPosition = d.lastPosition;
+  }
+
+  /** Tries each source once (the leader first): resolves when one of them is done or all failed. */
+  private async catchUpRound(to: number): Promise<void> {
+    const s = this.node.status();
+    const ids = [...this.members.keys()].filter((id) => id !== this.opts.id).sort((a, b) => a - b);
+    const order = s.lead && s.lead !== this.opts.id ? [s.lead, ...ids.filter((id) => id !== s.lead)] : ids;
+    const timeoutMs = this.opts.catchUpTimeoutMs ?? 5000;
+    let compacted = 0;
+    for (const id of order) {
+      this.checkOpen();
+      let socket: Socket | undefined;
+      try {
+        socket = await this.transport.openStream(id, timeoutMs);
+        this.catchUpStream = socket;
+        if (this.closed) return;
+        await fetchRecords(socket, {
+          local: this.local,
+          to,
+          chunkBytes: this.opts.catchUpChunkBytes ?? 1024 * 1024,
+          timeoutMs,
+          stopped: () => this.closed || this.failure !== undefined,
+          onChunk: (runs) => {
+            // The records are in the local log now: listeners see them as applied batches.
+            for (const run of runs) {
+              const a = run[0] as LogRecord;
+              const b = run[run.length - 1] as LogRecord;
+              this.recordsCaughtUp += run.length;
+              this.notify({
+                raftIndex: 0,
+                first: a.position,
+                last: b.position,
+                batchId: a.batchId,
+                epoch: a.epoch,
+                records: run,
+              });
+            }
+          },
+        });
+        return;
+      } catch (err) {
+        if (isPlexusError(err) && err.code === HaErrorCode.STOPPED) throw err;
+        if (isPlexusError(err, HaErrorCode.CATCH_UP_UNAVAILABLE) && err.details.reason === RefusedReason.COMPACTED) {
+          compacted++;
+        }
+        if (Date.now() - this.lastCatchUpWarning > 1000) {
+          this.lastCatchUpWarning = Date.now();
+          this.opts.logger?.warn('replicated log: catch-up from a member failed; trying again', {
+            id: this.opts.id,
+            source: id,
+            last: this.local.last,
+            to,
+            error: isPlexusError(err) ? `${err.code}: ${err.message}` : String(err),
+          });
+        }
+      } finally {
+        socket?.destroy();
+        if (this.catchUpStream === socket) this.catchUpStream = undefined;
+      }
+    }
+    if (order.length > 0 && compacted === order.length) {
+      throw this.fail(
+        haError(
+          HaErrorCode.CATCH_UP_UNAVAILABLE,
+          `member ${this.opts.id} needs positions ${this.local.last + 1n}..${to}, which every other member compacted away; stop it, copy log/ (and the store's archive/) of a stopped member into its data directory, leave raft/ empty and start it with join again`,
+          { from: this.local.last + 1n, to },
+        ),
+      );
+    }
+  }
+
+  /**
+   * Takes a Raft snapshot `snapshotRetain` entries behind the applied index once
+   * `snapshotEvery` entries were applied since the last one, and compacts the Raft log
+   * before it. Runs at the end of an apply, after the local appends it made are done.
+   */
+  private maybeSnapshot(): void {
+    const every = this.opts.snapshotEvery ?? 10_000;
+    if (every <= 0) return;
+    const retain = this.opts.snapshotRetain ?? 5_000;
+    const current = this.raftStorage.snapshot().metadata.index;
+    // The core's applied index (entries of earlier Readies): a snapshot may not go past it.
+    const at = Math.min(this.raftApplied, this.node.status().applied) - retain;
+    if (at - current < every) return;
+    const mark = this.markAt(at);
+    if (!mark) return;
+    try {
+      const meta = this.node.compact(at, new Uint8Array(0)).metadata;
+      const data = encodeDescriptor({
+        index: at,
+        term: meta.term,
+        lastPosition: mark[1],
+        lastBatchId: mark[1] > 0 ? hex(mark[2]) : '',
+        lastEpoch: String(mark[1] > 0 ? mark[3] : 0n),
+        members: [...this.members.values()],
+        compactBelow: this.compactBelow,
+      });
+      this.raftStorage.compact({ metadata: meta, data });
+      this.snapshotsTaken++;
+      this.snapshotPosition = mark[1];
+    } catch (err) {
+      this.opts.logger?.warn('replicated log: taking a Raft snapshot failed; the log stays as it is', {
+        id: this.opts.id,
+        index: at,
+        error: String(err),
+      });
+    }
   }
 
   /**
@@ -635,6 +1027,7 @@ export class ReplicatedLog implements LogStorage {
    * awaited together before the driver acknowledges anything of this batch.
    */
   private async applyEntries(entries: readonly Entry[]): Promise<void> {
+    if (this.installing) await this.installing;
     const pending: Promise<AppliedBatch>[] = [];
     const settle = async () => {
       const done = await Promise.all(pending.splice(0));
@@ -645,6 +1038,12 @@ export class ReplicatedLog implements LogStorage {
         if (e.type === 'conf-change') this.applyConfChange(e);
         else if (e.data.length === 0) {
           // a new leader's first entry
+        } else if (isCompactMarker(e.data)) {
+          const below = Number(new DataView(e.data.buffer, e.data.byteOffset, 12).getBigUint64(4, true));
+          if (Number.isSafeInteger(below) && below > this.compactBelow) {
+            this.compactBelow = below;
+            this.notifyCompaction(BigInt(below));
+          }
         } else if (isMeta(e.data)) {
           let m: HaMember;
           try {
@@ -677,6 +1076,7 @@ export class ReplicatedLog implements LogStorage {
     const lastEntry = entries[entries.length - 1];
     if (lastEntry) this.raftApplied = lastEntry.index;
     this.observeLeadership();
+    this.maybeSnapshot();
   }
 
   private applyConfChange(e: Entry): void {
@@ -749,7 +1149,7 @@ export class ReplicatedLog implements LogStorage {
     const p = this.local.append(frame.records, { batchId: frame.batchId, expectedLast, epoch: frame.epoch }).then(
       (r): AppliedBatch => {
         this.appliedFrames++;
-        this.remember(e.index, frame.last);
+        this.remember(e.index, frame.last, frame.batchId, frame.epoch);
         const records = frame.records.map((payload, i) => ({
           position: r.first + BigInt(i),
           batchId: frame.batchId,
@@ -797,7 +1197,7 @@ export class ReplicatedLog implements LogStorage {
     const last = this.localTail;
     if (frame.last <= last && (await this.isDuplicate(frame))) {
       this.duplicates++;
-      this.remember(e.index, frame.last);
+      this.remember(e.index, frame.last, frame.batchId, frame.epoch);
       return;
     }
     throw this.fail(

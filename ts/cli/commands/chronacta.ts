@@ -1,9 +1,16 @@
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { genDirName, readPointer } from '../../chronacta/archive.js';
-import { ChronactaClient } from '../../chronacta/client.js';
+import { ChronactaClient, type ReadConsistency } from '../../chronacta/client.js';
 import { checkAddress, type HaMember } from '../../chronacta/ha/config.js';
-import { clusterFiles, dataPaths, writeClusterFiles } from '../../chronacta/layout.js';
+import {
+  clusterFiles,
+  dataPaths,
+  haConfigOf,
+  joinFiles,
+  prepareDataDir,
+  writeClusterFiles,
+} from '../../chronacta/layout.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
 import { verifyLog } from '../../storage/verify.js';
@@ -24,13 +31,19 @@ const HELP = [
   '        --metrics-port (default 2114; 0 picks a free port). Prints',
   '        {"event":"serving","address",...} once it serves; stops on SIGINT or SIGTERM.',
   '  serve --cluster [--data DIR] [--metrics-port N] [--tick-ms N]',
-  '        [--readiness-max-replication-lag N]',
+  '        [--readiness-max-replication-lag N] [--max-read-lag N]',
+  '        [--max-read-staleness-ms N]',
   '        Serves a cluster member: DIR/cluster/cluster.json (mode "cluster") lists the',
   '        members, node.json names this one; gRPC binds the port of its advertise',
   '        address, Raft its raftAddress. Only the leader takes writes; a follower',
   '        refuses them with PLX_CHRONACTA_HA_NOT_LEADER naming the leader. --tick-ms is',
   '        the Raft tick (default 100; an election takes 10 to 20 ticks). /readyz fails',
-  '        on a leader while a voter lags more than N positions (default 0).',
+  '        on a leader while a voter lags more than N positions (default 0). A follower',
+  "        serves a follower read only if it heard its leader's last committed position",
+  '        within --max-read-staleness-ms (default 10 ticks, one election timeout) and',
+  '        has applied up to it minus --max-read-lag positions (default 0); otherwise',
+  '        it refuses with PLX_CHRONACTA_STALE_READ naming the leader. cluster.json is',
+  '        rewritten (epoch + 1) whenever the membership the member applied changes.',
   '  cluster init --members N --root DIR [--base-port P] [--cluster-id ID]',
   '        [--advertise A1,A2,...] [--raft R1,R2,...] [--force]',
   '        Writes the cluster files of N members on loopback into DIR/node-1 ..',
@@ -40,6 +53,19 @@ const HELP = [
   '  cluster status [--server ADDR]',
   "        Prints the member's view: mode, role, leader, term, commit and applied",
   '        indexes, last position, and each member with its lag (on the leader).',
+  '  cluster join-files --server ADDR --id N --raft-address H:P --advertise H:P',
+  '        --data DIR [--force]',
+  '        Writes the cluster files of a new member N into DIR from the membership',
+  '        ADDR reports; node.json marks it as joining, so `serve --cluster --data DIR`',
+  '        starts it empty, without a configuration of its own. Start it, then add it.',
+  '  cluster add --server ADDR --id N --raft-address H:P --advertise H:P',
+  '        [--learner] [--catch-up-ms MS]',
+  '        Adds member N on the leader (a follower at ADDR redirects): first a learner',
+  '        that catches up (within MS, default 10000), then a voter unless --learner.',
+  '        One change at a time; ids are never reused.',
+  '  cluster remove --server ADDR --id N',
+  '        Removes member N (a voter or a learner) on the leader; never the last voter.',
+  '        A leader that removes itself steps down once the change commits.',
   '  verify DIR',
   '        Checks the log (and the compacted archive) of a data directory that no',
   '        server has open, changing nothing. Exit 1 when a problem would stop it opening.',
@@ -50,8 +76,11 @@ const HELP = [
   '        data that is not a string is stored as its JSON text). V is any, no_stream,',
   '        exists or a version.',
   '  read (STREAM | --all) [--from N] [--backwards] [--max-count N] [--prefix P]',
-  '        [--type T]... [--server ADDR]',
-  '        Prints the events, then {"end", "next"}.',
+  '        [--type T]... [--consistency leader|follower] [--server ADDR]',
+  '        Prints the events, then {"end", "next"} (in cluster mode also who served the',
+  '        read and its applied position). --consistency follower lets a follower serve',
+  '        it within its staleness bound (never linearizable); the default, leader,',
+  '        reads at the leader.',
   '  subscribe (STREAM | --all) [--from N|start|end] [--prefix P] [--type T]...',
   '        [--count N] [--server ADDR]',
   '        Prints events as they come (and {"caughtUp"} once live); with --count,',
@@ -66,6 +95,12 @@ const HELP = [
   '  plexus chronacta cluster init --members 3 --root /var/lib/chronacta',
   '  plexus chronacta serve --cluster --data /var/lib/chronacta/node-1 --metrics-port 2114',
   '  plexus chronacta cluster status --server 127.0.0.1:2213',
+  '  plexus chronacta cluster join-files --server 127.0.0.1:2213 --id 4 --raft-address 127.0.0.1:2220 \\',
+  '      --advertise 127.0.0.1:2219 --data /var/lib/chronacta/node-4',
+  '  plexus chronacta serve --cluster --data /var/lib/chronacta/node-4 --metrics-port 2120',
+  '  plexus chronacta cluster add --server 127.0.0.1:2213 --id 4 --raft-address 127.0.0.1:2220 \\',
+  '      --advertise 127.0.0.1:2219',
+  '  plexus chronacta cluster remove --server 127.0.0.1:2213 --id 2',
 ].join('\n');
 
 function num(name: string, v: string | undefined): number | undefined {
@@ -163,15 +198,30 @@ async function serve(args: string[]): Promise<number> {
       cluster: { type: 'boolean' },
       'tick-ms': { type: 'string' },
       'readiness-max-replication-lag': { type: 'string' },
+      'max-read-lag': { type: 'string' },
+      'max-read-staleness-ms': { type: 'string' },
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
   const clustered = values.cluster === true;
   const tickMs = num('tick-ms', values['tick-ms']);
   const maxLag = num('readiness-max-replication-lag', values['readiness-max-replication-lag']);
-  if (!clustered && (tickMs !== undefined || maxLag !== undefined)) {
-    throw new UsageError('chronacta', '--tick-ms and --readiness-max-replication-lag go with --cluster');
+  const maxReadLag = num('max-read-lag', values['max-read-lag']);
+  const maxReadStalenessMs = num('max-read-staleness-ms', values['max-read-staleness-ms']);
+  if (
+    !clustered &&
+    (tickMs !== undefined || maxLag !== undefined || maxReadLag !== undefined || maxReadStalenessMs !== undefined)
+  ) {
+    throw new UsageError(
+      'chronacta',
+      '--tick-ms, --readiness-max-replication-lag, --max-read-lag and --max-read-staleness-ms go with --cluster',
+    );
   }
+  if (maxReadStalenessMs !== undefined && (maxReadStalenessMs < 1 || maxReadStalenessMs > 3_600_000)) {
+    throw new UsageError('chronacta', '--max-read-staleness-ms takes 1 to 3600000');
+  }
+  // A member made by `cluster join-files` starts empty and never bootstraps a configuration.
+  const joining = clustered ? haConfigOf(await prepareDataDir(values.data ?? 'data')).join === true : false;
   if (tickMs !== undefined && (tickMs < 1 || tickMs > 10_000)) {
     throw new UsageError('chronacta', '--tick-ms takes 1 to 10000');
   }
@@ -189,8 +239,10 @@ async function serve(args: string[]): Promise<number> {
     ...(clustered
       ? {
           cluster: true,
-          ...(tickMs !== undefined ? { replication: { tickMs } } : {}),
+          replication: tickMs !== undefined ? { tickMs } : {},
           ...(maxLag !== undefined ? { readinessMaxReplicationLag: maxLag } : {}),
+          ...(maxReadLag !== undefined ? { maxReadLag } : {}),
+          ...(maxReadStalenessMs !== undefined ? { maxReadStalenessMs } : {}),
         }
       : {}),
     metricsPort: num('metrics-port', values['metrics-port']) ?? 2114,
@@ -204,13 +256,15 @@ async function serve(args: string[]): Promise<number> {
         ),
     },
   });
+  const api = server.clusterApi;
   out({
     event: 'serving',
     address: server.address,
     metrics: server.metricsAddress,
     dataDir: server.store.dataDir,
     lastPosition: server.store.lastPosition,
-    ...(clustered ? { cluster: true, id: server.store.clusterStatus()?.id } : {}),
+    ...(clustered ? { cluster: true, id: server.store.clusterStatus()?.id, join: joining } : {}),
+    ...(api ? { followerReads: api.bounds } : {}),
   });
   await untilStopped();
   await server.close();
@@ -329,9 +383,17 @@ async function read(args: string[]): Promise<number> {
       'max-count': { type: 'string' },
       prefix: { type: 'string' },
       type: { type: 'string', multiple: true },
+      consistency: { type: 'string' },
     },
   });
   const t = target('read', positionals, values);
+  const consistency = values.consistency;
+  if (consistency !== undefined && consistency !== 'leader' && consistency !== 'follower') {
+    throw new UsageError('chronacta', `--consistency is leader or follower, got "${consistency}"`);
+  }
+  const rc = consistency ? { readConsistency: consistency as ReadConsistency } : {};
+  const served = (r: { read?: { servedBy: string; appliedPosition: bigint; address: string } }) =>
+    r.read ? { servedBy: r.read.servedBy, appliedPosition: r.read.appliedPosition, servedAt: r.read.address } : {};
   const maxCount = num('max-count', values['max-count']);
   const direction = values.backwards ? 'backwards' : 'forwards';
   const from = values.from === undefined ? undefined : big('from', values.from);
@@ -343,18 +405,20 @@ async function read(args: string[]): Promise<number> {
         ...(maxCount !== undefined ? { maxCount } : {}),
         ...(t.streamPrefix ? { streamPrefix: t.streamPrefix } : {}),
         ...(t.types ? { types: t.types } : {}),
+        ...rc,
       });
       for (const e of r.events) out(eventJson(e));
-      out({ end: r.end, next: r.nextPosition, lastPosition: r.lastPosition });
+      out({ end: r.end, next: r.nextPosition, lastPosition: r.lastPosition, ...served(r) });
     } else {
       const r = await c.readStream(t.stream, {
         direction,
         ...(from !== undefined ? { fromVersion: from } : {}),
         ...(maxCount !== undefined ? { maxCount } : {}),
         ...(values.type ? { types: values.type } : {}),
+        ...rc,
       });
       for (const e of r.events) out(eventJson(e));
-      out({ end: r.end, next: r.nextVersion ?? null, lastVersion: r.lastVersion, deleted: r.deleted });
+      out({ end: r.end, next: r.nextVersion ?? null, lastVersion: r.lastVersion, deleted: r.deleted, ...served(r) });
     }
   });
   return 0;
@@ -416,9 +480,12 @@ async function cluster(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
   if (sub === 'init') return clusterInit(rest);
   if (sub === 'status') return clusterStatus(rest);
+  if (sub === 'add') return clusterAdd(rest);
+  if (sub === 'remove') return clusterRemove(rest);
+  if (sub === 'join-files') return clusterJoinFiles(rest);
   throw new UsageError(
     'chronacta',
-    sub ? `unknown cluster subcommand "${sub}"` : 'missing cluster subcommand: init or status',
+    sub ? `unknown cluster subcommand "${sub}"` : 'missing cluster subcommand: init, status, join-files, add or remove',
   );
 }
 
@@ -507,3 +574,109 @@ export const chronacta: Command = {
     }
   },
 };
+
+function memberId(v: string | undefined): number {
+  if (v === undefined) throw new UsageError('chronacta', 'give the member id with --id N');
+  const n = num('id', v) as number;
+  if (n < 1 || !Number.isSafeInteger(n)) throw new UsageError('chronacta', '--id takes a whole number from 1');
+  return n;
+}
+
+function address(name: string, v: string | undefined): string {
+  if (v === undefined) throw new UsageError('chronacta', `give --${name} H:P`);
+  try {
+    checkAddress(`--${name}`, v);
+  } catch (e) {
+    throw new UsageError('chronacta', (e as Error).message);
+  }
+  if (Number(v.slice(v.lastIndexOf(':') + 1)) === 0) throw new UsageError('chronacta', `--${name} needs a port from 1`);
+  return v;
+}
+
+const MEMBER_OPTIONS = {
+  server: { type: 'string' },
+  id: { type: 'string' },
+  'raft-address': { type: 'string' },
+  advertise: { type: 'string' },
+} as const;
+
+function newMember(values: { id?: string; 'raft-address'?: string; advertise?: string }): HaMember {
+  return {
+    id: memberId(values.id),
+    raftAddress: address('raft-address', values['raft-address']),
+    advertise: address('advertise', values.advertise),
+  };
+}
+
+async function clusterJoinFiles(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { ...MEMBER_OPTIONS, data: { type: 'string' }, force: { type: 'boolean' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const self = newMember(values);
+  if (!values.data) throw new UsageError('chronacta', 'cluster join-files needs --data DIR');
+  const dir = values.data;
+  if (!values.force) {
+    const exists = await access(dataPaths(dir).clusterFile).then(
+      () => true,
+      () => false,
+    );
+    if (exists) throw new UsageError('chronacta', `${dir} already has cluster files; pass --force to replace them`);
+  }
+  const s = await withClient(values.server, (c) => c.clusterStatus());
+  if (s.mode !== 'cluster') {
+    throw new UsageError('chronacta', `the server at ${values.server ?? DEFAULT_SERVER} is not a cluster member`);
+  }
+  const current: HaMember[] = s.members.map((m) => ({
+    id: Number(m.id),
+    raftAddress: (m as { raftAddress?: string }).raftAddress ?? '',
+    advertise: m.address,
+  }));
+  if (current.some((m) => m.id === self.id)) {
+    throw new UsageError('chronacta', `member ${self.id} is already in the cluster; pick another id`);
+  }
+  for (const m of current) {
+    for (const a of [self.raftAddress, self.advertise]) {
+      if (a === m.raftAddress || a === m.advertise) {
+        throw new UsageError('chronacta', `address ${a} is already used by member ${m.id}`);
+      }
+    }
+  }
+  await writeClusterFiles(dir, joinFiles(s.clusterId, current, self));
+  out({ id: self.id, dataDir: dir, advertise: self.advertise, raftAddress: self.raftAddress, clusterId: s.clusterId });
+  return 0;
+}
+
+async function clusterAdd(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { ...MEMBER_OPTIONS, learner: { type: 'boolean' }, 'catch-up-ms': { type: 'string' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const m = newMember(values);
+  const catchUpMs = num('catch-up-ms', values['catch-up-ms']);
+  if (catchUpMs !== undefined && (catchUpMs < 1 || catchUpMs > 3_600_000)) {
+    throw new UsageError('chronacta', '--catch-up-ms takes 1 to 3600000');
+  }
+  const r = await withClient(values.server, (c) =>
+    c.addMember(m, { learner: values.learner === true, ...(catchUpMs !== undefined ? { catchUpMs } : {}) }),
+  );
+  out({ added: m.id, learner: values.learner === true, ...r });
+  return 0;
+}
+
+async function clusterRemove(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { server: { type: 'string' }, id: { type: 'string' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const id = memberId(values.id);
+  const r = await withClient(values.server, (c) => c.removeMember(id));
+  out({ removed: id, ...r });
+  return 0;
+}

@@ -18,7 +18,8 @@ import {
 } from '../../core/index.js';
 import { launch } from '../../sperli/launcher.js';
 import { type Command, parse } from '../command.js';
-import { actorStep, raftStep } from './demo-steps.js';
+import { chronactaFailoverStep } from './demo-chronacta.js';
+import { actorStep } from './demo-steps.js';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
@@ -43,8 +44,10 @@ export const demo: Command = {
     'to set up: the shard hash, SHA-256, the reduce kernels, CRC-32C and the',
     'length-first frame decoder, each run on the WebAssembly core and on its',
     'TypeScript twin, with the two results compared; then a SPERLI job, the',
-    'Chronacta event store, a Raft failover, journaled virtual actors and a',
-    'three-node actor cluster, all on loopback and temporary directories.',
+    'Chronacta event store, a three-member Chronacta cluster (separate processes)',
+    'whose leader is killed with SIGKILL while a client appends, journaled virtual',
+    'actors and a three-node actor cluster, all on loopback and temporary',
+    'directories. Exits 1 if any step fails.',
     '',
     'Options:',
     '  --quick   smaller batches (for a slow machine or emulation)',
@@ -193,8 +196,8 @@ export const demo: Command = {
       rmSync(dataDir, { recursive: true, force: true });
     }
     out();
-    out('[8/10] Raft: three members on loopback TCP elect a leader, replicate, and fail over');
-    const raftOk = await raftStep(out);
+    out('[8/10] A Chronacta cluster fails over: three serve --cluster processes on loopback, the leader killed');
+    const failoverOk = await chronactaFailoverStep(out, { appends: values.quick ? 10 : 20 });
     out();
     out('[9/10] Virtual actors: macrosteps journaled on disk, rebuilt by replay after a restart');
     const actorsOk = await actorStep(out);
@@ -209,7 +212,7 @@ export const demo: Command = {
     }
     out();
     out('Next: npm test runs the whole suite; npm run bench compares plexus with other libraries.');
-    if (job.exitCode !== 0 || !raftOk || !actorsOk || !clusterOk) return 1;
+    if (job.exitCode !== 0 || !failoverOk || !actorsOk || !clusterOk) return 1;
     return 0;
   },
 };

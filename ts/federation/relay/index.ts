@@ -1,4 +1,12 @@
-export { type PumpResult, RelayMailbox, type RelayMailboxOptions } from './mailbox.js';
+export {
+  type MailboxMode,
+  type MailboxStartOptions,
+  type MailboxState,
+  type MailboxStats,
+  type PumpResult,
+  RelayMailbox,
+  type RelayMailboxOptions,
+} from './mailbox.js';
 export {
   DEFAULT_RETRY_POLICY,
   DIDCOMM_SEND_TYPE,
@@ -10,3 +18,4 @@ export {
   type RetryPolicy,
   type SendingActor,
 } from './outbox.js';
+export { probeWebSocket, type WebSocketSupport } from './ws-probe.js';

@@ -182,7 +182,12 @@ export class RaftDriver {
     if (rd.snapshot) st.applySnapshot(rd.snapshot);
     if (rd.entries.length > 0) st.append(rd.entries);
     if (hs) st.setHardState(hs);
-    if ((rd.snapshot || rd.entries.length > 0 || hs) && st.sync) await st.sync();
+    // A hard state whose term and vote are unchanged only moved the commit index: it is written
+    // (in order, durable with the next sync) but not waited for, as etcd does. Nothing relies on
+    // a durable commit index: after a restart the node learns it again from the leader, and an
+    // application that applied further than the commit it finds (ReplicatedLog) only re-applies
+    // entries it skips as duplicates.
+    if ((rd.snapshot || rd.entries.length > 0 || termOrVote) && st.sync) await st.sync();
     if (hs) this.persisted = { term: hs.term, vote: hs.vote };
     if (late.length > 0) this.opts.send(late);
     if (rd.softState) this.opts.onSoftState?.(rd.softState);

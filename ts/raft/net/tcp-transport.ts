@@ -11,6 +11,12 @@
  * dialled again after a backoff that doubles from `retryMs` up to `maxRetryMs`. A received
  * message must come from the id the connection greeted with and be addressed to this node;
  * anything else (and any message the decoder refuses) closes the connection.
+ *
+ * The same port also takes side streams for the application (`openStream`, `onStream`): a
+ * connection whose greeting carries magic `PXRS` instead of `PXRH` is handed, after the
+ * greeting and with the same TLS authentication, to `onStream` as a plain duplex socket.
+ * Chronacta's replicated log uses one to send the records below a snapshot to a member that
+ * catches up (docs/chronacta-ha.md, "Snapshots and catch-up").
  */
 import { createServer as createTcpServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { createServer as createTlsServer, connect as tlsConnect } from 'node:tls';
@@ -35,6 +41,12 @@ export interface RaftTransportOptions {
   readonly tls?: RaftTlsOptions;
   /** Called with each message received for this node, in arrival order per peer. */
   readonly onMessage: (m: Message) => void;
+  /**
+   * Called with each side stream a peer opens (`openStream`), after its greeting; the
+   * callee owns the socket, which is paused (attach a reader, then `resume()`). Without
+   * it, side streams are refused.
+   */
+  readonly onStream?: (from: number, socket: Socket) => void;
   /** First redial delay, doubled up to `maxRetryMs`. Defaults 50 and 1000 ms. */
   readonly retryMs?: number;
   readonly maxRetryMs?: number;
@@ -53,11 +65,12 @@ export interface RaftTransportStats {
 
 const GREETING_BYTES = 24;
 const MAGIC = 0x48525850; // "PXRH" little endian
+const STREAM_MAGIC = 0x53525850; // "PXRS" little endian
 
-function greeting(from: number, to: number): Uint8Array {
+function greeting(from: number, to: number, magic = MAGIC): Uint8Array {
   const b = new Uint8Array(GREETING_BYTES);
   const dv = new DataView(b.buffer);
-  dv.setUint32(0, MAGIC, true);
+  dv.setUint32(0, magic, true);
   dv.setUint32(4, 1, true);
   dv.setBigUint64(8, BigInt(from), true);
   dv.setBigUint64(16, BigInt(to), true);
@@ -85,6 +98,7 @@ export class RaftTcpTransport {
   readonly stats: RaftTransportStats = { sent: 0, received: 0, dropped: 0, refused: 0, dials: 0 };
   private readonly peers = new Map<number, Peer>();
   private readonly inbound = new Set<Socket>();
+  private readonly streams = new Set<Socket>();
   private closed = false;
   private readonly retryMs: number;
   private readonly maxRetryMs: number;
@@ -179,12 +193,73 @@ export class RaftTcpTransport {
     return s !== undefined && !s.destroyed;
   }
 
+  /**
+   * Opens a side stream to peer `id` at its current address (TLS when configured) and
+   * resolves with the socket once the greeting is written; the caller owns and closes it.
+   * Fails with PLX_RAFT_TRANSPORT_UNREACHABLE when the peer is unknown or does not answer
+   * within `timeoutMs`.
+   */
+  openStream(id: number, timeoutMs = 5000): Promise<Socket> {
+    const p = this.peers.get(id);
+    if (!p || this.closed) {
+      return Promise.reject(
+        new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', `no address is known for node ${id}`, { id }),
+      );
+    }
+    const { host, port } = parseAddress(p.address);
+    const tls = this.opts.tls;
+    const s: Socket = tls
+      ? tlsConnect({
+          host,
+          port,
+          key: tls.key,
+          cert: tls.cert,
+          ca: tls.ca,
+          minVersion: 'TLSv1.3',
+          checkServerIdentity: () => undefined,
+        })
+      : tcpConnect(port, host);
+    s.setNoDelay(true);
+    this.streams.add(s);
+    s.on('close', () => this.streams.delete(s));
+    return new Promise<Socket>((resolve, reject) => {
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        s.destroy();
+        reject(
+          new PlexusError(
+            'PLX_RAFT_TRANSPORT_UNREACHABLE',
+            `cannot open a stream to node ${id} at ${p.address}: ${why}`,
+            {
+              id,
+              address: p.address,
+            },
+          ),
+        );
+      };
+      const timer = setTimeout(() => fail(`no answer within ${timeoutMs} ms`), timeoutMs);
+      s.once('error', (err) => fail(err.message));
+      s.once('close', () => fail('the connection closed'));
+      s.once(tls ? 'secureConnect' : 'connect', () => {
+        clearTimeout(timer);
+        s.removeAllListeners('error');
+        s.removeAllListeners('close');
+        s.on('error', () => undefined);
+        s.on('close', () => this.streams.delete(s));
+        s.write(greeting(this.opts.id, id, STREAM_MAGIC));
+        resolve(s);
+      });
+    });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     for (const p of this.peers.values()) this.dropPeer(p);
     for (const s of this.inbound) s.destroy();
     this.inbound.clear();
+    for (const s of this.streams) s.destroy();
+    this.streams.clear();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
@@ -272,12 +347,28 @@ export class RaftTcpTransport {
         const dv = new DataView(joined.buffer, joined.byteOffset, GREETING_BYTES);
         const to = Number(dv.getBigUint64(16, true));
         const sender = dv.getBigUint64(8, true);
-        if (dv.getUint32(0, true) !== MAGIC || dv.getUint32(4, true) !== 1) return refuse('not a Raft greeting');
+        const magic = dv.getUint32(0, true);
+        if ((magic !== MAGIC && magic !== STREAM_MAGIC) || dv.getUint32(4, true) !== 1) {
+          return refuse('not a Raft greeting');
+        }
         if (to !== this.opts.id) return refuse(`the peer dialled node ${to}, this is node ${this.opts.id}`, { to });
         if (sender < 1n || sender > BigInt(Number.MAX_SAFE_INTEGER)) return refuse('bad sender id');
         from = Number(sender);
         data = joined.subarray(GREETING_BYTES);
         head = new Uint8Array(0);
+        if (magic === STREAM_MAGIC) {
+          const onStream = this.opts.onStream;
+          if (!onStream) return refuse('side streams are not served here', { from });
+          // Hand the socket over: it is the callee's from here on, with the bytes after the greeting.
+          s.pause();
+          s.removeAllListeners('data');
+          this.inbound.delete(s);
+          this.streams.add(s);
+          s.on('close', () => this.streams.delete(s));
+          if (data.length > 0) s.unshift(Buffer.from(data.buffer, data.byteOffset, data.length));
+          onStream(from, s);
+          return;
+        }
       }
       let msgs: Message[];
       try {

@@ -1,0 +1,485 @@
+/**
+ * Raft snapshots of the replicated log and catch-up below them (docs/chronacta-ha.md,
+ * "Snapshots and catch-up"): members compact their Raft log every few entries; a member that
+ * was down, a new member, a member whose transfer is cut, and a member killed (SIGKILL, a real
+ * process) in the middle of an install all end with the same records as the others. Also the
+ * catch-up stream's decoder (length first, CRC-32C, fuzzed, split at every offset) and the
+ * snapshot descriptor's checks.
+ */
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  CATCH_UP_HEADER_BYTES,
+  CATCH_UP_MAX_BODY,
+  CatchUpStream,
+  decodeCatchUp,
+  encodeFetch,
+  encodeRecords,
+  encodeRefused,
+} from '../../ts/chronacta/ha/catch-up-wire.js';
+import type { HaMember } from '../../ts/chronacta/ha/config.js';
+import { ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/ha/replicated-log.js';
+import { decodeDescriptor, encodeDescriptor } from '../../ts/chronacta/ha/snapshot.js';
+import { isPlexusError } from '../../ts/core/errors.js';
+import { RaftTcpTransport } from '../../ts/raft/net/tcp-transport.js';
+import type { LogRecord } from '../../ts/storage/types.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
+import { ROOT } from '../helpers/paths.js';
+import { type Cluster, quiet, snapshot, startCluster, TICK_MS, text, until } from './helpers.js';
+
+let cluster: Cluster | undefined;
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  await cluster?.close();
+  cluster = undefined;
+});
+
+/** Compact often: a snapshot once 40 entries were applied past the last one, 8 kept below. */
+const SNAP: Partial<ReplicatedLogOptions> = { snapshotEvery: 40, snapshotRetain: 8 };
+
+function idOf(c: Cluster, log: ReplicatedLog): number {
+  return [...c.logs].find(([, l]) => l === log)?.[0] as number;
+}
+
+async function appendMany(log: ReplicatedLog, n: number, tag: string): Promise<void> {
+  for (let i = 0; i < n; i += 10) {
+    await Promise.all(
+      Array.from({ length: Math.min(10, n - i) }, (_, k) =>
+        log.append([text(`${tag}${i + k}`), text(`${tag}${i + k}+`)]),
+      ),
+    );
+  }
+}
+
+async function sameEverywhere(logs: ReplicatedLog[]): Promise<string[]> {
+  const top = logs[0] as ReplicatedLog;
+  await until(() => logs.every((l) => l.last === top.last), 15_000, 'convergence');
+  const snaps = await Promise.all(logs.map((l) => snapshot(l)));
+  for (const s of snaps) expect(s).toEqual(snaps[0]);
+  return snaps[0] as string[];
+}
+
+/** Options of a member that joins a running cluster, dialling the others at `dial`. */
+function joiner(
+  dir: string,
+  existing: readonly HaMember[],
+  dial: Map<number, string>,
+  extra = {},
+): ReplicatedLogOptions {
+  return {
+    id: 4,
+    dir,
+    join: true,
+    members: [...existing, { id: 4, raftAddress: '127.0.0.1:0', advertise: '127.0.0.1:9004' }],
+    dial,
+    listen: { host: '127.0.0.1', port: 0 },
+    tickMs: TICK_MS,
+    timeoutMs: 2000,
+    localFsync: 'never',
+    segmentBytes: 64 * 1024,
+    logger: quiet,
+    ...SNAP,
+    ...extra,
+  };
+}
+
+describe('replicated log: Raft snapshots and catch-up', () => {
+  it('a member that was down while the others compacted their Raft log catches up via snapshot', async () => {
+    const c = (cluster = await startCluster(3, SNAP));
+    let leader = await c.waitLeader();
+    await appendMany(leader, 20, 'a');
+    const down = c.ids.find((id) => id !== idOf(c, leader)) as number;
+    await until(() => c.logs.get(down)?.last === leader.last, 5000, 'the follower to have the first appends');
+    const before = c.logs.get(down)?.status().applied as number;
+    await c.stop(down);
+    await appendMany(leader, 150, 'b');
+    const up = c.ids.filter((id) => id !== down).map((id) => c.logs.get(id) as ReplicatedLog);
+    await until(() => up.every((l) => l.status().snapshotsTaken >= 2), 10_000, 'the others to compact');
+    // The entries the stopped member lacks are gone from every Raft log: only a snapshot helps it.
+    for (const l of up) expect(l.status().snapshotIndex).toBeGreaterThan(before + 1);
+    const back = await c.restart(down);
+    leader = await c.waitLeader();
+    await leader.append([text('after')]);
+    const all = await sameEverywhere(c.ids.map((id) => c.logs.get(id) as ReplicatedLog));
+    expect(all).toHaveLength(2 * 170 + 1);
+    expect(all[all.length - 1]?.split('|')[3]).toBe('after');
+    const st = back.status();
+    expect(st.snapshotsInstalled).toBeGreaterThanOrEqual(1);
+    expect(st.recordsCaughtUp).toBeGreaterThan(0);
+    expect(st.recordsCaughtUp).toBeLessThanOrEqual(2 * 150 + 1);
+    expect(up.reduce((n, l) => n + l.status().recordsServed, 0)).toBe(st.recordsCaughtUp);
+    expect(st.failure).toBeUndefined();
+
+    // Every member restarts from its own snapshot (not from index 1) and keeps its records.
+    for (const id of c.ids) {
+      await c.stop(id);
+      const again = await c.restart(id);
+      expect(again.status().applied).toBeGreaterThan(1);
+    }
+    leader = await c.waitLeader();
+    await leader.append([text('after restarts')]);
+    const again = await sameEverywhere(c.ids.map((id) => c.logs.get(id) as ReplicatedLog));
+    expect(again.slice(0, all.length)).toEqual(all);
+  });
+
+  it('a member added after compaction gets every record', async () => {
+    const c = (cluster = await startCluster(3, SNAP));
+    const leader = await c.waitLeader();
+    await appendMany(leader, 120, 'x');
+    await until(() => leader.status().snapshotsTaken >= 2, 5000, 'compaction');
+    expect(leader.status().snapshotIndex).toBeGreaterThan(60);
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-join-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const fourth = await ReplicatedLog.open(
+      joiner(dir, leader.status().members, new Map(c.ids.map((id) => [id, `127.0.0.1:${c.ports.get(id)}`]))),
+    );
+    cleanups.push(() => fourth.close());
+    await leader.addMember({ id: 4, raftAddress: `127.0.0.1:${fourth.raftPort}`, advertise: '127.0.0.1:9004' });
+    await leader.append([text('joined')]);
+    const all = await sameEverywhere([leader, fourth, ...c.ids.map((id) => c.logs.get(id) as ReplicatedLog)]);
+    expect(all).toHaveLength(241);
+    expect(fourth.status().snapshotsInstalled).toBe(1);
+    // The records below the snapshot came over the catch-up stream, the rest as Raft entries.
+    expect(fourth.status().snapshotPosition).toBeGreaterThan(100n);
+    expect(fourth.status().recordsCaughtUp).toBe(Number(fourth.status().snapshotPosition));
+    expect(leader.status().voters).toEqual([1, 2, 3, 4]);
+  });
+
+  it('a transfer cut halfway resumes where it stopped, without fetching a record twice', async () => {
+    const c = (cluster = await startCluster(3, SNAP));
+    const leader = await c.waitLeader();
+    await appendMany(leader, 150, 'y');
+    await until(() => c.ids.every((id) => (c.logs.get(id)?.status().snapshotsTaken ?? 0) >= 2), 5000, 'compaction');
+    // The new member reaches every member through a slow proxy, in small chunks.
+    const proxies = new Map<number, FaultProxy>();
+    for (const id of c.ids) {
+      const p = await FaultProxy.start({ port: c.ports.get(id) as number });
+      p.delay(15);
+      proxies.set(id, p);
+      cleanups.push(() => p.close());
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-cut-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const fourth = await ReplicatedLog.open(
+      joiner(dir, leader.status().members, new Map([...proxies].map(([id, p]) => [id, p.address])), {
+        catchUpChunkBytes: 64,
+      }),
+    );
+    cleanups.push(() => fourth.close());
+    await leader.addMember(
+      { id: 4, raftAddress: `127.0.0.1:${fourth.raftPort}`, advertise: '127.0.0.1:9004' },
+      { voter: false },
+    );
+    await until(() => fourth.status().recordsCaughtUp >= 20, 10_000, 'the transfer to start');
+    const target = fourth.status().catchUpTarget as bigint;
+    expect(target).toBeGreaterThan(150n);
+    // Cut every connection the new member has, twice, while the transfer runs.
+    for (const p of proxies.values()) p.cut();
+    const cutAt = fourth.last;
+    expect(cutAt).toBeLessThan(target - 40n);
+    await until(() => fourth.last > cutAt + 20n, 10_000, 'the transfer to resume');
+    for (const p of proxies.values()) p.cut();
+    for (const p of proxies.values()) p.heal();
+    await until(() => fourth.status().catchUpTarget === undefined, 20_000, 'the install to finish');
+    await leader.append([text('later')]);
+    const all = await sameEverywhere([leader, fourth]);
+    expect(all).toHaveLength(301);
+    const resets = [...proxies.values()].reduce((n, p) => n + p.stats.resets, 0);
+    expect(resets).toBeGreaterThanOrEqual(2);
+    // Resumed, not restarted: each record below the snapshot crossed once.
+    expect(fourth.status().recordsCaughtUp).toBe(Number(target));
+    expect(fourth.status().snapshotsInstalled).toBe(1);
+  });
+
+  it('a member closed in the middle of an install resumes it when it opens again', async () => {
+    const c = (cluster = await startCluster(3, SNAP));
+    const leader = await c.waitLeader();
+    await appendMany(leader, 150, 'z');
+    await until(() => leader.status().snapshotsTaken >= 2, 5000, 'compaction');
+    const proxy = await FaultProxy.start({ port: c.ports.get(idOf(c, leader)) as number });
+    cleanups.push(() => proxy.close());
+    proxy.delay(15);
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-close-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const lid = idOf(c, leader);
+    const opts = joiner(dir, leader.status().members, new Map([[lid, proxy.address]]), { catchUpChunkBytes: 64 });
+    let fourth = await ReplicatedLog.open(opts);
+    await leader.addMember(
+      { id: 4, raftAddress: `127.0.0.1:${fourth.raftPort}`, advertise: '127.0.0.1:9004' },
+      { voter: false },
+    );
+    await until(() => fourth.status().recordsCaughtUp >= 10, 10_000, 'the transfer to start');
+    await fourth.close();
+    proxy.heal();
+    fourth = await ReplicatedLog.open({ ...opts, listen: { host: '127.0.0.1', port: 0 } });
+    cleanups.push(() => fourth.close());
+    expect(fourth.last).toBeGreaterThan(0n);
+    expect(fourth.last).toBeLessThan(300n);
+    leader.setDialAddress(4, `127.0.0.1:${fourth.raftPort}`);
+    expect(fourth.last).toBeLessThan(fourth.status().snapshotPosition);
+    await until(() => fourth.last >= 300n, 15_000, 'the resumed install');
+    await leader.append([text('end')]);
+    const all = await sameEverywhere([leader, fourth]);
+    expect(all).toHaveLength(301);
+  });
+
+  const DIST = resolve(ROOT, 'dist/chronacta/ha/index.js');
+  it.skipIf(!existsSync(DIST))(
+    'a member SIGKILLed during a snapshot install is consistent on restart and completes it',
+    async () => {
+      const c = (cluster = await startCluster(3, SNAP));
+      const leader = await c.waitLeader();
+      await appendMany(leader, 150, 'k');
+      await until(() => leader.status().snapshotsTaken >= 2, 5000, 'compaction');
+      const proxy = await FaultProxy.start({ port: c.ports.get(idOf(c, leader)) as number });
+      cleanups.push(() => proxy.close());
+      proxy.delay(15);
+      const lid = idOf(c, leader);
+      const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-kill-'));
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      const opts = joiner(dir, leader.status().members, new Map([[lid, proxy.address]]), { catchUpChunkBytes: 64 });
+      const child = spawnMember(opts);
+      cleanups.push(() => killChild(child.proc));
+      const port = await child.port;
+      await leader.addMember(
+        { id: 4, raftAddress: `127.0.0.1:${port}`, advertise: '127.0.0.1:9004' },
+        { voter: false },
+      );
+      await until(() => child.caughtUp() >= 10, 10_000, 'the transfer to start in the child');
+      await killChild(child.proc);
+      expect(child.proc.signalCode).toBe('SIGKILL');
+      proxy.heal();
+      const fourth = await ReplicatedLog.open({ ...opts, dial: new Map([[lid, proxy.address]]) });
+      cleanups.push(() => fourth.close());
+      // The Raft log holds the snapshot; the local log holds a prefix of the records below it.
+      expect(fourth.status().snapshotIndex).toBeGreaterThan(60);
+      expect(fourth.last).toBeLessThan(fourth.status().snapshotPosition);
+      leader.setDialAddress(4, `127.0.0.1:${fourth.raftPort}`);
+      await until(() => fourth.last >= 300n, 15_000, 'the install to complete after the restart');
+      await leader.append([text('end')]);
+      const all = await sameEverywhere([leader, fourth]);
+      expect(all).toHaveLength(301);
+      expect(fourth.status().failure).toBeUndefined();
+    },
+  );
+});
+
+/** Runs a member in a child process (the compiled dist/); it prints its port, then its catch-up progress. */
+function spawnMember(opts: ReplicatedLogOptions): {
+  proc: ChildProcessWithoutNullStreams;
+  port: Promise<number>;
+  caughtUp(): number;
+} {
+  const script = `
+    const { ReplicatedLog } = await import(${JSON.stringify(pathToFileURL(resolve(ROOT, 'dist/chronacta/ha/index.js')).href)});
+    const o = JSON.parse(process.argv[1]);
+    const log = await ReplicatedLog.open({ ...o, dial: new Map(o.dial), logger: { warn() {}, error() {} } });
+    process.stdout.write(JSON.stringify({ port: log.raftPort }) + '\\n');
+    setInterval(() => process.stdout.write(JSON.stringify({ caughtUp: log.status().recordsCaughtUp }) + '\\n'), 10);
+  `;
+  const { logger: _l, dial, ...rest } = opts;
+  const proc = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', script, JSON.stringify({ ...rest, dial: [...(dial ?? [])] })],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  let caught = 0;
+  let stderr = '';
+  proc.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const port = new Promise<number>((res, rej) => {
+    proc.once('exit', (code) => rej(new Error(`member exited (${code}): ${stderr}`)));
+    createInterface({ input: proc.stdout }).on('line', (line) => {
+      const v = JSON.parse(line) as { port?: number; caughtUp?: number };
+      if (v.port !== undefined) res(v.port);
+      if (v.caughtUp !== undefined) caught = v.caughtUp;
+    });
+  });
+  return { proc, port, caughtUp: () => caught };
+}
+
+function killChild(proc: ChildProcessWithoutNullStreams): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  return new Promise((res) => {
+    proc.once('exit', () => res());
+    process.kill(proc.pid as number, 'SIGKILL');
+  });
+}
+
+describe('side streams on the Raft port', () => {
+  it('refuses side streams where none are served, and closes a catch-up stream that sends garbage', async () => {
+    const plain = await RaftTcpTransport.start({ id: 1, onMessage: () => undefined });
+    cleanups.push(() => plain.close());
+    const dialer = await RaftTcpTransport.start({ id: 2, onMessage: () => undefined });
+    cleanups.push(() => dialer.close());
+    dialer.setPeer(1, plain.address);
+    const s1 = await dialer.openStream(1, 2000);
+    await new Promise((r) => s1.once('close', r));
+    expect(plain.stats.refused).toBe(1);
+    const unknown = await dialer.openStream(9, 100).catch((e) => e);
+    expect(isPlexusError(unknown, 'PLX_RAFT_TRANSPORT_UNREACHABLE')).toBe(true);
+
+    // A member serves catch-up streams; garbage on one closes it and the member goes on.
+    const c = (cluster = await startCluster(3, SNAP));
+    const leader = await c.waitLeader();
+    await leader.append([text('one')]);
+    dialer.setPeer(idOf(c, leader), `127.0.0.1:${c.ports.get(idOf(c, leader))}`);
+    const s2 = await dialer.openStream(idOf(c, leader), 2000);
+    const closed = new Promise((r) => s2.once('close', r));
+    s2.write(Buffer.from('PXCU but not really a frame at all'));
+    await closed;
+    // A good request on a fresh stream is answered.
+    const s3 = await dialer.openStream(idOf(c, leader), 2000);
+    cleanups.push(() => {
+      s3.destroy();
+    });
+    const got = new Promise<Buffer>((r) => s3.once('data', r));
+    s3.write(encodeFetch(1, 1, 1024));
+    const frames = new CatchUpStream().push(await got);
+    expect(frames[0]).toMatchObject({ type: 'records', sourceLast: 1 });
+    await leader.append([text('two')]);
+    expect(leader.last).toBe(2n);
+  });
+
+  it('checks the snapshot options', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-opts-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const base = {
+      id: 1,
+      dir,
+      members: [{ id: 1, raftAddress: '127.0.0.1:0', advertise: '127.0.0.1:1' }],
+      logger: quiet,
+    };
+    for (const bad of [{ snapshotEvery: -1 }, { snapshotRetain: 50_001 }, { catchUpChunkBytes: 0 }]) {
+      const e = await ReplicatedLog.open({ ...base, ...bad }).catch((x) => x);
+      expect(isPlexusError(e, 'PLX_CHRONACTA_HA_BAD_CONFIG')).toBe(true);
+    }
+  });
+});
+
+describe('catch-up stream frames', () => {
+  const rec = (p: number, s: string, epoch = 3n): LogRecord => ({
+    position: BigInt(p),
+    batchId: new Uint8Array(16).fill(p & 0xff),
+    epoch,
+    payload: text(s),
+  });
+
+  it('round-trips FETCH, RECORDS and REFUSED, fed whole and split at every offset', () => {
+    const frames = [
+      encodeFetch(7, 300, 65_536),
+      encodeRecords(1n, 300n, [rec(7, 'seven'), rec(8, ''), rec(9, 'nine')]),
+      encodeRefused(100n, 300n, 1, 'compacted below 100'),
+    ];
+    const all = Buffer.concat(frames);
+    for (let cut = 0; cut <= all.length; cut++) {
+      const s = new CatchUpStream();
+      const got = [...s.push(all.subarray(0, cut)), ...s.push(all.subarray(cut))];
+      expect(got).toHaveLength(3);
+      expect(got[0]).toEqual({ type: 'fetch', from: 7, to: 300, maxBytes: 65_536 });
+      const r = got[1];
+      if (r?.type !== 'records') throw new Error(`expected RECORDS, got ${r?.type}`);
+      expect(r.sourceLast).toBe(300);
+      expect(r.records.map((x) => [x.position, Buffer.from(x.payload).toString(), x.epoch, x.batchId[0]])).toEqual([
+        [7n, 'seven', 3n, 7],
+        [8n, '', 3n, 8],
+        [9n, 'nine', 3n, 9],
+      ]);
+      expect(got[2]).toMatchObject({ type: 'refused', sourceFirst: 100, reason: 1, text: 'compacted below 100' });
+      expect(s.buffered).toBe(0);
+    }
+    // One byte at a time.
+    const s = new CatchUpStream();
+    let n = 0;
+    for (const b of all) n += s.push(Uint8Array.of(b)).length;
+    expect(n).toBe(3);
+  });
+
+  it('refuses a changed byte, a bad header and an oversize length before reading the body', () => {
+    const f = encodeRecords(1n, 9n, [rec(1, 'abc')]);
+    for (let i = 0; i < f.length; i++) {
+      const bad = f.slice();
+      bad[i] = (bad[i] as number) ^ 0x01;
+      let outcome: string;
+      try {
+        const d = decodeCatchUp(bad);
+        outcome = d.kind;
+      } catch (e) {
+        expect(isPlexusError(e, 'PLX_CHRONACTA_HA_BAD_FRAME')).toBe(true);
+        outcome = 'refused';
+      }
+      // A flipped length bit can only ask for more bytes; anything else is refused.
+      expect(outcome === 'refused' || (i >= 8 && i < 12 && outcome === 'incomplete')).toBe(true);
+    }
+    const huge = new Uint8Array(CATCH_UP_HEADER_BYTES);
+    const dv = new DataView(huge.buffer);
+    dv.setUint32(0, 0x55435850, true);
+    dv.setUint8(4, 1);
+    dv.setUint8(5, 2);
+    dv.setUint32(8, CATCH_UP_MAX_BODY + 1, true);
+    expect(() => decodeCatchUp(huge)).toThrow(/above/);
+    expect(() => new CatchUpStream().push(huge)).toThrow(/above/);
+  });
+
+  it('never throws anything but PLX_CHRONACTA_HA_BAD_FRAME on arbitrary bytes (fuzzed)', () => {
+    const valid = encodeRecords(1n, 5n, [rec(1, 'a'), rec(2, 'bb')]);
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 300 }),
+          fc.tuple(fc.nat(valid.length - 1), fc.integer({ min: 1, max: 255 })).map(([at, x]) => {
+            const b = valid.slice();
+            b[at] = (b[at] as number) ^ x;
+            return b;
+          }),
+        ),
+        fc.nat(300),
+        (bytes, cut) => {
+          const s = new CatchUpStream();
+          try {
+            s.push(bytes.subarray(0, Math.min(cut, bytes.length)));
+            s.push(bytes.subarray(Math.min(cut, bytes.length)));
+          } catch (e) {
+            if (!isPlexusError(e, 'PLX_CHRONACTA_HA_BAD_FRAME')) throw e;
+          }
+          expect(s.buffered).toBeLessThanOrEqual(bytes.length);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('checks a snapshot descriptor', () => {
+    const d = {
+      index: 90,
+      term: 2,
+      lastPosition: 170,
+      lastBatchId: 'ab'.repeat(16),
+      lastEpoch: '2',
+      members: [{ id: 1, raftAddress: '127.0.0.1:1', advertise: '127.0.0.1:2' }],
+    };
+    expect(decodeDescriptor(encodeDescriptor(d))).toEqual(d);
+    expect(decodeDescriptor(new Uint8Array(0))).toBeUndefined();
+    const refused = (b: Uint8Array) => {
+      try {
+        decodeDescriptor(b);
+        return 'accepted';
+      } catch (e) {
+        return isPlexusError(e, 'PLX_CHRONACTA_HA_DIVERGED') ? 'refused' : String(e);
+      }
+    };
+    expect(refused(text('{"v":1}'))).toBe('refused');
+    const wrong = encodeDescriptor({ ...d, lastBatchId: 'zz' });
+    expect(refused(wrong)).toBe('refused');
+    expect(refused(encodeDescriptor({ ...d, lastPosition: -1 }))).toBe('refused');
+    expect(refused(new Uint8Array(70_000))).toBe('refused');
+  });
+});

@@ -1,0 +1,478 @@
+/**
+ * Cluster mode: what a member's gRPC server adds to the EventStore and ClusterService methods
+ * (docs/chronacta-ha.md):
+ *
+ * - `ClusterService.AddMember` / `RemoveMember` on the leader, one change at a time, with a
+ *   stable code for each refusal (a follower refuses with PLX_CHRONACTA_HA_NOT_LEADER and the
+ *   leader's address, FAILED_PRECONDITION, as appends do);
+ * - the read consistency of `ReadStream` and `ReadAll`, asked for in the request header
+ *   `plexus-read-consistency` (`leader` or `follower`) and answered in the trailers
+ *   `plexus-read` (who served it) and `plexus-applied-position` (the position this member had
+ *   applied when it admitted the read); a follower serves a `follower` read only within the
+ *   staleness bound of `FollowerReadBounds`, and refuses otherwise with PLX_CHRONACTA_STALE_READ
+ *   and the leader's address;
+ * - the member's `cluster.json`, rewritten (atomically) whenever the membership this member
+ *   has applied differs from the file: on start, after every change it makes, and on a timer.
+ *
+ * `attachClusterApi(port, store)` installs all of it on a server started by `startServer`.
+ */
+import { PlexusError } from '../core/errors.js';
+import { ChronactaClient } from './client.js';
+import { badInput } from './errors.js';
+import { type CallContext, CallFailure, frame, type GrpcMethod, GrpcStatus, routesOn } from './grpc-server.js';
+import { checkAddress, type FollowerReadBounds, followerReadBounds, type HaMember } from './ha/config.js';
+import { HaErrorCode, haError } from './ha/errors.js';
+import type { ReplicatedLogStatus } from './ha/replicated-log.js';
+import { type ClusterFile, membershipFile, writeClusterFile } from './layout.js';
+import { methodDefinition, toBig, type WireLong } from './proto.js';
+import { LEADER_ADDRESS_KEY, toCallStatus } from './status.js';
+import type { EventStore } from './store.js';
+
+/** The refusals of the membership API and of follower reads; docs/errors.md lists them. */
+export const ClusterApiCode = {
+  /** AddMember with an id that is, or was, a member's (ids are never reused). */
+  DUPLICATE_ID: 'PLX_CHRONACTA_CLUSTER_DUPLICATE_ID',
+  /** RemoveMember with an id that is not a member. */
+  UNKNOWN_ID: 'PLX_CHRONACTA_CLUSTER_UNKNOWN_ID',
+  /** RemoveMember of the only voter. */
+  LAST_VOTER: 'PLX_CHRONACTA_CLUSTER_LAST_VOTER',
+  /** A membership change while another one is still running or not yet committed. */
+  CHANGE_PENDING: 'PLX_CHRONACTA_CLUSTER_CHANGE_PENDING',
+  /** An address that is not host:port with a port from 1, or one another member already uses. */
+  BAD_ADDRESS: 'PLX_CHRONACTA_CLUSTER_BAD_ADDRESS',
+  /** A follower read outside the staleness bound; `details.leaderAddress` names where to read. */
+  STALE_READ: 'PLX_CHRONACTA_STALE_READ',
+} as const;
+
+const STATUS_OF: Record<string, number> = {
+  [ClusterApiCode.DUPLICATE_ID]: GrpcStatus.ALREADY_EXISTS,
+  [ClusterApiCode.UNKNOWN_ID]: GrpcStatus.NOT_FOUND,
+  [ClusterApiCode.LAST_VOTER]: GrpcStatus.FAILED_PRECONDITION,
+  [ClusterApiCode.CHANGE_PENDING]: GrpcStatus.ABORTED,
+  [ClusterApiCode.BAD_ADDRESS]: GrpcStatus.INVALID_ARGUMENT,
+  [ClusterApiCode.STALE_READ]: GrpcStatus.FAILED_PRECONDITION,
+};
+
+/** Request header naming the consistency a read asks for: `leader` or `follower`. */
+export const READ_CONSISTENCY_HEADER = 'plexus-read-consistency';
+/** Trailer: who served a read: `leader`, `follower`, or `local` (a request without the header). */
+export const READ_SERVED_BY_TRAILER = 'plexus-read';
+/** Trailer: the position the serving member had applied when it admitted the read. */
+export const APPLIED_POSITION_TRAILER = 'plexus-applied-position';
+
+export interface ClusterApiOptions {
+  /** Follower-read bounds (defaults: followerReadBounds with the Raft timing below). */
+  readonly maxReadLag?: number;
+  readonly maxReadStalenessMs?: number;
+  /** The Raft timing the member runs with (for the default staleness bound). */
+  readonly tickMs?: number;
+  readonly electionTick?: number;
+  /** How often cluster.json is compared with the applied membership (default 200 ms). */
+  readonly reconcileMs?: number;
+  /** How long a `leader` read waits for a new leader to apply earlier terms' entries (default 10,000 ms). */
+  readonly leaderReadyMs?: number;
+  readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
+}
+
+export interface ClusterApi {
+  readonly bounds: FollowerReadBounds;
+  /** Brings cluster.json up to date with the applied membership now; resolves once written. */
+  reconcile(): Promise<void>;
+  close(): void;
+}
+
+function apiError(code: string, message: string, details: Record<string, unknown> = {}): PlexusError {
+  return new PlexusError(code, message, details);
+}
+
+/** A refusal of this module as a call status: its own gRPC code, the leader's address in a trailer. */
+function failure(e: unknown): unknown {
+  if (!(e instanceof PlexusError)) return e;
+  const code = STATUS_OF[e.code];
+  if (code === undefined) return e;
+  const st = toCallStatus(e);
+  const addr = e.details.leaderAddress;
+  return new CallFailure({
+    code,
+    details: st.details,
+    metadata: { ...st.metadata, ...(typeof addr === 'string' && addr !== '' ? { [LEADER_ADDRESS_KEY]: addr } : {}) },
+  });
+}
+
+function notLeader(s: ReplicatedLogStatus, what: string): PlexusError {
+  const addr = s.leader === 0 ? undefined : s.leaderAddress;
+  return haError(
+    HaErrorCode.NOT_LEADER,
+    `member ${s.id} is a ${s.role} and does not ${what}: ${
+      s.leader === 0 ? 'no leader is known yet; retry shortly' : `ask the leader, member ${s.leader} at ${addr}`
+    }`,
+    { leader: s.leader, leaderAddress: addr, term: s.term },
+  );
+}
+
+/** A member's id and addresses from an AddMember request; bad ones are refused before anything changes. */
+export function memberFromRequest(req: { id?: WireLong; raftAddress?: string; advertise?: string }): HaMember {
+  const id = toBig(req.id ?? '0', 'id');
+  if (id < 1n || id > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw badInput(`member id ${id} must be a whole number from 1 to 2^53 - 1`, { id: String(id) });
+  }
+  const address = (what: string, a: string | undefined): string => {
+    try {
+      checkAddress(what, a);
+    } catch (e) {
+      throw apiError(ClusterApiCode.BAD_ADDRESS, `${(e as Error).message}; give host:port`, { address: a });
+    }
+    const port = Number((a as string).slice((a as string).lastIndexOf(':') + 1));
+    if (port === 0) throw apiError(ClusterApiCode.BAD_ADDRESS, `${what} "${a}" needs a port from 1`, { address: a });
+    return a as string;
+  };
+  return {
+    id: Number(id),
+    raftAddress: address('raftAddress', req.raftAddress),
+    advertise: address('advertise', req.advertise),
+  };
+}
+
+/** A membership request message (AddMember or RemoveMember); bytes that do not decode are PLX_CHRONACTA_BAD_INPUT. */
+export function decodeMembershipRequest(
+  method: 'AddMember' | 'RemoveMember',
+  request: Uint8Array,
+): Record<string, unknown> {
+  try {
+    return methodDefinition('ClusterService', method).requestDeserialize(Buffer.from(request)) as Record<
+      string,
+      unknown
+    >;
+  } catch (e) {
+    throw badInput(`the ${method} request is not a well-formed protobuf message: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * An AddMember request checked before anything changes: the member, whether it stays a
+ * learner, and the catch-up wait (0: the default).
+ */
+export function parseAddMember(request: Uint8Array): { member: HaMember; learner: boolean; catchUpMs: number } {
+  const req = decodeMembershipRequest('AddMember', request);
+  const member = memberFromRequest(req as { id?: WireLong; raftAddress?: string; advertise?: string });
+  const catchUpMs = Number(req.catchUpMs ?? 0);
+  if (!Number.isSafeInteger(catchUpMs) || catchUpMs < 0 || catchUpMs > 3_600_000) {
+    throw badInput(`catchUpMs must be 0 to 3600000, got ${String(req.catchUpMs)}`);
+  }
+  return { member, learner: req.learner === true, catchUpMs };
+}
+
+/** A RemoveMember request's member id, checked. */
+export function parseRemoveMember(request: Uint8Array): number {
+  const req = decodeMembershipRequest('RemoveMember', request);
+  const id = toBig((req.id as WireLong | undefined) ?? '0', 'id');
+  if (id < 1n || id > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw badInput(`member id ${id} must be a whole number from 1 to 2^53 - 1`, { id: String(id) });
+  }
+  return Number(id);
+}
+
+/**
+ * Admits `follower` reads on a follower: it asks its leader (ClusterService.GetStatus) for
+ * the leader's last committed position when what it heard is older than half the bound,
+ * and serves a read only if it heard within `maxReadStalenessMs` and has applied up to that
+ * position minus `maxReadLag` (waiting for its own apply while the news stays fresh).
+ */
+class FollowerReadGate {
+  /** What the follower last heard from its leader; `at` on the monotonic clock (performance.now()). */
+  private heard: { at: number; leader: number; lastPosition: bigint } | undefined;
+  private probing: Promise<void> | undefined;
+  private client: ChronactaClient | undefined;
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly bounds: FollowerReadBounds,
+  ) {}
+
+  private clientFor(address: string): ChronactaClient {
+    if (this.client?.address !== address) {
+      this.client?.close();
+      this.client = new ChronactaClient(address, {
+        deadlineMs: Math.max(50, Math.min(this.bounds.maxReadStalenessMs, 2000)),
+      });
+    }
+    return this.client;
+  }
+
+  private probe(s: ReplicatedLogStatus): Promise<void> {
+    if (this.probing) return this.probing;
+    const address = s.leaderAddress as string;
+    const sentAt = performance.now();
+    const p = this.clientFor(address)
+      .clusterStatus()
+      .then(
+        (l) => {
+          // Only the member this follower follows, still leading in (at least) its term, counts.
+          if (l.mode !== 'cluster' || l.role !== 'leader' || l.nodeId !== String(s.leader)) return;
+          if ((l.term ?? 0n) < BigInt(s.term)) return;
+          if (!this.heard || this.heard.at < sentAt || this.heard.leader !== s.leader) {
+            this.heard = { at: sentAt, leader: s.leader, lastPosition: l.lastPosition ?? 0n };
+          }
+        },
+        () => undefined,
+      )
+      .finally(() => {
+        this.probing = undefined;
+      });
+    this.probing = p;
+    return p;
+  }
+
+  private refuse(s: ReplicatedLogStatus, why: string, extra: Record<string, unknown> = {}): PlexusError {
+    const addr = s.leader === 0 ? undefined : s.leaderAddress;
+    return apiError(
+      ClusterApiCode.STALE_READ,
+      `member ${s.id} does not serve this follower read: ${why} (bound: ${this.bounds.maxReadLag} positions, ${this.bounds.maxReadStalenessMs} ms); ${
+        addr ? `read at the leader, ${addr}` : 'no leader is known; retry shortly'
+      }`,
+      { leader: s.leader, leaderAddress: addr, ...extra },
+    );
+  }
+
+  /** Resolves with the applied position the read is served at, or rejects with STALE_READ. */
+  async admit(s: ReplicatedLogStatus): Promise<bigint> {
+    if (s.role !== 'follower' || s.leader === 0 || !s.leaderAddress) {
+      throw this.refuse(s, `it is a ${s.role} without a known leader`);
+    }
+    const bound = this.bounds.maxReadStalenessMs;
+    const age = () =>
+      this.heard && this.heard.leader === s.leader ? performance.now() - this.heard.at : Number.POSITIVE_INFINITY;
+    if (age() > bound / 2) {
+      const p = this.probe(s);
+      if (age() > bound) await p;
+    }
+    const heard = this.heard;
+    if (!heard || heard.leader !== s.leader || performance.now() - heard.at > bound) {
+      throw this.refuse(s, `it has not heard from its leader (member ${s.leader}) within ${bound} ms`);
+    }
+    const need = heard.lastPosition - BigInt(this.bounds.maxReadLag);
+    while (this.store.lastPosition < need) {
+      if (performance.now() - heard.at > bound) {
+        throw this.refuse(
+          s,
+          `it has applied ${this.store.lastPosition}, the leader had committed ${heard.lastPosition}`,
+          {
+            applied: this.store.lastPosition,
+            leaderCommitted: heard.lastPosition,
+          },
+        );
+      }
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    return this.store.lastPosition;
+  }
+
+  close(): void {
+    this.client?.close();
+    this.client = undefined;
+  }
+}
+
+/**
+ * Installs the membership methods, the read-consistency gate and the cluster.json
+ * reconciliation on the gRPC server this process runs on `port` for `store` (cluster mode).
+ */
+export function attachClusterApi(port: number, store: EventStore, opts: ClusterApiOptions = {}): ClusterApi {
+  const routes = routesOn(port);
+  if (!routes) throw haError(HaErrorCode.BAD_CONFIG, `no gRPC server of this process listens on port ${port}`);
+  if (!store.clusterStatus()) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
+  const bounds = followerReadBounds(opts);
+  const gate = new FollowerReadGate(store, bounds);
+  const status = () => store.clusterStatus() as ReplicatedLogStatus;
+
+  // ---- cluster.json
+  let file: ClusterFile = store.prepared.cluster;
+  let writing: Promise<void> = Promise.resolve();
+  const reconcile = (): Promise<void> => {
+    writing = writing.then(async () => {
+      const s = store.clusterStatus();
+      if (!s) return;
+      const next = membershipFile(file, s);
+      if (!next) return;
+      await writeClusterFile(store.dataDir, next);
+      file = next;
+    });
+    writing = writing.catch((e: unknown) =>
+      opts.logger?.warn('chronacta: cannot rewrite cluster.json', { error: String(e) }),
+    );
+    return writing;
+  };
+  const timer = setInterval(() => void reconcile(), opts.reconcileMs ?? 200);
+  timer.unref();
+  void reconcile();
+
+  // ---- membership
+  let changing = false;
+  const membership = async <T>(what: string, fn: (s: ReplicatedLogStatus) => Promise<T>): Promise<T> => {
+    const s = status();
+    if (s.role !== 'leader') throw notLeader(s, 'change the membership');
+    if (changing) {
+      throw apiError(ClusterApiCode.CHANGE_PENDING, `another membership change is running; retry ${what} after it`);
+    }
+    changing = true;
+    try {
+      return await fn(s);
+    } catch (e) {
+      if (e instanceof PlexusError && e.code === 'PLX_RAFT_CONF_CHANGE_PENDING') {
+        throw apiError(
+          ClusterApiCode.CHANGE_PENDING,
+          `a membership change is not committed yet; retry ${what} after it`,
+          {
+            ...e.details,
+          },
+        );
+      }
+      throw e;
+    } finally {
+      changing = false;
+    }
+  };
+  const reply = (s: ReplicatedLogStatus) => ({
+    members: s.members.map((m) => ({ id: String(m.id), address: m.advertise, raftAddress: m.raftAddress })),
+    voters: s.voters.map(String),
+    learners: s.learners.map(String),
+    term: String(s.term),
+  });
+  const unary = (name: 'AddMember' | 'RemoveMember', fn: (request: Buffer) => Promise<object>) => {
+    const def = methodDefinition('ClusterService', name);
+    routes.set(def.path, {
+      kind: 'unary',
+      handle: async (request: Buffer) => {
+        try {
+          return frame(def.responseSerialize(await fn(request)));
+        } catch (e) {
+          throw failure(e);
+        }
+      },
+    });
+  };
+  unary('AddMember', async (request) => {
+    const { member: m, learner, catchUpMs: catchUp } = parseAddMember(request);
+    return membership(`adding member ${m.id}`, async (s) => {
+      if (s.voters.includes(m.id) || s.learners.includes(m.id)) {
+        throw apiError(ClusterApiCode.DUPLICATE_ID, `member ${m.id} is already in the cluster; pick another id`, {
+          id: m.id,
+        });
+      }
+      await reconcile();
+      if ((file.removed ?? []).includes(String(m.id))) {
+        throw apiError(
+          ClusterApiCode.DUPLICATE_ID,
+          `member ${m.id} was removed from this cluster and ids are never reused; pick another id`,
+          { id: m.id },
+        );
+      }
+      for (const o of s.members) {
+        for (const a of [m.raftAddress, m.advertise]) {
+          if (o.raftAddress === a || o.advertise === a) {
+            throw apiError(ClusterApiCode.BAD_ADDRESS, `address ${a} is already used by member ${o.id}`, {
+              address: a,
+              id: o.id,
+            });
+          }
+        }
+      }
+      await store.addClusterMember(m, {
+        learner,
+        ...(catchUp > 0 ? { catchUpMs: catchUp } : {}),
+      });
+      await reconcile();
+      return reply(status());
+    });
+  });
+  unary('RemoveMember', async (request) => {
+    const id = parseRemoveMember(request);
+    return membership(`removing member ${id}`, async (s) => {
+      if (!s.voters.includes(id) && !s.learners.includes(id)) {
+        throw apiError(
+          ClusterApiCode.UNKNOWN_ID,
+          `member ${id} is not in the cluster (members: ${[...s.voters, ...s.learners].join(', ')})`,
+          {
+            id,
+          },
+        );
+      }
+      if (s.voters.length === 1 && s.voters[0] === id) {
+        throw apiError(
+          ClusterApiCode.LAST_VOTER,
+          `member ${id} is the last voter; add another voter before removing it`,
+          {
+            id,
+          },
+        );
+      }
+      await store.removeClusterMember(id);
+      await reconcile();
+      return reply(status());
+    });
+  });
+
+  // ---- read consistency
+  const readyMs = opts.leaderReadyMs ?? 10_000;
+  const admit = async (ctx: CallContext): Promise<void> => {
+    const mode = ctx.header(READ_CONSISTENCY_HEADER);
+    let s = status();
+    if (mode === undefined) {
+      ctx.setTrailer(READ_SERVED_BY_TRAILER, s.role === 'leader' ? 'leader' : 'local');
+      ctx.setTrailer(APPLIED_POSITION_TRAILER, String(store.lastPosition));
+      return;
+    }
+    if (mode !== 'leader' && mode !== 'follower') {
+      throw badInput(`${READ_CONSISTENCY_HEADER} is leader or follower, got "${mode}"`);
+    }
+    if (s.failure) {
+      throw haError(HaErrorCode.STOPPED, `member ${s.id} stopped (${s.failure}); read at another member`);
+    }
+    if (s.role === 'leader') {
+      // A new leader serves reads once it has applied every entry of earlier terms.
+      const end = Date.now() + readyMs;
+      while (!s.acceptingWrites && s.role === 'leader' && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 5));
+        s = status();
+      }
+      if (s.role === 'leader' && s.acceptingWrites) {
+        ctx.setTrailer(READ_SERVED_BY_TRAILER, 'leader');
+        ctx.setTrailer(APPLIED_POSITION_TRAILER, String(store.lastPosition));
+        return;
+      }
+      if (s.role === 'leader') {
+        throw haError(HaErrorCode.NOT_READY, `leader ${s.id} has not applied the entries of earlier terms yet; retry`);
+      }
+    }
+    if (mode === 'leader') throw notLeader(s, 'serve leader reads');
+    const applied = await gate.admit(s);
+    ctx.setTrailer(READ_SERVED_BY_TRAILER, 'follower');
+    ctx.setTrailer(APPLIED_POSITION_TRAILER, String(applied));
+  };
+  for (const name of ['ReadStream', 'ReadAll']) {
+    const path = methodDefinition('EventStore', name).path;
+    const inner = routes.get(path);
+    if (inner?.kind !== 'unary') continue;
+    const gated: GrpcMethod = {
+      kind: 'unary',
+      handle: async (request, ctx) => {
+        try {
+          await admit(ctx);
+        } catch (e) {
+          throw failure(e);
+        }
+        return inner.handle(request, ctx);
+      },
+    };
+    routes.set(path, gated);
+  }
+
+  return {
+    bounds,
+    reconcile,
+    close() {
+      clearInterval(timer);
+      gate.close();
+    },
+  };
+}

@@ -1,0 +1,314 @@
+/**
+ * Raft snapshots of the replicated log and the catch-up stream that goes with them
+ * (docs/chronacta-ha.md, "Snapshots and catch-up").
+ *
+ * A snapshot's data is a small descriptor of the member's local log as of the snapshot's Raft
+ * index: the last position, the batch id and epoch of the record there, and the members'
+ * addresses (their membership records may be compacted away). The records themselves stay in
+ * each member's local log; a member that installs a snapshot whose last position it does not
+ * hold pulls the missing records from a member that holds them over a side stream of the Raft
+ * transport (`CatchUpServer` answers, `fetchRecords` asks), one bounded, CRC-checked chunk at
+ * a time, appending each chunk to its local log before asking for the next: a cut transfer
+ * resumes from the local log's last position, on any source.
+ */
+import type { Socket } from 'node:net';
+import { isPlexusError } from '../../core/errors.js';
+import type { LogRecord, LogStorage } from '../../storage/types.js';
+import {
+  type CatchUpFrame,
+  CatchUpStream,
+  encodeFetch,
+  encodeRecords,
+  encodeRefused,
+  RefusedReason,
+} from './catch-up-wire.js';
+import { checkMember, type HaMember } from './config.js';
+import { HaErrorCode, haError } from './errors.js';
+
+/** Magic `PXHS` and version 1, then JSON. */
+const DESCRIPTOR_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x53);
+const DESCRIPTOR_MAX = 64 * 1024;
+
+export interface SnapshotDescriptor {
+  /** Raft index and term the snapshot covers. */
+  readonly index: number;
+  readonly term: number;
+  /** The local log's last position as of `index` (0: no record yet). */
+  readonly lastPosition: number;
+  /** Batch id (hex) and epoch of the record at `lastPosition` ('' and 0 when there is none). */
+  readonly lastBatchId: string;
+  readonly lastEpoch: string;
+  readonly members: readonly HaMember[];
+  /** Positions below this one may be compacted away on every member (agreed through Raft). Default 1. */
+  readonly compactBelow?: number;
+}
+
+export function encodeDescriptor(d: SnapshotDescriptor): Uint8Array {
+  const json = new TextEncoder().encode(JSON.stringify({ v: 1, ...d }));
+  const out = new Uint8Array(4 + json.length);
+  out.set(DESCRIPTOR_MAGIC);
+  out.set(json, 4);
+  if (out.length > DESCRIPTOR_MAX) {
+    throw haError(HaErrorCode.BAD_CONFIG, `a snapshot descriptor of ${out.length} bytes is above ${DESCRIPTOR_MAX}`);
+  }
+  return out;
+}
+
+function corrupt(why: string): Error {
+  return haError(HaErrorCode.DIVERGED, `the Raft snapshot's data is not a replicated-log descriptor: ${why}`);
+}
+
+/** Decodes snapshot data; `undefined` for the empty data of a founding snapshot. */
+export function decodeDescriptor(data: Uint8Array): SnapshotDescriptor | undefined {
+  if (data.length === 0) return undefined;
+  if (data.length > DESCRIPTOR_MAX) throw corrupt(`${data.length} bytes is above ${DESCRIPTOR_MAX}`);
+  if (data.length < 4 || DESCRIPTOR_MAGIC.some((b, i) => data[i] !== b)) throw corrupt('no PXHS magic');
+  let v: Record<string, unknown>;
+  try {
+    v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(data.subarray(4))) as Record<string, unknown>;
+  } catch (e) {
+    throw corrupt(String(e));
+  }
+  const whole = (x: unknown) => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+  if (v.v !== 1) throw corrupt(`version ${String(v.v)}`);
+  if (!whole(v.index) || !whole(v.term) || !whole(v.lastPosition)) throw corrupt('index, term or position');
+  if (typeof v.lastBatchId !== 'string' || !/^([0-9a-f]{32})?$/.test(v.lastBatchId)) throw corrupt('batch id');
+  if (typeof v.lastEpoch !== 'string' || !/^\d{1,20}$/.test(v.lastEpoch)) throw corrupt('epoch');
+  if (!Array.isArray(v.members) || v.members.length > 64) throw corrupt('members');
+  if (v.compactBelow !== undefined && (!whole(v.compactBelow) || (v.compactBelow as number) < 1)) {
+    throw corrupt('compactBelow');
+  }
+  return {
+    ...(v.compactBelow !== undefined ? { compactBelow: v.compactBelow as number } : {}),
+    index: v.index as number,
+    term: v.term as number,
+    lastPosition: v.lastPosition as number,
+    lastBatchId: v.lastBatchId,
+    lastEpoch: v.lastEpoch,
+    members: v.members.map(checkMember),
+  };
+}
+
+/** Reads frames off a socket one at a time (a pull model: the caller asks for the next frame). */
+class FrameReader {
+  private readonly decoder = new CatchUpStream();
+  private readonly frames: CatchUpFrame[] = [];
+  private waiter: { resolve(f: CatchUpFrame): void; reject(e: unknown): void } | undefined;
+  private error: unknown;
+
+  constructor(socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        this.frames.push(...this.decoder.push(chunk));
+      } catch (e) {
+        this.fail(e);
+        socket.destroy();
+        return;
+      }
+      this.deliver();
+    });
+    socket.on('close', () => this.fail(new Error('the connection closed')));
+    socket.on('error', (e) => this.fail(e));
+    socket.resume();
+  }
+
+  next(timeoutMs: number): Promise<CatchUpFrame> {
+    const f = this.frames.shift();
+    if (f) return Promise.resolve(f);
+    if (this.error !== undefined) return Promise.reject(this.error);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiter = undefined;
+        reject(new Error(`no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.waiter = {
+        resolve: (x) => {
+          clearTimeout(timer);
+          resolve(x);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+    });
+  }
+
+  private deliver(): void {
+    const w = this.waiter;
+    const f = w ? this.frames.shift() : undefined;
+    if (w && f) {
+      this.waiter = undefined;
+      w.resolve(f);
+    }
+  }
+
+  private fail(e: unknown): void {
+    if (this.error === undefined) this.error = e;
+    const w = this.waiter;
+    this.waiter = undefined;
+    w?.reject(this.error);
+  }
+}
+
+export interface CatchUpServerStats {
+  streams: number;
+  fetches: number;
+  recordsSent: number;
+  refused: number;
+}
+
+/**
+ * Answers the catch-up streams peers open: each FETCH gets the records of the local log from
+ * `from` (at most `to`, and at most min(maxBytes, `maxChunkBytes`) of payload, one record at
+ * least) or a REFUSED saying why not. Requests on one stream are answered one after another;
+ * a stream that sends anything else is closed.
+ */
+export class CatchUpServer {
+  readonly stats: CatchUpServerStats = { streams: 0, fetches: 0, recordsSent: 0, refused: 0 };
+  private readonly sockets = new Set<Socket>();
+
+  constructor(
+    private readonly local: LogStorage,
+    private readonly maxChunkBytes: number,
+    private readonly logger?: { warn(message: string, details?: Record<string, unknown>): void },
+  ) {}
+
+  serve(from: number, socket: Socket): void {
+    this.stats.streams++;
+    this.sockets.add(socket);
+    socket.on('close', () => this.sockets.delete(socket));
+    const reader = new FrameReader(socket);
+    void (async () => {
+      try {
+        for (;;) {
+          const f = await reader.next(60_000);
+          if (f.type !== 'fetch') throw new Error(`a ${f.type} frame from a member that catches up`);
+          this.stats.fetches++;
+          const answer = await this.answer(f.from, f.to, f.maxBytes);
+          if (socket.destroyed) return;
+          // Wait for the socket to drain before the next request: one chunk in flight per stream.
+          if (!socket.write(answer)) await new Promise((r) => socket.once('drain', r));
+        }
+      } catch (e) {
+        if (!socket.destroyed)
+          this.logger?.warn('replicated log: closing a catch-up stream', { from, error: String(e) });
+        socket.destroy();
+      }
+    })();
+  }
+
+  private async answer(from: number, to: number, maxBytes: number): Promise<Uint8Array> {
+    const first = this.local.first;
+    const last = this.local.last;
+    const refuse = (reason: number, text: string) => {
+      this.stats.refused++;
+      return encodeRefused(first, last, reason, text);
+    };
+    if (from < 1 || to < from) return refuse(RefusedReason.BAD_REQUEST, `bad range ${from}..${to}`);
+    if (BigInt(from) > last) return refuse(RefusedReason.BEHIND, `the local log ends at ${last}`);
+    if (first === 0n || BigInt(from) < first) {
+      return refuse(RefusedReason.COMPACTED, `the local log was compacted: it starts at ${first}`);
+    }
+    const limit = Math.max(1, Math.min(maxBytes, this.maxChunkBytes));
+    const recs = await this.local.read(BigInt(from), { maxBytes: limit, maxCount: Math.min(to - from + 1, 1 << 20) });
+    const out: LogRecord[] = [];
+    for (const r of recs) {
+      if (r.position > BigInt(to)) break;
+      out.push(r);
+    }
+    if (out.length === 0 || out[0]?.position !== BigInt(from)) {
+      return refuse(RefusedReason.COMPACTED, `position ${from} is not in the local log`);
+    }
+    this.stats.recordsSent += out.length;
+    return encodeRecords(first, last, out);
+  }
+
+  close(): void {
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+  }
+}
+
+export interface FetchOptions {
+  /** Where the records go: appended in position order, one append per run of one batch. */
+  readonly local: LogStorage;
+  /** Fetch up to this position (inclusive). */
+  readonly to: number;
+  readonly chunkBytes: number;
+  readonly timeoutMs: number;
+  /** Called after each chunk is durable in the local log, with its runs (one batch id and epoch each) in order. */
+  readonly onChunk?: (runs: readonly (readonly LogRecord[])[]) => void;
+  /** Checked between chunks: stop when it says so. */
+  readonly stopped?: () => boolean;
+}
+
+/**
+ * Pulls the records after the local log's last position up to `to` over an open catch-up
+ * stream, chunk by chunk; resolves with the records appended. Fails (the caller retries,
+ * here or on another source) when the source refuses, the stream breaks or a chunk does not
+ * continue the local log.
+ */
+export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<number> {
+  const reader = new FrameReader(socket);
+  let appended = 0;
+  while (o.local.last < BigInt(o.to)) {
+    if (o.stopped?.()) throw haError(HaErrorCode.STOPPED, 'the member closed during a catch-up');
+    const from = Number(o.local.last) + 1;
+    socket.write(encodeFetch(from, o.to, o.chunkBytes));
+    const f = await reader.next(o.timeoutMs);
+    if (f.type === 'refused') {
+      throw haError(
+        HaErrorCode.CATCH_UP_UNAVAILABLE,
+        `the source cannot send positions ${from}..${o.to}: ${f.text} (it holds ${f.sourceFirst}..${f.sourceLast})`,
+        { from, to: o.to, reason: f.reason, sourceFirst: f.sourceFirst, sourceLast: f.sourceLast },
+      );
+    }
+    if (f.type !== 'records' || f.records.length === 0) throw new Error('the source answered a fetch with no records');
+    let expect = BigInt(from);
+    for (const r of f.records) {
+      if (r.position !== expect || r.position > BigInt(o.to)) {
+        throw new Error(`the source sent position ${r.position} where ${expect} was due`);
+      }
+      expect++;
+    }
+    // One append per run of one batch id and epoch, issued together (one shared fsync).
+    const runs: Promise<unknown>[] = [];
+    const parts: LogRecord[][] = [];
+    let start = 0;
+    for (let i = 1; i <= f.records.length; i++) {
+      const a = f.records[start] as LogRecord;
+      const b = f.records[i];
+      if (b && b.epoch === a.epoch && sameBytes(b.batchId, a.batchId)) continue;
+      const run = f.records.slice(start, i);
+      parts.push(run);
+      runs.push(
+        o.local.append(
+          run.map((r) => r.payload),
+          { batchId: a.batchId.slice(), epoch: a.epoch, expectedLast: a.position - 1n },
+        ),
+      );
+      start = i;
+    }
+    const settled = await Promise.allSettled(runs);
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) {
+      const err = (failed as PromiseRejectedResult).reason;
+      throw haError(
+        HaErrorCode.STOPPED,
+        `appending caught-up records to the local log failed: ${isPlexusError(err) ? err.code : String(err)}`,
+        {},
+        err,
+      );
+    }
+    appended += f.records.length;
+    o.onChunk?.(parts);
+  }
+  return appended;
+}
+
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
