@@ -292,7 +292,18 @@ export class EventStore {
         store.replicated = replicated;
         unhook?.();
         unhook = undefined;
-        store.unhook = replicated.onApply((b) => store.applyReplicated(b));
+        const offApply = replicated.onApply((b) => store.applyReplicated(b));
+        // Every member compacts its own files once the members agreed a cutoff through Raft.
+        const offAgreed = replicated.onCompactionAgreed(() => {
+          if (store.closing) return;
+          store.compactToAgreed().catch((e: unknown) => {
+            if (!store.closing) opts.logger?.warn('chronacta: compaction to the agreed cutoff failed', { error: String(e) });
+          });
+        });
+        store.unhook = () => {
+          offApply();
+          offAgreed();
+        };
         for (const b of early) store.applyReplicated(b);
       }
       // A compaction that stopped after switching archives: drop what the archive now holds.

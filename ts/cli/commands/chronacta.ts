@@ -11,6 +11,7 @@ import {
   prepareDataDir,
   writeClusterFiles,
 } from '../../chronacta/layout.js';
+import { migrateDataDir } from '../../chronacta/migrate.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
 import { verifyLog } from '../../storage/verify.js';
@@ -69,6 +70,10 @@ const HELP = [
   '  verify DIR',
   '        Checks the log (and the compacted archive) of a data directory that no',
   '        server has open, changing nothing. Exit 1 when a problem would stop it opening.',
+  '  migrate [--data DIR]',
+  '        Raises the data directory DIR (default ./data) of a stopped node to the',
+  '        current data format (2: node.json records its cluster id). Idempotent;',
+  '        refuses a directory a running node has open, and a newer format.',
   '  append STREAM [--type T --data TEXT | --events FILE] [--expected-version V]',
   '        [--idempotency-key K] [--server ADDR]',
   '        Appends one event (--type, --data) or the JSON array of events in FILE',
@@ -269,6 +274,17 @@ async function serve(args: string[]): Promise<number> {
   await untilStopped();
   await server.close();
   out({ event: 'stopped' });
+  return 0;
+}
+
+async function migrate(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { data: { type: 'string' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  out({ event: 'migrated', ...(await migrateDataDir(values.data ?? 'data')) });
   return 0;
 }
 
@@ -566,10 +582,12 @@ export const chronacta: Command = {
         return subscribe(rest);
       case 'cluster':
         return cluster(rest);
+      case 'migrate':
+        return migrate(rest);
       default:
         throw new UsageError(
           'chronacta',
-          sub ? `unknown subcommand "${sub}"` : 'missing subcommand: serve, verify, append, read, subscribe or cluster',
+          sub ? `unknown subcommand "${sub}"` : 'missing subcommand: serve, verify, migrate, append, read, subscribe or cluster',
         );
     }
   },
