@@ -297,7 +297,8 @@ export class EventStore {
         const offAgreed = replicated.onCompactionAgreed(() => {
           if (store.closing) return;
           store.compactToAgreed().catch((e: unknown) => {
-            if (!store.closing) opts.logger?.warn('chronacta: compaction to the agreed cutoff failed', { error: String(e) });
+            if (!store.closing)
+              opts.logger?.warn('chronacta: compaction to the agreed cutoff failed', { error: String(e) });
           });
         });
         store.unhook = () => {

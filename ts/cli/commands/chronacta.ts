@@ -587,7 +587,9 @@ export const chronacta: Command = {
       default:
         throw new UsageError(
           'chronacta',
-          sub ? `unknown subcommand "${sub}"` : 'missing subcommand: serve, verify, migrate, append, read, subscribe or cluster',
+          sub
+            ? `unknown subcommand "${sub}"`
+            : 'missing subcommand: serve, verify, migrate, append, read, subscribe or cluster',
         );
     }
   },
