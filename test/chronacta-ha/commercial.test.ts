@@ -241,13 +241,11 @@ const RETRY = new Set([
 
 /**
  * A refusal to try elsewhere with the same key. A leader handing leadership over refuses an
- * append with PLX_RAFT_TRANSFER_IN_PROGRESS before proposing it; the server reports that as
- * PLX_CHRONACTA_INTERNAL with `details.storageCode`, which the client does not retry.
+ * append before proposing it; the server reports that as PLX_CHRONACTA_UNAVAILABLE with
+ * `details.outcomeUnknown: false`.
  */
 function retryable(e: unknown): boolean {
-  const err = e as { code?: string; details?: { storageCode?: unknown } };
-  if (RETRY.has(err.code ?? '')) return true;
-  return err.code === 'PLX_CHRONACTA_INTERNAL' && err.details?.storageCode === 'PLX_RAFT_TRANSFER_IN_PROGRESS';
+  return RETRY.has((e as { code?: string }).code ?? '');
 }
 
 /**

@@ -88,6 +88,14 @@ export function fromStorage(e: unknown, what: string): PlexusError {
         { ...details, outcomeUnknown: true },
         e,
       );
+    case 'PLX_RAFT_TRANSFER_IN_PROGRESS':
+      // Refused before it was proposed: nothing of it can commit.
+      return chronactaError(
+        ChronactaCode.UNAVAILABLE,
+        `${what}: leadership is moving to another member (${msg}); retry, the client finds the new leader`,
+        { ...details, outcomeUnknown: false },
+        e,
+      );
     case 'PLX_STORAGE_IO':
     case 'PLX_STORAGE_CONFLICT':
     case 'PLX_STORAGE_FENCED':
