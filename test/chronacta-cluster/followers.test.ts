@@ -5,51 +5,13 @@
  * leader is SIGSTOPped refusing with PLX_CHRONACTA_STALE_READ once the bound has passed, then
  * serving again under the leader elected meanwhile. Build first: `npx tsc -p tsconfig.build.json`.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-
-const ROOT = resolve(import.meta.dirname, '../..');
-const MAIN = join(ROOT, 'dist/cli/main.js');
-const execFileP = promisify(execFile);
-
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
-
-async function until<T>(f: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    const v = await f().catch((e: unknown) => {
-      last = e;
-      return undefined;
-    });
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (${String(last)})`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-/** Runs the CLI; resolves with its exit code and output (never rejects). */
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return execFileP(process.execPath, [MAIN, 'chronacta', ...args]).then(
-    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
-    (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
-  );
-}
+import { cli, freePort, MAIN, until } from './helpers.js';
 
 interface Member {
   id: number;

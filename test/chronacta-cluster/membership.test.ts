@@ -5,12 +5,10 @@
  * member removed with `cluster remove`; every member's cluster.json following the membership;
  * and every refusal with its code. Build first: `npx tsc -p tsconfig.build.json`.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
@@ -19,43 +17,7 @@ import { followerReadBounds } from '../../ts/chronacta/ha/config.js';
 import { type ClusterFile, joinFiles, membershipFile } from '../../ts/chronacta/layout.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-
-const ROOT = resolve(import.meta.dirname, '../..');
-const MAIN = join(ROOT, 'dist/cli/main.js');
-const execFileP = promisify(execFile);
-
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
-
-async function until<T>(f: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    const v = await f().catch((e: unknown) => {
-      last = e;
-      return undefined;
-    });
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (${String(last)})`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-/** Runs the CLI; resolves with its exit code and output (never rejects). */
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return execFileP(process.execPath, [MAIN, 'chronacta', ...args]).then(
-    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
-    (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
-  );
-}
+import { cli, freePort, MAIN, until } from './helpers.js';
 
 interface Member {
   id: number;
