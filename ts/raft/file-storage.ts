@@ -5,6 +5,13 @@
  * the log. `sync()` resolves once every write made so far is durable: a driver calls it after
  * persisting a Ready and before sending its messages.
  *
+ * A hard state that only moves the commit index (same term and vote as the last one written)
+ * updates the mirror and is written to the journal with the next entries, term or vote change,
+ * checkpoint or close, not on its own: the commit index need not be durable (after a restart
+ * the leader tells it again, and re-applied entries are the application's duplicates), and
+ * the journal is written with O_DSYNC, so a record of its own would cost a disk flush that
+ * the next Ready's entries would queue behind.
+ *
  * `compact` and `applySnapshot` write a checkpoint (the snapshot, the hard state and the
  * entries after the snapshot) as one batch, then let the log drop the segments before it, so
  * the journal stays about as large as the state it holds. On open, the journal is replayed from
@@ -32,12 +39,18 @@ export class FileRaftStorage implements RaftStorage, RaftStorageWriter {
   private mirror: MemoryRaftStorage;
   private chain: Promise<void> = Promise.resolve();
   private failure: unknown;
+  /** The term and vote of the last hard state written to the journal. */
+  private written: { term: number; vote: number };
+  /** A hard state newer than the journal's (only its commit index moved), written with the next record. */
+  private hardDue: HardState | undefined;
 
   private constructor(
     private readonly log: LogStorage,
     mirror: MemoryRaftStorage,
   ) {
     this.mirror = mirror;
+    const hs = mirror.initialState().hardState;
+    this.written = { term: hs.term, vote: hs.vote };
   }
 
   /** Opens (or creates) the storage in `dir`, replaying its journal. */
@@ -107,11 +120,20 @@ export class FileRaftStorage implements RaftStorage, RaftStorageWriter {
 
   append(entries: readonly Entry[]): void {
     this.mirror.append(entries);
-    this.write(entries.map(encodeEntryRecord));
+    const records = entries.map(encodeEntryRecord);
+    if (this.hardDue) records.push(encodeHardRecord(this.hardDue));
+    this.hardDue = undefined;
+    this.write(records);
   }
 
   setHardState(hs: HardState): void {
     this.mirror.setHardState(hs);
+    if (hs.term === this.written.term && hs.vote === this.written.vote) {
+      this.hardDue = hs;
+      return;
+    }
+    this.hardDue = undefined;
+    this.written = { term: hs.term, vote: hs.vote };
     this.write([encodeHardRecord(hs)]);
   }
 
@@ -132,11 +154,17 @@ export class FileRaftStorage implements RaftStorage, RaftStorageWriter {
     const first = this.mirror.firstIndex();
     const last = this.mirror.lastIndex();
     const entries = last >= first ? this.mirror.entries(first, last + 1) : [];
+    const hs = this.mirror.initialState().hardState;
+    this.written = { term: hs.term, vote: hs.vote };
+    this.hardDue = undefined;
+    // A snapshot covers committed entries only: the commit index is at least its index (a
+    // received snapshot arrives before the hard state that says so).
+    const commit = Math.max(hs.commit, snap.metadata.index);
     this.write(
       [
         encodeCheckpointRecord(snap.metadata, chunks.length),
         ...chunks.map(encodeChunkRecord),
-        encodeHardRecord(this.mirror.initialState().hardState),
+        encodeHardRecord({ ...hs, commit }),
         ...entries.map(encodeEntryRecord),
       ],
       true,
@@ -157,6 +185,8 @@ export class FileRaftStorage implements RaftStorage, RaftStorageWriter {
   }
 
   async close(): Promise<void> {
+    if (this.hardDue) this.write([encodeHardRecord(this.hardDue)]);
+    this.hardDue = undefined;
     await this.chain;
     await this.log.close();
   }

@@ -49,6 +49,20 @@ export class RaftNode {
     return this.raft.id;
   }
 
+  /** The current term, role, known leader and last log index: `status()` without building it. */
+  get term(): number {
+    return this.raft.term;
+  }
+  get role(): SoftState['role'] {
+    return this.raft.role;
+  }
+  get lead(): number {
+    return this.raft.lead;
+  }
+  get lastIndex(): number {
+    return this.raft.log.lastIndex();
+  }
+
   private hardState(): HardState {
     return { term: this.raft.term, vote: this.raft.vote, commit: this.raft.log.committed };
   }
@@ -134,7 +148,7 @@ export class RaftNode {
 
   hasReady(): boolean {
     const r = this.raft;
-    if (r.msgs.length > 0 || r.readStates.length > 0) return true;
+    if (r.appendsDue || r.msgs.length > 0 || r.readStates.length > 0) return true;
     if (r.log.unstableEntries().length > 0 || r.log.hasPendingSnapshot()) return true;
     if (r.log.hasNextCommittedEntries()) return true;
     if (!sameHard(this.hardState(), this.prevHard)) return true;
@@ -148,6 +162,7 @@ export class RaftNode {
       throw raftError(RaftErrorCode.READY_ORDER, 'ready() called again before advance()');
     }
     const r = this.raft;
+    r.flushAppends();
     const hs = this.hardState();
     const soft: SoftState = { lead: r.lead, role: r.role };
     const softChanged = soft.lead !== this.prevSoft.lead || soft.role !== this.prevSoft.role;

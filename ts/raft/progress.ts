@@ -41,6 +41,8 @@ export class Progress {
   recentActive = true;
   /** In probe: a MsgApp was sent and no answer came yet. */
   probeSent = false;
+  /** The highest commit index sent to this follower in a MsgApp. */
+  sentCommit = 0;
   readonly inflights: Inflights;
 
   constructor(

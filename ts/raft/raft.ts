@@ -61,6 +61,12 @@ export class Raft {
   readonly log: RaftLog;
   msgs: Message[] = [];
   readStates: ReadState[] = [];
+  /**
+   * A leader owes its followers appends (new entries, or a commit index that moved): sent by
+   * `flushAppends`, which RaftNode calls when it builds a Ready. So every proposal and every
+   * acknowledgement stepped between two Readies leaves as one MsgApp per follower, not one each.
+   */
+  appendsDue = false;
 
   voters = new Set<number>();
   learners = new Set<number>();
@@ -205,6 +211,7 @@ export class Raft {
       this.vote = 0;
     }
     this.lead = 0;
+    this.appendsDue = false;
     this.electionElapsed = 0;
     this.heartbeatElapsed = 0;
     this.resetElectionTimeout();
@@ -315,12 +322,34 @@ export class Raft {
     }
     if (ents.length === 0 && !sendIfEmpty) return false;
     this.reply('MsgApp', to, { index: prevIndex, logTerm: prevTerm, entries: ents, commit: this.log.committed });
+    if (this.log.committed > pr.sentCommit) pr.sentCommit = this.log.committed;
     pr.sentEntries(ents.length, ents.length > 0 ? ents[ents.length - 1]!.index : prevIndex);
     return true;
   }
 
   private bcastAppend(): void {
+    this.appendsDue = false;
     for (const id of this.progress.keys()) if (id !== this.id) this.sendAppend(id);
+  }
+
+  /**
+   * Sends the appends a leader owes (see `appendsDue`): to each follower the entries not sent
+   * yet, whose MsgApp carries the commit index, or, when there are none, an empty MsgApp if
+   * the commit index moved past the one it was last sent. Proposals and acknowledgements
+   * stepped between two Readies so leave as one MsgApp per follower, and a new commit index
+   * rides along with new entries when there are any.
+   */
+  flushAppends(): void {
+    if (!this.appendsDue) return;
+    this.appendsDue = false;
+    if (this.role !== 'leader') return;
+    const committed = this.log.committed;
+    for (const [id, pr] of this.progress) {
+      if (id === this.id || !this.sendAppend(id, pr.sentCommit < committed)) continue;
+      while (this.role === 'leader' && pr.state === 'replicate' && this.sendAppend(id, false)) {
+        // fill the pipeline up to the in-flight limit when one message cannot carry them all
+      }
+    }
   }
 
   private bcastHeartbeat(context?: Uint8Array): void {
@@ -505,7 +534,7 @@ export class Raft {
           this.pendingConfIndex = this.log.lastIndex() + i + 1;
         }
         this.appendEntries(es);
-        this.bcastAppend();
+        this.appendsDue = true;
         return;
       }
       case 'MsgReadIndex':
@@ -571,7 +600,7 @@ export class Raft {
         pr.becomeReplicate();
       } else if (pr.state === 'replicate') pr.inflights.freeLE(m.index);
       if (this.maybeCommit()) {
-        this.bcastAppend();
+        this.appendsDue = true;
       } else if (wasPaused) {
         this.sendAppend(m.from);
       }

@@ -7,7 +7,8 @@
  *
  * Raft tolerates lost messages, so the transport never blocks the core: a message for a
  * peer that is not connected, or whose socket already holds `maxQueuedBytes`, is dropped
- * and counted; the leader's next heartbeat or append retries. A dropped connection is
+ * and counted; the leader's next heartbeat or append retries. Messages to one peer sent in
+ * the same tick are written together (the socket is corked until the next tick). A dropped connection is
  * dialled again after a backoff that doubles from `retryMs` up to `maxRetryMs`. A received
  * message must come from the id the connection greeted with and be addressed to this node;
  * anything else (and any message the decoder refuses) closes the connection.
@@ -99,6 +100,7 @@ export class RaftTcpTransport {
   private readonly peers = new Map<number, Peer>();
   private readonly inbound = new Set<Socket>();
   private readonly streams = new Set<Socket>();
+  private readonly corked = new Set<Socket>();
   private closed = false;
   private readonly retryMs: number;
   private readonly maxRetryMs: number;
@@ -182,10 +184,22 @@ export class RaftTcpTransport {
         if (!s && !p.connecting && !p.timer) this.dial(m.to, p);
         continue;
       }
+      // Messages to one peer within a tick leave in one write (corked until the next tick).
+      if (!this.corked.has(s)) {
+        s.cork();
+        this.corked.add(s);
+        if (this.corked.size === 1) process.nextTick(this.flush);
+      }
       s.write(encodeRaftMessage(m));
       this.stats.sent++;
     }
   }
+
+  /** Uncorks every socket written to in this tick: one write (syscall) per peer. */
+  private readonly flush = (): void => {
+    for (const s of this.corked) if (!s.destroyed) s.uncork();
+    this.corked.clear();
+  };
 
   /** Whether a connection to the peer is open now. */
   connected(id: number): boolean {
