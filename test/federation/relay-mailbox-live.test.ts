@@ -5,8 +5,7 @@
  * The first test runs the mediator as its own process (`plexus federation mediator`), SIGKILLed
  * in the middle of a live stream and restarted on the same port with the same key file.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,57 +20,23 @@ import type { MailboxState, RelayMailbox } from '../../ts/federation/relay/mailb
 import { probeWebSocket } from '../../ts/federation/relay/ws-probe.js';
 import { memoryJournal, openJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
-import type { ActorHistory, Chart, JournalStorage, MacrostepEntry } from '../../ts/runtime/types.js';
-import { CHILD, compileForChild, freePort, tempDir, until } from './mediator-fixtures.js';
+import type { ActorHistory, Chart, JournalStorage } from '../../ts/runtime/types.js';
+import { freePort, tempDir, until } from './mediator-fixtures.js';
+import { FlakyJournal, MediatorProcesses, postForwarder } from './relay-fixtures.js';
 
-let compiled: { commandUrl: string; remove: () => Promise<void> };
 let tmp: { dir: string; remove: () => Promise<void> };
-const children = new Set<ChildProcess>();
+const mediators = new MediatorProcesses('live pickup');
 const cleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
-  compiled = await compileForChild();
+  await mediators.setup();
   tmp = await tempDir('mailbox-live');
 }, 60_000);
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
-  for (const c of children) if (c.exitCode === null && c.pid !== undefined) process.kill(c.pid, 'SIGKILL');
-  await compiled?.remove();
+  await mediators.teardown();
   await tmp?.remove();
 });
-
-interface MediatorProcess {
-  child: ChildProcess;
-  did: string;
-  url: string;
-  exited: Promise<unknown>;
-}
-
-async function startMediatorProcess(args: string[]): Promise<MediatorProcess> {
-  const child = spawn(process.execPath, [CHILD, compiled.commandUrl, 'mediator', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PLX_TEST_MEDIATOR_PASS: 'live pickup' },
-  });
-  children.add(child);
-  let out = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const deadline = Date.now() + 20_000;
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the mediator did not start: ${out}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  const line = JSON.parse(out.split('\n')[0] as string) as { did: string; url: string };
-  return { child, did: line.did, url: line.url, exited };
-}
-
-async function stopMediatorProcess(m: MediatorProcess, signal: NodeJS.Signals): Promise<void> {
-  if (m.child.pid !== undefined && m.child.exitCode === null) process.kill(m.child.pid, signal);
-  await m.exited;
-  children.delete(m.child);
-}
 
 /** The buyer sends `order.placed` (send id `o-<n>`) to `to` on each `go`; the shop counts. */
 const chart: Chart<{ n: number }> = {
@@ -82,31 +47,6 @@ const chart: Chart<{ n: number }> = {
     return { state: s, sends: [{ type: 'didcomm', target: d.to, event: 'order.placed', id: `o-${d.n}` }] };
   },
 };
-
-/** A journal whose next append fails when `failNext` is set (a disk error, say). */
-class FlakyJournal implements JournalStorage {
-  failNext = false;
-  constructor(private readonly inner: JournalStorage) {}
-  get shardCount() {
-    return this.inner.shardCount;
-  }
-  append(iri: string, e: MacrostepEntry, o: { expectedSeq: number }): Promise<void> {
-    if (this.failNext) {
-      this.failNext = false;
-      return Promise.reject(new PlexusError('PLX_STORAGE_IO', 'simulated write failure', {}));
-    }
-    return this.inner.append(iri, e, o);
-  }
-  snapshot(...a: Parameters<JournalStorage['snapshot']>) {
-    return this.inner.snapshot(...a);
-  }
-  history(iri: string): Promise<ActorHistory> {
-    return this.inner.history(iri);
-  }
-  close() {
-    return this.inner.close();
-  }
-}
 
 async function eventually(cond: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -165,18 +105,9 @@ async function sendOrders(p: Parties, from: number, to: number): Promise<void> {
 describe('relay mailbox, live mode', () => {
   it('takes live deliveries, polls while the mediator process is SIGKILLed mid-stream, reconnects, and journals every message exactly once', async () => {
     const port = await freePort();
-    const args = [
-      '--port',
-      String(port),
-      '--data',
-      join(tmp.dir, 'mediator'),
-      '--key-file',
-      join(tmp.dir, 'mediator.keys'),
-      '--passphrase-env',
-      'PLX_TEST_MEDIATOR_PASS',
-    ];
-    let mediator = await startMediatorProcess(args);
-    cleanups.push(() => stopMediatorProcess(mediator, 'SIGKILL'));
+    const args = MediatorProcesses.args(port, tmp.dir);
+    let mediator = await mediators.start(args);
+    cleanups.push(() => mediators.stop(mediator, 'SIGKILL'));
     const ref = { url: mediator.url, did: mediator.did };
     const journal = await openJournal(join(tmp.dir, 'shop-journal'), { shardCount: 2 });
     cleanups.push(() => journal.close());
@@ -203,7 +134,7 @@ describe('relay mailbox, live mode', () => {
         if (!killed && acked >= 8) {
           // Mid-stream: some turns are durable and not acknowledged, more are still queued.
           killed = true;
-          await stopMediatorProcess(mediator, 'SIGKILL');
+          await mediators.stop(mediator, 'SIGKILL');
         }
       },
     });
@@ -228,7 +159,7 @@ describe('relay mailbox, live mode', () => {
     const polledBefore = mailbox.stats.polled;
     await until(() => errors.includes('PLX_PICKUP_UNREACHABLE'), 5_000, 'a failed poll while the mediator is down');
 
-    mediator = await startMediatorProcess(args);
+    mediator = await mediators.start(args);
     expect(mediator.did).toBe(ref.did);
     await until(() => mailbox.state === 'live', 15_000, 'the live connection again');
     // What was left came again after the restart: in a poll, or pushed on the new connection,
@@ -264,7 +195,7 @@ describe('relay mailbox, live mode', () => {
     expect((await mailbox.client.status()).messageCount).toBe(0);
     expect(states.slice(0, 4)).toEqual(['polling', 'live', 'polling', 'live']);
 
-    await stopMediatorProcess(mediator, 'SIGTERM');
+    await mediators.stop(mediator, 'SIGTERM');
   }, 60_000);
 
   it('polls over HTTP while only the WebSocket is down, and goes live again when it is back', async () => {
@@ -277,23 +208,7 @@ describe('relay mailbox, live mode', () => {
     // `wsAllowed`, answered 503 (as a mediator that is starting) otherwise; `dropSockets()` cuts them.
     let wsAllowed = true;
     const piped = new Set<Socket>();
-    const front: Server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        void fetch(server.url, {
-          method: 'POST',
-          headers: { 'content-type': String(req.headers['content-type']) },
-          body: Buffer.concat(chunks),
-        }).then(
-          async (r) => {
-            res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'text/plain' });
-            res.end(Buffer.from(await r.arrayBuffer()));
-          },
-          () => res.writeHead(502).end(),
-        );
-      });
-    });
+    const front: Server = postForwarder(server.url);
     front.on('upgrade', (req, socket: Socket, head: Buffer) => {
       if (!wsAllowed) {
         socket.end('HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n');
@@ -407,23 +322,7 @@ describe('relay mailbox, live mode', () => {
     const server = await startInProcess({ keys: new InMemoryKeyManager(), dataDir: t.dir, port: 0 });
     cleanups.push(() => server.close());
     // An HTTP-only front for the mediator: POSTs pass through, upgrades are refused.
-    const front: Server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        void fetch(server.url, {
-          method: 'POST',
-          headers: { 'content-type': String(req.headers['content-type']) },
-          body: Buffer.concat(chunks),
-        }).then(
-          async (r) => {
-            res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'text/plain' });
-            res.end(Buffer.from(await r.arrayBuffer()));
-          },
-          () => res.writeHead(502).end(),
-        );
-      });
-    });
+    const front: Server = postForwarder(server.url);
     front.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n'));
     await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
     cleanups.push(() => new Promise((r) => front.close(r)));

@@ -5,7 +5,6 @@
  * HTTP on loopback.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { PlexusError } from '../../ts/core/errors.js';
 import { AdmissionCode } from '../../ts/federation/admission.js';
 import { ResolverRegistry } from '../../ts/federation/did/registry.js';
 import { grant } from '../../ts/federation/grants.js';
@@ -14,38 +13,14 @@ import { startMediator } from '../../ts/federation/mediator/server.js';
 import { Federation } from '../../ts/federation/provision.js';
 import { memoryJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
-import type { ActorHistory, Chart, JournalStorage, MacrostepEntry } from '../../ts/runtime/types.js';
+import type { Chart } from '../../ts/runtime/types.js';
 import { tempDir } from './mediator-fixtures.js';
+import { FlakyJournal } from './relay-fixtures.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
-
-/** A journal whose next append fails when `failNext` is set (a disk error, say). */
-class FlakyJournal implements JournalStorage {
-  failNext = false;
-  constructor(private readonly inner: JournalStorage) {}
-  get shardCount() {
-    return this.inner.shardCount;
-  }
-  append(iri: string, e: MacrostepEntry, o: { expectedSeq: number }): Promise<void> {
-    if (this.failNext) {
-      this.failNext = false;
-      return Promise.reject(new PlexusError('PLX_STORAGE_IO', 'simulated write failure', {}));
-    }
-    return this.inner.append(iri, e, o);
-  }
-  snapshot(...a: Parameters<JournalStorage['snapshot']>) {
-    return this.inner.snapshot(...a);
-  }
-  history(iri: string): Promise<ActorHistory> {
-    return this.inner.history(iri);
-  }
-  close() {
-    return this.inner.close();
-  }
-}
 
 const chart: Chart<{ n: number }> = {
   initial: () => ({ n: 0 }),

@@ -6,7 +6,7 @@
  * The mediator is SIGKILLed after the pickup and before the acknowledgement: after its restart the
  * message is delivered again, deduplicated, and journaled exactly once.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,54 +19,22 @@ import { openJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
 import type { ActorEvent, Chart } from '../../ts/runtime/types.js';
 import { ROOT } from '../helpers/paths.js';
-import { CHILD, compileForChild, filesUnder, freePort, tempDir, visible } from './mediator-fixtures.js';
+import { filesUnder, freePort, tempDir, visible } from './mediator-fixtures.js';
+import { MediatorProcesses } from './relay-fixtures.js';
 
-let compiled: { commandUrl: string; remove: () => Promise<void> };
 let tmp: { dir: string; remove: () => Promise<void> };
-const children = new Set<ChildProcess>();
+const mediators = new MediatorProcesses('two orgs and a relay');
+/** Every process this file started: the mediators and the example's run. */
+const children = mediators.children;
 
 beforeAll(async () => {
-  compiled = await compileForChild();
+  await mediators.setup();
   tmp = await tempDir('two-orgs');
 }, 60_000);
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.pid !== undefined) process.kill(c.pid, 'SIGKILL');
-  await compiled?.remove();
+  await mediators.teardown();
   await tmp?.remove();
 });
-
-interface Mediator {
-  child: ChildProcess;
-  did: string;
-  url: string;
-  exited: Promise<unknown>;
-}
-
-async function startMediator(args: string[]): Promise<Mediator> {
-  const child = spawn(process.execPath, [CHILD, compiled.commandUrl, 'mediator', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PLX_TEST_MEDIATOR_PASS: 'two orgs and a relay' },
-  });
-  children.add(child);
-  let out = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const deadline = Date.now() + 20_000;
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the mediator did not start: ${out}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  const line = JSON.parse(out.split('\n')[0] as string) as { did: string; url: string };
-  return { child, did: line.did, url: line.url, exited };
-}
-
-async function stopMediator(m: Mediator, signal: NodeJS.Signals): Promise<void> {
-  if (m.child.pid !== undefined && m.child.exitCode === null) process.kill(m.child.pid, signal);
-  await m.exited;
-  children.delete(m.child);
-}
 
 interface Seen {
   events: ActorEvent[];
@@ -92,17 +60,8 @@ const chart: Chart<Seen> = {
 describe('two organisations through a mediator process', () => {
   it('delivers, journals before acknowledging, and survives a mediator SIGKILL between pickup and acknowledgement', async () => {
     const port = await freePort();
-    const args = [
-      '--port',
-      String(port),
-      '--data',
-      join(tmp.dir, 'mediator'),
-      '--key-file',
-      join(tmp.dir, 'mediator.keys'),
-      '--passphrase-env',
-      'PLX_TEST_MEDIATOR_PASS',
-    ];
-    let mediator = await startMediator(args);
+    const args = MediatorProcesses.args(port, tmp.dir);
+    let mediator = await mediators.start(args);
     const ref = { url: mediator.url, did: mediator.did };
 
     // Organisation B: the shop, receiving through the mediator.
@@ -128,7 +87,7 @@ describe('two organisations through a mediator process', () => {
         killed = true;
         // The event is durable here: the mediator dies before it hears messages-received.
         expect((await shopStore.history(shop.did)).lastSeq).toBe(1);
-        await stopMediator(mediator, 'SIGKILL');
+        await mediators.stop(mediator, 'SIGKILL');
       },
     });
     await mailbox.connect();
@@ -149,7 +108,7 @@ describe('two organisations through a mediator process', () => {
     await expect(mailbox.pump()).rejects.toThrow();
     expect(killed).toBe(true);
 
-    mediator = await startMediator(args);
+    mediator = await mediators.start(args);
     expect(mediator.did).toBe(ref.did);
     const again = await mailbox.pump();
     // The mailbox remembers that this message's turn is durable: it is acknowledged, not admitted again.
@@ -181,18 +140,18 @@ describe('two organisations through a mediator process', () => {
     const first = shopFed.mailbox(shop, ref, {
       beforeAcknowledge: async () => {
         killedAgain = true;
-        await stopMediator(mediator, 'SIGKILL');
+        await mediators.stop(mediator, 'SIGKILL');
       },
     });
     await expect(first.pump()).rejects.toThrow();
     expect(killedAgain).toBe(true);
-    mediator = await startMediator(args);
+    mediator = await mediators.start(args);
     const restarted = await shopFed.mailbox(shop, ref).pump();
     expect(restarted).toMatchObject({ picked: 1, admitted: 0, refused: 1, redelivered: 0 });
     expect((await shopFed.inboundLog.refused(shop.did)).map((r) => r.code)).toEqual([AdmissionCode.duplicate]);
     expect((await shopStore.history(shop.did)).lastSeq).toBe(2);
 
-    await stopMediator(mediator, 'SIGTERM');
+    await mediators.stop(mediator, 'SIGTERM');
     await buyerNode.stop();
     await shopNode.stop();
     await buyerStore.close();
@@ -211,17 +170,13 @@ const EXAMPLE = 'examples/federation/two-orgs.ts';
 async function run(cmd: string, args: string[]): Promise<{ code: unknown; out: string; err: string }> {
   const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
+  const out: string[] = [];
+  const err: string[] = [];
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => out.push(d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => err.push(d));
   const code = await new Promise((resolve) => child.once('exit', resolve));
   children.delete(child);
-  return { code, out, err };
+  return { code, out: out.join(''), err: err.join('') };
 }
 
 describe.skipIf(!built || !existsSync(BUN))(EXAMPLE, () => {
