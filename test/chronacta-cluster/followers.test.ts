@@ -5,69 +5,17 @@
  * leader is SIGSTOPped refusing with PLX_CHRONACTA_STALE_READ once the bound has passed, then
  * serving again under the leader elected meanwhile. Build first: `npx tsc -p tsconfig.build.json`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-import { cli, freePort, MAIN, until } from './helpers.js';
+import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember, until } from './helpers.js';
 
-interface Member {
-  id: number;
-  dataDir: string;
-  address: string;
-  child: ChildProcess;
-  client: ChronactaClient;
-  alive: boolean;
-}
+type Member = ServeMember;
 
-const children: ChildProcess[] = [];
-
-async function spawnMember(id: number, dataDir: string, extra: string[] = []): Promise<Member> {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--cluster', '--data', dataDir, '--metrics-port', '0', ...extra],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.push(child);
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const line = await until(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`member ${id} exited: ${err}`);
-      const l = out.split('\n').find((x) => x.includes('"serving"'));
-      return l ? (JSON.parse(l) as { address: string; join: boolean }) : undefined;
-    },
-    20_000,
-    `member ${id} serving`,
-  );
-  return {
-    id,
-    dataDir,
-    address: line.address,
-    child,
-    client: new ChronactaClient(line.address, { deadlineMs: 5000 }),
-    alive: true,
-  };
-}
-
-function stop(m: Member, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  m.alive = false;
-  m.client.close();
-  const c = m.child;
-  if (c.exitCode !== null || c.signalCode !== null || c.pid === undefined) return Promise.resolve();
-  return new Promise((res) => {
-    c.once('exit', () => res());
-    process.kill(c.pid as number, signal);
-  });
-}
+/** Every process this file started (stopped by PID in afterAll, whatever happened). */
+const children = new Set<ChildProcess>();
 
 // Elections take 10 to 20 ticks (2 to 4 s here): the staleness bound passes long before one,
 // even on a loaded machine.
@@ -79,37 +27,21 @@ const members: Member[] = [];
 
 beforeAll(async () => {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: build first (npx tsc -p tsconfig.build.json)`);
-  root = mkdtempSync(join(tmpdir(), 'plexus-chronacta-followers-'));
-  const ports: number[] = [];
-  while (ports.length < 6) {
-    const p = await freePort();
-    if (!ports.includes(p)) ports.push(p);
-  }
-  const adv = ports.slice(0, 3).map((p) => `127.0.0.1:${p}`);
-  const raft = ports.slice(3, 6).map((p) => `127.0.0.1:${p}`);
-  const init = await cli(
-    'cluster',
-    'init',
-    '--members',
-    '3',
-    '--root',
-    root,
-    '--advertise',
-    adv.join(','),
-    '--raft',
-    raft.join(','),
-  );
-  expect(init.code).toBe(0);
+  const made = await initCluster('plexus-chronacta-followers-');
+  root = made.root;
+  expect(made.init.code).toBe(0);
   const flags = ['--tick-ms', String(TICK_MS), '--max-read-staleness-ms', String(BOUND_MS)];
-  members.push(...(await Promise.all([1, 2, 3].map((id) => spawnMember(id, join(root, `node-${id}`), flags)))));
+  members.push(
+    ...(await Promise.all([1, 2, 3].map((id) => spawnMember(id, join(root, `node-${id}`), flags, children)))),
+  );
 }, 60_000);
 
 afterAll(async () => {
   for (const m of members) {
     if (m.child.pid !== undefined && m.child.exitCode === null) process.kill(m.child.pid, 'SIGCONT');
-    await stop(m);
+    await stopMember(m);
   }
-  for (const c of children) if (c.exitCode === null && c.signalCode === null && c.pid) c.kill('SIGKILL');
+  await stopAll(children);
   if (root) rmSync(root, { recursive: true, force: true });
 });
 

@@ -1,8 +1,11 @@
 /** What the `serve --cluster` process tests share: free ports, polling, and running the CLI. */
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { ChronactaClient } from '../../ts/chronacta/client.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const MAIN = join(ROOT, 'dist/cli/main.js');
@@ -41,4 +44,204 @@ export async function cli(...args: string[]): Promise<{ code: number; stdout: st
     (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
     (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
   );
+}
+
+/**
+ * A new root directory and `plexus chronacta cluster init` of three members in it (node-1..3):
+ * `ports` holds 6 + `extraPorts` distinct free ports, the first three the members' gRPC
+ * (advertise) ports, the next three their Raft ports, the rest for the test.
+ */
+export async function initCluster(
+  prefix: string,
+  extraPorts = 0,
+): Promise<{ root: string; ports: number[]; init: Awaited<ReturnType<typeof cli>> }> {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  const ports: number[] = [];
+  while (ports.length < 6 + extraPorts) {
+    const p = await freePort();
+    if (!ports.includes(p)) ports.push(p);
+  }
+  const adv = ports.slice(0, 3).map((p) => `127.0.0.1:${p}`);
+  const raft = ports.slice(3, 6).map((p) => `127.0.0.1:${p}`);
+  const init = await cli(
+    'cluster',
+    'init',
+    '--members',
+    '3',
+    '--root',
+    root,
+    '--advertise',
+    adv.join(','),
+    '--raft',
+    raft.join(','),
+  );
+  return { root, ports, init };
+}
+
+/** The process has not exited (nor been ended by a signal). */
+export function isRunning(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+/**
+ * Starts `node dist/cli/main.js chronacta serve --cluster --data DIR --metrics-port 0 ...flags`
+ * and resolves once it prints its "serving" line. The child is added to `spawned` (so the
+ * caller can stop whatever is left by PID); one that does not start is SIGKILLed by its PID and
+ * the error carries its output.
+ */
+export async function spawnServe(
+  id: number,
+  dataDir: string,
+  flags: readonly string[] = [],
+  spawned?: { add(child: ChildProcess): unknown },
+): Promise<{ child: ChildProcess; address: string; metrics: string; output(): string }> {
+  const child = spawn(
+    process.execPath,
+    [MAIN, 'chronacta', 'serve', '--cluster', '--data', dataDir, '--metrics-port', '0', ...flags],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  spawned?.add(child);
+  const out: string[] = [];
+  const err: string[] = [];
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => out.push(d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => err.push(d));
+  const output = () => `${out.join('')}${err.join('')}`;
+  try {
+    const line = await until(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`member ${id} exited with ${child.exitCode}`);
+        const l = out
+          .join('')
+          .split('\n')
+          .find((x) => x.includes('"serving"'));
+        return l ? (JSON.parse(l) as { address: string; metrics: string }) : undefined;
+      },
+      20_000,
+      `member ${id} serving`,
+    );
+    return { child, address: line.address, metrics: line.metrics, output };
+  } catch (e) {
+    if (child.pid !== undefined && isRunning(child)) process.kill(child.pid, 'SIGKILL');
+    throw new Error(`member ${id} did not start: ${(e as Error).message}: ${output()}`);
+  }
+}
+
+/** Sends `signal` to the child by its PID and waits for it to exit; SIGKILL after `killAfterMs`. */
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', killAfterMs = 5000) {
+  if (!isRunning(child) || child.pid === undefined) return;
+  const pid = child.pid;
+  const gone = new Promise<void>((res) => child.once('exit', () => res()));
+  process.kill(pid, signal);
+  const t = setTimeout(() => {
+    if (isRunning(child)) process.kill(pid, 'SIGKILL');
+  }, killAfterMs);
+  await gone;
+  clearTimeout(t);
+}
+
+/** A running `serve --cluster` member with a gRPC client to it. */
+export interface ServeMember {
+  id: number;
+  dataDir: string;
+  address: string;
+  metrics: string;
+  child: ChildProcess;
+  client: ChronactaClient;
+  /** False once `stopMember` was called. */
+  alive: boolean;
+}
+
+/** `spawnServe`, plus a client (5 s deadline) to the member. */
+export async function spawnMember(
+  id: number,
+  dataDir: string,
+  flags: readonly string[] = [],
+  spawned?: { add(child: ChildProcess): unknown },
+): Promise<ServeMember> {
+  const s = await spawnServe(id, dataDir, flags, spawned);
+  return {
+    id,
+    dataDir,
+    address: s.address,
+    metrics: s.metrics,
+    child: s.child,
+    client: new ChronactaClient(s.address, { deadlineMs: 5000 }),
+    alive: true,
+  };
+}
+
+/** Closes the member's client and stops its process by PID (`stopChild`). */
+export function stopMember(m: ServeMember, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  m.alive = false;
+  m.client.close();
+  return stopChild(m.child, signal);
+}
+
+/** Stops every child still running, by PID (SIGCONT first, for ones a test SIGSTOPped). */
+export async function stopAll(children: Iterable<ChildProcess>): Promise<void> {
+  for (const c of children) {
+    if (!isRunning(c) || c.pid === undefined) continue;
+    process.kill(c.pid, 'SIGCONT');
+    await stopChild(c, 'SIGKILL');
+  }
+}
+
+/** Three `serve --cluster` members (node-1..3) under a new root, with the extra ports `initCluster` gave. */
+export interface ThreeMembers {
+  readonly root: string;
+  readonly ports: number[];
+  readonly members: ServeMember[];
+  /** Every child started for this cluster (stopped by `close`, by PID). */
+  readonly children: Set<ChildProcess>;
+  /** The alive member (among `among`) that accepts writes, polling up to `ms`. */
+  leader(ms?: number, among?: readonly ServeMember[]): Promise<ServeMember>;
+  /** Stops every child still running (SIGCONT, then SIGKILL, by PID) and removes the root. */
+  close(): Promise<void>;
+}
+
+export async function startThree(prefix: string, flags: readonly string[], extraPorts = 0): Promise<ThreeMembers> {
+  const { root, ports, init } = await initCluster(prefix, extraPorts);
+  const children = new Set<ChildProcess>();
+  const members: ServeMember[] = [];
+  const close = async () => {
+    for (const m of members) m.client.close();
+    await stopAll(children);
+    rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    if (init.code !== 0) throw new Error(`cluster init failed: ${init.stderr}`);
+    const started = await Promise.allSettled(
+      [1, 2, 3].map((id) => spawnMember(id, join(root, `node-${id}`), flags, children)),
+    );
+    for (const s of started) if (s.status === 'fulfilled') members.push(s.value);
+    const failed = started.find((s) => s.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  } catch (e) {
+    await close();
+    throw e;
+  }
+  return {
+    root,
+    ports,
+    members,
+    children,
+    leader: (ms = 15_000, among = members) =>
+      until(
+        async () => {
+          for (const m of among.filter((x) => x.alive)) {
+            const s = await m.client.clusterStatus().catch(() => undefined);
+            if (s?.acceptingWrites) return m;
+          }
+          return undefined;
+        },
+        ms,
+        'a leader accepting writes',
+      ),
+    close,
+  };
+}
+
+/** SIGSTOP or SIGCONT to a member's process, by its PID. */
+export function signalMember(m: ServeMember, signal: 'SIGSTOP' | 'SIGCONT'): void {
+  if (m.child.pid !== undefined && isRunning(m.child)) process.kill(m.child.pid, signal);
 }

@@ -5,9 +5,8 @@
  * member removed with `cluster remove`; every member's cluster.json following the membership;
  * and every refusal with its code. Build first: `npx tsc -p tsconfig.build.json`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,63 +16,15 @@ import { followerReadBounds } from '../../ts/chronacta/ha/config.js';
 import { type ClusterFile, joinFiles, membershipFile } from '../../ts/chronacta/layout.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { cli, freePort, MAIN, until } from './helpers.js';
+import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember, until } from './helpers.js';
 
-interface Member {
-  id: number;
-  dataDir: string;
-  address: string;
-  child: ChildProcess;
-  client: ChronactaClient;
-  alive: boolean;
-}
+type Member = ServeMember;
 
-const children: ChildProcess[] = [];
+/** Every process this file started (stopped by PID in afterAll, whatever happened). */
+const children = new Set<ChildProcess>();
 
-async function spawnMember(id: number, dataDir: string, extra: string[] = []): Promise<Member> {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--cluster', '--data', dataDir, '--metrics-port', '0', '--tick-ms', '50', ...extra],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.push(child);
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const line = await until(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`member ${id} exited: ${err}`);
-      const l = out.split('\n').find((x) => x.includes('"serving"'));
-      return l ? (JSON.parse(l) as { address: string; join: boolean }) : undefined;
-    },
-    20_000,
-    `member ${id} serving`,
-  );
-  return {
-    id,
-    dataDir,
-    address: line.address,
-    child,
-    client: new ChronactaClient(line.address, { deadlineMs: 5000 }),
-    alive: true,
-  };
-}
-
-function stop(m: Member, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  m.alive = false;
-  m.client.close();
-  const c = m.child;
-  if (c.exitCode !== null || c.signalCode !== null || c.pid === undefined) return Promise.resolve();
-  return new Promise((res) => {
-    c.once('exit', () => res());
-    process.kill(c.pid as number, signal);
-  });
-}
+/** A member process at a 50 ms tick. */
+const spawnAt50 = (id: number, dataDir: string) => spawnMember(id, dataDir, ['--tick-ms', '50'], children);
 
 function clusterJson(m: Member): ClusterFile {
   return JSON.parse(readFileSync(join(m.dataDir, 'cluster', 'cluster.json'), 'utf8')) as ClusterFile;
@@ -85,33 +36,17 @@ const ports: number[] = [];
 
 beforeAll(async () => {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: build first (npx tsc -p tsconfig.build.json)`);
-  root = mkdtempSync(join(tmpdir(), 'plexus-chronacta-membership-'));
-  while (ports.length < 12) {
-    const p = await freePort();
-    if (!ports.includes(p)) ports.push(p);
-  }
-  const adv = ports.slice(0, 3).map((p) => `127.0.0.1:${p}`);
-  const raft = ports.slice(3, 6).map((p) => `127.0.0.1:${p}`);
-  const init = await cli(
-    'cluster',
-    'init',
-    '--members',
-    '3',
-    '--root',
-    root,
-    '--advertise',
-    adv.join(','),
-    '--raft',
-    raft.join(','),
-  );
-  expect(init.code).toBe(0);
-  const started = await Promise.all([1, 2, 3].map((id) => spawnMember(id, join(root, `node-${id}`))));
+  const made = await initCluster('plexus-chronacta-membership-', 6);
+  root = made.root;
+  ports.push(...made.ports);
+  expect(made.init.code).toBe(0);
+  const started = await Promise.all([1, 2, 3].map((id) => spawnAt50(id, join(root, `node-${id}`))));
   members.push(...started);
 }, 60_000);
 
 afterAll(async () => {
-  for (const m of members) await stop(m);
-  for (const c of children) if (c.exitCode === null && c.signalCode === null && c.pid) c.kill('SIGKILL');
+  for (const m of members) await stopMember(m);
+  await stopAll(children);
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
@@ -277,58 +212,35 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
       const adv4 = `127.0.0.1:${ports[6]}`;
       const raft4 = `127.0.0.1:${ports[7]}`;
       const dir4 = join(root, 'node-4');
-      const jf = await cli(
-        'cluster',
-        'join-files',
-        '--server',
-        follower.address,
-        '--id',
-        '4',
-        '--raft-address',
-        raft4,
-        '--advertise',
-        adv4,
-        '--data',
-        dir4,
-      );
+      /** `cluster join-files` through the follower for id `id` at member 4's addresses. */
+      const joinFiles = (id: string, data: string) =>
+        cli(
+          'cluster',
+          'join-files',
+          '--server',
+          follower.address,
+          '--id',
+          id,
+          '--raft-address',
+          raft4,
+          '--advertise',
+          adv4,
+          '--data',
+          data,
+        );
+      const jf = await joinFiles('4', dir4);
       expect(jf.code, jf.stderr).toBe(0);
       const node4 = JSON.parse(readFileSync(join(dir4, 'cluster', 'node.json'), 'utf8'));
       expect(node4).toMatchObject({ id: '4', advertiseAddress: adv4, join: true });
       // join-files refuses an id the cluster has, and a directory with cluster files.
-      const again = await cli(
-        'cluster',
-        'join-files',
-        '--server',
-        follower.address,
-        '--id',
-        '4',
-        '--raft-address',
-        raft4,
-        '--advertise',
-        adv4,
-        '--data',
-        dir4,
-      );
+      const again = await joinFiles('4', dir4);
       expect(again.code).toBe(2);
       expect(again.stderr).toContain('--force');
-      const known = await cli(
-        'cluster',
-        'join-files',
-        '--server',
-        follower.address,
-        '--id',
-        '2',
-        '--raft-address',
-        raft4,
-        '--advertise',
-        adv4,
-        '--data',
-        join(root, 'x'),
-      );
+      const known = await joinFiles('2', join(root, 'x'));
       expect(known.code).toBe(2);
       expect(known.stderr).toContain('already in the cluster');
 
-      const m4 = await spawnMember(4, dir4);
+      const m4 = await spawnAt50(4, dir4);
       members.push(m4);
       // Sent to a follower: redirected to the leader, which adds 4 as a learner, then a voter.
       const add = await cli(
@@ -454,7 +366,7 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
       const rm = await cli('cluster', 'remove', '--server', m4.address, '--id', String(gone.id));
       expect(rm.code, rm.stderr).toBe(0);
       expect(JSON.parse(rm.stdout.trim()).voters).not.toContain(String(gone.id));
-      await stop(gone);
+      await stopMember(gone);
       const survivors = members.filter((m) => m.alive);
       expect(survivors).toHaveLength(3);
       for (const m of survivors) {
@@ -480,7 +392,7 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
       for (const m of survivors.filter((x) => x !== final)) {
         const r = await final.client.removeMember(m.id);
         expect(r.voters).not.toContain(String(m.id));
-        await stop(m);
+        await stopMember(m);
       }
       const last = await cli('cluster', 'remove', '--server', final.address, '--id', String(final.id));
       expect(last.code).toBe(1);

@@ -5,18 +5,14 @@
  * and a SIGKILLed leader: a new one takes appends and nothing acknowledged is lost.
  */
 
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
 import { get } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import type { ClusterStatus } from '../../ts/chronacta/types.js';
-import { freePort, MAIN, until } from './helpers.js';
-
-const run = promisify(execFile);
+import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember, until } from './helpers.js';
 
 function http(url: string): Promise<{ status: number; body: string }> {
   return new Promise((res, rej) => {
@@ -35,97 +31,28 @@ function metric(text: string, name: string): number {
   return m ? Number(m[1]) : Number.NaN;
 }
 
-interface Member {
-  id: number;
-  dataDir: string;
-  address: string;
-  metrics: string;
-  child: ChildProcess;
-  client: ChronactaClient;
-  alive: boolean;
-}
-
-async function spawnMember(id: number, dataDir: string): Promise<Member> {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--cluster', '--data', dataDir, '--metrics-port', '0', '--tick-ms', '20'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const line = await until(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`member ${id} exited: ${err}`);
-      const l = out.split('\n').find((x) => x.includes('"serving"'));
-      return l ? (JSON.parse(l) as { address: string; metrics: string }) : undefined;
-    },
-    20_000,
-    `member ${id} serving`,
-  ).catch((e) => {
-    child.kill('SIGKILL');
-    throw new Error(`${(e as Error).message}: ${out} ${err}`);
-  });
-  return {
-    id,
-    dataDir,
-    address: line.address,
-    metrics: line.metrics,
-    child,
-    client: new ChronactaClient(line.address, { deadlineMs: 5000 }),
-    alive: true,
-  };
-}
-
-function stop(m: Member, signal: NodeJS.Signals): Promise<void> {
-  m.alive = false;
-  m.client.close();
-  if (m.child.exitCode !== null || m.child.signalCode !== null) return Promise.resolve();
-  return new Promise((res) => {
-    m.child.once('exit', () => res());
-    if (m.child.pid !== undefined) process.kill(m.child.pid, signal);
-  });
-}
+type Member = ServeMember;
 
 let root = '';
 const members: Member[] = [];
+/** Every process this file started (stopped by PID in afterAll, whatever happened). */
+const children = new Set<ChildProcess>();
 
 beforeAll(async () => {
   // The processes run the built CLI (npm test builds it first; so does npm ci).
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run npm run build first`);
-  root = mkdtempSync(join(tmpdir(), 'plexus-chronacta-cluster-procs-'));
-  const ports: number[] = [];
-  while (ports.length < 6) {
-    const p = await freePort();
-    if (!ports.includes(p)) ports.push(p);
+  const made = await initCluster('plexus-chronacta-cluster-procs-');
+  root = made.root;
+  expect(made.init.code, made.init.stderr).toBe(0);
+  expect(made.init.stdout.trim().split('\n')).toHaveLength(3);
+  for (let id = 1; id <= 3; id++) {
+    members.push(await spawnMember(id, join(root, `node-${id}`), ['--tick-ms', '20'], children));
   }
-  const adv = ports.slice(0, 3).map((p) => `127.0.0.1:${p}`);
-  const raft = ports.slice(3).map((p) => `127.0.0.1:${p}`);
-  const init = await run(process.execPath, [
-    MAIN,
-    'chronacta',
-    'cluster',
-    'init',
-    '--members',
-    '3',
-    '--root',
-    root,
-    '--advertise',
-    adv.join(','),
-    '--raft',
-    raft.join(','),
-  ]);
-  expect(init.stdout.trim().split('\n')).toHaveLength(3);
-  for (let id = 1; id <= 3; id++) members.push(await spawnMember(id, join(root, `node-${id}`)));
 }, 120_000);
 
 afterAll(async () => {
-  for (const m of members) await stop(m, 'SIGTERM');
+  for (const m of members) await stopMember(m, 'SIGTERM');
+  await stopAll(children);
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
@@ -156,23 +83,12 @@ describe('plexus chronacta serve --cluster, three processes', () => {
       ['cluster', 'status', '--help'],
       ['serve', '--help'],
     ]) {
-      const h = await run(process.execPath, [MAIN, 'chronacta', ...args]);
+      const h = await cli(...args);
+      expect(h.code, h.stderr).toBe(0);
       expect(h.stdout).toContain('cluster init --members N --root DIR');
       expect(h.stdout).toContain('serve --cluster');
     }
-    const again = await run(process.execPath, [
-      MAIN,
-      'chronacta',
-      'cluster',
-      'init',
-      '--members',
-      '3',
-      '--root',
-      root,
-    ]).then(
-      () => ({ code: 0, stderr: '' }),
-      (e: { code: number; stderr: string }) => e,
-    );
+    const again = await cli('cluster', 'init', '--members', '3', '--root', root);
     expect(again.code).toBe(2);
     expect(again.stderr).toContain('--force');
   });
@@ -254,7 +170,7 @@ describe('plexus chronacta serve --cluster, three processes', () => {
       })();
       await until(async () => (bg.length >= 5 ? true : undefined), 5000, 'the writer running');
       const killedAt = performance.now();
-      await stop(leader, 'SIGKILL');
+      await stopMember(leader, 'SIGKILL');
       const r = await client.append('orders-0', [{ type: 't', data: 'after' }], { idempotencyKey: 'after-kill' });
       const failoverMs = performance.now() - killedAt;
       console.log(`failover (SIGKILL to first acknowledged append): ${failoverMs.toFixed(0)} ms`);

@@ -11,7 +11,6 @@
  * issue's names); when both are set, the CHRONACTA_ one wins.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,6 +21,7 @@ import { migrateDataDir } from '../../ts/chronacta/migrate.js';
 import { type ChronactaServer, startServer } from '../../ts/chronacta/server.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import type { LogRecord } from '../../ts/storage/types.js';
+import { freePort } from '../chronacta-cluster/helpers.js';
 import { rng } from '../helpers/rng.js';
 import { type Cluster, quiet, sleep, startCluster, TICK_MS, text, until } from './helpers.js';
 
@@ -76,9 +76,11 @@ async function writer(
       const r = await leader.append([text(payload)]);
       acked.push({ position: r.first, payload });
     } catch (e) {
-      // Refused before it was proposed: nothing written. Otherwise the outcome is unknown.
+      // Refused before it was proposed: nothing written. Otherwise the outcome is unknown,
+      // and so is a NOT_LEADER that says so (the leader stepped down with it in flight).
+      const inFlight = (e as { details?: { outcomeUnknown?: boolean } }).details?.outcomeUnknown === true;
       const refused =
-        isPlexusError(e, 'PLX_CHRONACTA_HA_NOT_LEADER') ||
+        (isPlexusError(e, 'PLX_CHRONACTA_HA_NOT_LEADER') && !inFlight) ||
         isPlexusError(e, 'PLX_CHRONACTA_HA_NOT_READY') ||
         isPlexusError(e, 'PLX_RAFT_NOT_LEADER') ||
         isPlexusError(e, 'PLX_RAFT_TRANSFER_IN_PROGRESS');
@@ -101,11 +103,24 @@ async function recordsFrom(log: ReplicatedLog, from: bigint): Promise<LogRecord[
 /** Heals everything, waits until every member holds the same log and checks the acknowledged appends. */
 async function verify(c: Cluster, acked: Acked[], unknown: Set<string>): Promise<void> {
   c.mesh.heal();
-  const leader = await c.waitLeader(c.ids, 20_000);
-  await leader.append([text('final')]);
-  await until(() => c.ids.every((id) => c.logs.get(id)?.last === leader.last), 20_000, 'convergence');
+  // A leader cut off until the heal may still believe it leads for an election timeout: an
+  // append it refuses or loses goes to whoever leads next.
+  let leader = await c.waitLeader(c.ids, 20_000);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await leader.append([text(`final-${attempt}`)]);
+      break;
+    } catch (e) {
+      if (attempt >= 20 || !isPlexusError(e)) throw e;
+      await sleep(100);
+      leader = await c.waitLeader(c.ids, 20_000);
+    }
+  }
+  const top = leader;
+  await until(() => c.ids.every((id) => c.logs.get(id)?.last === top.last), 20_000, 'convergence');
   const from = c.ids.reduce((m, id) => {
     const f = (c.logs.get(id) as ReplicatedLog).first;
+    // biome-ignore lint/complexity/useMathMinMax: bigint operands, which Math.max does not take
     return f > m ? f : m;
   }, 1n);
   const logs = await Promise.all(c.ids.map((id) => recordsFrom(c.logs.get(id) as ReplicatedLog, from)));
@@ -131,17 +146,6 @@ async function verify(c: Cluster, acked: Acked[], unknown: Set<string>): Promise
 
 // ---- the rolling upgrade: three Chronacta cluster members (EventStore on the replicated log,
 // gRPC servers on loopback, real files) in this process.
-
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 interface Members {
   readonly root: string;
@@ -295,6 +299,135 @@ async function heldBy(s: ChronactaServer): Promise<string[]> {
   }
 }
 
+// ---- the chaos run's storage lifecycle: Raft snapshots, snapshot installs, agreed compaction.
+
+/** Small Raft snapshot intervals: the chaos run takes snapshots every few hundred appends. */
+const CHAOS_SNAPSHOTS = { snapshotEvery: 100, snapshotRetain: 25 } as const;
+
+function idOf(c: Cluster, log: ReplicatedLog): number | undefined {
+  return [...c.logs].find(([, l]) => l === log)?.[0];
+}
+
+/** The position the event store would compact below: its open segment's base, at most last + 1. */
+function storeCutoff(log: ReplicatedLog): bigint {
+  const segments = log.segmentFiles;
+  const tail = segments.length > 0 ? BigInt((segments[segments.length - 1] as string).slice(0, 20)) : 1n;
+  return tail < log.last + 1n ? tail : log.last + 1n;
+}
+
+/**
+ * Wires every log opened in a chaos cluster as the event store does in cluster mode (each
+ * member compacts its local log once a cutoff is agreed), keeps what each member applied
+ * (position -> payload, from `onApply`, catch-up runs included), and adds up the snapshot
+ * counters of members stopped along the way.
+ */
+class Lifecycle {
+  readonly applied = new Map<number, Map<bigint, string>>();
+  readonly conflicts: string[] = [];
+  readonly below: string[] = [];
+  private readonly retired = { snapshotsTaken: 0, snapshotsInstalled: 0, recordsCaughtUp: 0 };
+  agreed = 0;
+  compacted = 0;
+  private highestAgreed = 1n;
+
+  watch(id: number, log: ReplicatedLog): void {
+    let mine = this.applied.get(id);
+    if (!mine) {
+      mine = new Map();
+      this.applied.set(id, mine);
+    }
+    const m = mine;
+    log.onApply((b) => {
+      for (const r of b.records) {
+        const p = Buffer.from(r.payload).toString();
+        const had = m.get(r.position);
+        if (had !== undefined && had !== p) this.conflicts.push(`member ${id} at ${r.position}: ${had} then ${p}`);
+        m.set(r.position, p);
+      }
+    });
+    log.onCompactionAgreed((below) => {
+      if (below > this.highestAgreed) this.highestAgreed = below;
+      log.compactBefore(below).then(
+        () => {
+          this.compacted++;
+          this.checkCompactionLimit(log);
+        },
+        () => undefined, // closed meanwhile
+      );
+    });
+  }
+
+  /**
+   * A member's local log never starts above the highest cutoff agreed so far (nothing not
+   * agreed was dropped). The member's own `compactionLimit` may lag that for a moment after a
+   * restart, until it has replayed the compaction records after its snapshot.
+   */
+  checkCompactionLimit(log: ReplicatedLog): void {
+    const [first, own, agreed] = [log.first, log.compactionLimit, this.highestAgreed];
+    if (first > own && first > agreed)
+      this.below.push(`member ${log.status().id}: first ${first} above ${own}, ${agreed}`);
+  }
+
+  retire(log: ReplicatedLog): void {
+    const s = log.status();
+    this.retired.snapshotsTaken += s.snapshotsTaken;
+    this.retired.snapshotsInstalled += s.snapshotsInstalled;
+    this.retired.recordsCaughtUp += s.recordsCaughtUp;
+  }
+
+  totals(c: Cluster) {
+    const n = { ...this.retired, compactionLimit: 0n };
+    for (const log of c.logs.values()) {
+      const s = log.status();
+      n.snapshotsTaken += s.snapshotsTaken;
+      n.snapshotsInstalled += s.snapshotsInstalled;
+      n.recordsCaughtUp += s.recordsCaughtUp;
+      if (log.compactionLimit > n.compactionLimit) n.compactionLimit = log.compactionLimit;
+    }
+    return n;
+  }
+
+  /** What the event store's compact() does on the leader: agree a cutoff through Raft. */
+  async agreeCompaction(c: Cluster): Promise<string> {
+    const leader = c.leader();
+    if (!leader) return 'agree-compaction: no leader';
+    const before = leader.compactionLimit;
+    const wanted = storeCutoff(leader);
+    try {
+      const cutoff = await leader.agreeCompaction(wanted);
+      if (cutoff > before) this.agreed++;
+      return `agree-compaction ${idOf(c, leader)}: wanted ${wanted}, agreed ${cutoff}`;
+    } catch (e) {
+      return `agree-compaction ${idOf(c, leader)}: ${(e as { code?: string }).code ?? String(e)}`;
+    }
+  }
+
+  /** Each member applied positions 1..last once each, the same payloads, every acknowledged one once. */
+  async verifyApplied(c: Cluster, acked: Acked[], unknown: Set<string>): Promise<void> {
+    expect(this.conflicts).toEqual([]);
+    expect(this.below).toEqual([]);
+    const last = (c.logs.get(c.ids[0] as number) as ReplicatedLog).last;
+    const first = this.applied.get(c.ids[0] as number) as Map<bigint, string>;
+    const wrong: string[] = [];
+    for (const id of c.ids) {
+      const m = this.applied.get(id) as Map<bigint, string>;
+      expect((c.logs.get(id) as ReplicatedLog).last).toBe(last);
+      expect(BigInt(m.size)).toBe(last);
+      for (let p = 1n; p <= last; p++) {
+        const v = m.get(p);
+        if (v === undefined || v !== first.get(p)) wrong.push(`member ${id} at ${p}: ${v} vs ${first.get(p)}`);
+        if (wrong.length > 20) break;
+      }
+    }
+    expect(wrong).toEqual([]);
+    const seen = new Map<string, number>();
+    for (const v of first.values()) seen.set(v, (seen.get(v) ?? 0) + 1);
+    const lost = acked.filter((a) => first.get(a.position) !== a.payload || seen.get(a.payload) !== 1);
+    expect(lost).toEqual([]);
+    for (const u of unknown) expect(seen.get(u) ?? 0).toBeLessThanOrEqual(1);
+  }
+}
+
 describe('replicated log under sustained load', () => {
   it('TestHACommercialSustainedAppendTwoNode', async () => {
     const c = (cluster = await startCluster(2));
@@ -304,7 +437,9 @@ describe('replicated log under sustained load', () => {
     let running = true;
     const writers = [0, 1, 2, 3].map((w) => writer(c, w, () => running, acked, unknown));
     await sleep(1500);
-    // Two voters: the leader needs the follower for every commit.
+    // Two voters: the leader needs the follower for every commit. (On a loaded machine the
+    // first 50 may take longer than 1.5 s.)
+    await until(() => acked.length > 50, 10_000, 'more than 50 appends acknowledged');
     const before = acked.length;
     expect(before).toBeGreaterThan(50);
     c.mesh.partition([[0], [1]]);
@@ -444,7 +579,10 @@ describe('replicated log under sustained load', () => {
   it(
     'TestHACommercialLongChaosUnderLoad',
     async () => {
-      const c = (cluster = await startCluster(3, { segmentBytes: 4096 }));
+      const life = new Lifecycle();
+      const c = (cluster = await startCluster(3, { segmentBytes: 4096, ...CHAOS_SNAPSHOTS }, undefined, (id, log) =>
+        life.watch(id, log),
+      ));
       await c.waitLeader();
       const acked: Acked[] = [];
       const unknown = new Set<string>();
@@ -453,9 +591,47 @@ describe('replicated log under sustained load', () => {
       const next = rng(Number(process.env.CHRONACTA_CHAOS_SEED ?? 20_261_130));
       const end = Date.now() + chaosMs();
       const faults: string[] = [];
-      while (Date.now() < end) {
+      /**
+       * Stops a member and restarts it after `downMs` or once the others' snapshots passed it.
+       * With `compact`, the others agree a compaction cutoff meanwhile (which the stopped
+       * member has to hold back: it still needs the records after its own last one).
+       */
+      const bounce = async (id: number, how: string, downMs: number, compact: boolean) => {
+        const log = c.logs.get(id) as ReplicatedLog;
+        // Past what the member may hold in its Raft log (its commit plus entries in flight).
+        const mark = log.status().commit + 32;
+        life.retire(log);
+        await c.stop(id);
+        const began = Date.now();
+        const others = c.ids.filter((x) => x !== id);
+        const live = () => others.map((x) => c.logs.get(x) as ReplicatedLog);
+        if (compact) {
+          const elected = await c.waitLeader(others, 3000).then(
+            () => true,
+            () => false,
+          );
+          if (elected) await sleep(100);
+          faults.push(`${await life.agreeCompaction(c)} (member ${id} down)`);
+        }
+        await until(
+          () => Date.now() - began >= downMs || live().every((l) => l.status().snapshotIndex > mark),
+          downMs + 1000,
+          'the member to stay down',
+        );
+        const passed = live().every((l) => l.status().snapshotIndex > mark);
+        await c.restart(id);
+        faults.push(`${how} ${id} (${Date.now() - began} ms down${passed ? ', snapshots passed it' : ''})`);
+      };
+      // The run opens with a leader kill that lasts until the others' Raft logs no longer hold
+      // what the stopped leader lacks (its restart has to go through a snapshot install), with
+      // a compaction agreed while it is down (it has to hold the cutoff back); then a
+      // compaction agreed with every member up. Random faults follow.
+      const opening = [6, 5];
+      let fault = opening.shift() as number;
+      let first = true;
+      // At least four faults, also where a loaded machine makes the opening ones slow.
+      while (Date.now() < end || faults.length < 4) {
         const victim = (next() % 3) + 1;
-        const fault = next() % 6;
         if (fault === 0) {
           c.mesh.isolate(victim - 1);
           faults.push(`isolate ${victim}`);
@@ -467,30 +643,50 @@ describe('replicated log under sustained load', () => {
           for (const id of c.ids) if (id !== victim) c.mesh.link(victim - 1, id - 1).delay(5, 20);
           faults.push(`delay ${victim}`);
         } else if (fault === 3) {
-          await c.stop(victim);
-          await sleep(150);
-          await c.restart(victim);
-          faults.push(`restart ${victim}`);
+          await bounce(victim, 'restart', 150, next() % 2 === 0);
         } else if (fault === 4) {
-          // Compaction under load: the member drops closed segments of its local log.
+          // A member's own compaction request: never below the cutoff the members agreed.
           const log = c.logs.get(victim) as ReplicatedLog;
           if (log.last > 50n) await log.compactBefore(log.last - 50n).catch(() => undefined);
+          life.checkCompactionLimit(log);
           faults.push(`compact ${victim}`);
+        } else if (fault === 5) {
+          faults.push(await life.agreeCompaction(c));
+        } else if (fault === 6) {
+          // The current leader, killed; restarted once the others snapshotted past it (at most
+          // 3 s later; the opening one waits up to 8 s for that, on a slow machine).
+          const leader = c.leader();
+          const id = leader ? idOf(c, leader) : undefined;
+          if (id === undefined) faults.push('kill-leader: no leader');
+          else await bounce(id, 'kill-leader', first ? 8000 : 3000, next() % 2 === 0 || first);
+          first = false;
         } else {
           c.mesh.heal();
           faults.push('heal');
         }
         await sleep(250 + (next() % 250));
         if (next() % 2 === 0) c.mesh.heal();
+        fault = opening.shift() ?? next() % 8;
       }
       running = false;
       await Promise.all(writers);
       expect(acked.length).toBeGreaterThan(20);
       expect(faults.length).toBeGreaterThan(3);
       await verify(c, acked, unknown);
-      if (chaosEnv('DURATION') || chaosEnv('FULL')) {
-        console.log(`chaos: ${faults.length} faults, ${acked.length} appends acknowledged, ${unknown.size} unknown`);
-      }
+      // Every member applied every position once, also those compacted away since.
+      await life.verifyApplied(c, acked, unknown);
+      const n = life.totals(c);
+      console.log(
+        `chaos: ${faults.length} faults, ${acked.length} appends acknowledged, ${unknown.size} unknown; ` +
+          `${n.snapshotsTaken} snapshots taken, ${n.snapshotsInstalled} installed ` +
+          `(${n.recordsCaughtUp} records caught up), ${life.agreed} compactions agreed ` +
+          `(cutoff ${n.compactionLimit}), ${life.compacted} local compactions`,
+      );
+      if (process.env.CHRONACTA_CHAOS_VERBOSE === '1') console.log(faults.join('\n'));
+      expect(n.snapshotsTaken).toBeGreaterThan(0);
+      expect(n.snapshotsInstalled).toBeGreaterThan(0);
+      // A longer run also agrees compaction cutoffs (the smoke run's few faults may not get one).
+      if (chaosEnv('DURATION') || chaosEnv('FULL')) expect(life.agreed).toBeGreaterThan(0);
     },
     chaosMs() + 120_000,
   );

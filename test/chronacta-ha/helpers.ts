@@ -56,6 +56,8 @@ export async function startCluster(
   n = 3,
   extra: Partial<ReplicatedLogOptions> = {},
   perMember: (id: number, dir: string) => Partial<ReplicatedLogOptions> = () => ({}),
+  /** Called with every log opened, at start and on each restart, before anything else sees it. */
+  onOpen: (id: number, log: ReplicatedLog) => void = () => undefined,
 ): Promise<Cluster> {
   const ids = Array.from({ length: n }, (_, i) => i + 1);
   const dirs = new Map<number, string>();
@@ -84,6 +86,7 @@ export async function startCluster(
     for (const id of ids) {
       dirs.set(id, join(root, `m${id}`));
       const log = await open(id);
+      onOpen(id, log);
       logs.set(id, log);
       ports.set(id, log.raftPort);
     }
@@ -121,6 +124,7 @@ export async function startCluster(
     },
     async restart(id) {
       const log = await open(id, ports.get(id));
+      onOpen(id, log);
       logs.set(id, log);
       stopped.delete(id);
       wire(id);

@@ -16,22 +16,21 @@
  * Every process is stopped by its PID in afterEach, also when a test fails.
  * The fast in-process stand-in of the same matrix is partitions.test.ts.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { decodeEntry, RecordKind } from '../../ts/chronacta/record.js';
 import type { ClusterStatus } from '../../ts/chronacta/types.js';
 import { openLog } from '../../ts/storage/file-log.js';
+import { isRunning, MAIN, spawnServe, stopAll, stopChild, until } from '../chronacta-cluster/helpers.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
-import { ROOT } from '../helpers/paths.js';
 import { sleep } from './helpers.js';
 
-const MAIN = resolve(ROOT, 'dist/cli/main.js');
 const TICK_MS = 20;
 const N = 3;
 /** Every process this file started (stopped by PID in afterEach, whatever happened). */
@@ -65,17 +64,6 @@ async function freePort(): Promise<number> {
   }
 }
 
-/** Polls `f` until it returns a value other than undefined (errors count as undefined). */
-async function until<T>(f: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 interface Member {
   readonly id: number;
   readonly dir: string;
@@ -84,54 +72,16 @@ interface Member {
   client: ChronactaClient;
 }
 
-function running(m: Member): boolean {
-  return m.child.exitCode === null && m.child.signalCode === null;
-}
+const running = (m: Member) => isRunning(m.child);
 
-async function spawnServe(id: number, dir: string): Promise<{ child: ChildProcess; address: string }> {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--cluster', '--tick-ms', String(TICK_MS), '--metrics-port', '0', '--data', dir],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  spawned.add(child);
-  let out = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  try {
-    const line = await until(
-      async () => {
-        if (child.exitCode !== null) throw new Error('exited');
-        const l = out.split('\n').find((x) => x.includes('"serving"'));
-        return l ? (JSON.parse(l) as { address: string }) : undefined;
-      },
-      20_000,
-      `member ${id} serving`,
-    );
-    return { child, address: line.address };
-  } catch (e) {
-    if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL');
-    throw new Error(`member ${id} did not start: ${(e as Error).message}: ${out}`);
-  }
-}
-
-/** Stops a member's process by its PID: SIGTERM (or `signal`), SIGKILL after 5 s. */
-async function stopMember(m: Member, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+/** Closes the member's client and stops its process by PID: `signal`, SIGKILL after 5 s. */
+function stopMember(m: Member, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   m.client.close();
-  if (!running(m) || m.child.pid === undefined) return;
-  const pid = m.child.pid;
-  const gone = new Promise<void>((res) => m.child.once('exit', () => res()));
-  process.kill(pid, signal);
-  const t = setTimeout(() => {
-    if (running(m)) process.kill(pid, 'SIGKILL');
-  }, 5000);
-  await gone;
-  clearTimeout(t);
+  return stopChild(m.child, signal);
 }
+
+/** A member process at this file's tick, tracked in `spawned`. */
+const spawnAt = (id: number, dir: string) => spawnServe(id, dir, ['--tick-ms', String(TICK_MS)], spawned);
 
 interface ProcCluster {
   readonly root: string;
@@ -192,7 +142,7 @@ async function startProcCluster(): Promise<ProcCluster> {
     async restart(id) {
       const old = c.member(id);
       await stopMember(old, 'SIGKILL');
-      const s = await spawnServe(id, old.dir);
+      const s = await spawnAt(id, old.dir);
       const m: Member = { ...old, child: s.child, client: new ChronactaClient(s.address, { deadlineMs: 5000 }) };
       members[id - 1] = m;
       return m;
@@ -204,19 +154,14 @@ async function startProcCluster(): Promise<ProcCluster> {
     },
   };
   try {
-    const settled = await Promise.allSettled(dirs.map((d, i) => spawnServe(i + 1, d)));
+    const settled = await Promise.allSettled(dirs.map((d, i) => spawnAt(i + 1, d)));
     const failed = settled.find((r) => r.status === 'rejected');
     if (failed) {
       // Stop the ones that did start, by PID, before giving up.
-      for (const r of settled) {
-        if (r.status !== 'fulfilled' || r.value.child.pid === undefined || r.value.child.exitCode !== null) continue;
-        const gone = new Promise((res) => r.value.child.once('exit', res));
-        process.kill(r.value.child.pid, 'SIGKILL');
-        await gone;
-      }
+      for (const r of settled) if (r.status === 'fulfilled') await stopChild(r.value.child, 'SIGKILL');
       throw failed.reason;
     }
-    const started = settled.map((r) => (r as PromiseFulfilledResult<Awaited<ReturnType<typeof spawnServe>>>).value);
+    const started = settled.map((r) => (r as PromiseFulfilledResult<Awaited<ReturnType<typeof spawnAt>>>).value);
     started.forEach((s, i) => {
       expect(s.address).toBe(`127.0.0.1:${grpc[i]}`);
       members.push({
@@ -324,13 +269,7 @@ afterEach(async () => {
   await cluster?.close();
   cluster = undefined;
   // Any process left over (a test that failed or timed out while starting a cluster): by PID.
-  for (const child of spawned) {
-    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
-      const gone = new Promise((res) => child.once('exit', res));
-      process.kill(child.pid, 'SIGKILL');
-      await gone;
-    }
-  }
+  await stopAll(spawned);
   spawned.clear();
 });
 

@@ -48,17 +48,20 @@ export interface ClientOptions {
    * Cluster mode: attempts of an append that carries an idempotency key (default 1). Each
    * attempt follows one NOT_LEADER redirect to the leader's address; a further attempt is
    * made after an unavailable or unknown outcome (a failover), with the same key, so the
-   * append lands at most once. Appends without a key are never retried or redirected:
-   * they reject with PLX_CHRONACTA_HA_NOT_LEADER and `details.leaderAddress`.
+   * append lands at most once. Later keyed appends go to the leader a redirect named
+   * first, until a call there fails (unavailable, not leading, timed out): then the next
+   * attempt, or the next call, starts again at this client's address. Appends without a key
+   * are never retried or redirected: they reject with PLX_CHRONACTA_HA_NOT_LEADER and
+   * `details.leaderAddress`.
    */
   readonly appendAttempts?: number;
   /** Pause between append attempts in milliseconds (default 100). */
   readonly retryDelayMs?: number;
   /**
-   * Cluster mode: the consistency of reads (`readStream`, `readAll`), unless a call says
-   * otherwise. `leader` (the default): served by the leader, which has applied every
-   * acknowledged append; a follower answers with the leader's address and the client reads
-   * there. `follower`: a follower may serve it from what it applied, within its staleness
+   * Cluster mode: the consistency of reads (`readStream`, `readAll`, `subscribe`), unless a
+   * call says otherwise. `leader` (the default): linearizable, served by the leader after a
+   * ReadIndex round confirmed its leadership and it applied every acknowledged append; a
+   * follower answers with the leader's address and the client reads there. `follower`: a follower may serve it from what it applied, within its staleness
    * bound (docs/chronacta-ha.md#follower-reads); never linearizable. Outside the bound it
    * refuses with PLX_CHRONACTA_STALE_READ and the client reads at the leader.
    */
@@ -114,6 +117,25 @@ const RETRYABLE = new Set([
 export interface SubscribeOptions {
   /** Messages the client holds before it stops reading from the server (default 256). */
   readonly bufferSize?: number;
+  /**
+   * Cluster mode: where the catch-up starts from (default: the client's `readConsistency`,
+   * else `leader`). `leader`: the leader confirms its leadership (ReadIndex) before the
+   * subscription reads, and a follower refuses it naming the leader, where the client
+   * subscribes instead (before any message arrived). `follower`: a follower within its
+   * staleness bound serves it from what it applied.
+   */
+  readonly readConsistency?: ReadConsistency;
+}
+
+/** The outcome of a leadership transfer. */
+export interface TransferResult {
+  /** The member that leads now, and its advertise address. */
+  readonly leaderId: string;
+  readonly leaderAddress: string;
+  /** Its term. */
+  readonly term: bigint;
+  /** The member that led when the request arrived. */
+  readonly previousLeaderId: string;
 }
 
 /** A running subscription: iterate it for its messages; `close()` ends it. */
@@ -285,6 +307,22 @@ export class ChronactaClient {
     }
   }
 
+  /** A ClusterService call for the leader: sent here, and once more to the leader a NOT_LEADER refusal names. */
+  private async leaderCall<R>(
+    method: string,
+    req: unknown,
+    deadlineMs: number,
+  ): Promise<{ r: R; target: ChronactaClient }> {
+    try {
+      return { r: (await this.callWithTrailers<R>(this.cluster, method, req, {}, deadlineMs)).res, target: this };
+    } catch (e) {
+      const leader = (e as { details?: { leaderAddress?: unknown } }).details?.leaderAddress;
+      if ((e as { code?: string }).code !== NOT_LEADER || typeof leader !== 'string' || leader === '') throw e;
+      const target = this.peer(leader);
+      return { r: (await target.callWithTrailers<R>(target.cluster, method, req, {}, deadlineMs)).res, target };
+    }
+  }
+
   /** A membership call: sent here, and once more to the leader a NOT_LEADER refusal names. */
   private async membership(method: string, req: unknown, deadlineMs: number): Promise<MembershipResult> {
     type Reply = {
@@ -293,16 +331,7 @@ export class ChronactaClient {
       learners: string[];
       term: WireLong;
     };
-    let target: ChronactaClient = this;
-    let r: Reply;
-    try {
-      r = (await this.callWithTrailers<Reply>(this.cluster, method, req, {}, deadlineMs)).res;
-    } catch (e) {
-      const leader = (e as { details?: { leaderAddress?: unknown } }).details?.leaderAddress;
-      if ((e as { code?: string }).code !== NOT_LEADER || typeof leader !== 'string' || leader === '') throw e;
-      target = this.peer(leader);
-      r = (await target.callWithTrailers<Reply>(target.cluster, method, req, {}, deadlineMs)).res;
-    }
+    const { r, target } = await this.leaderCall<Reply>(method, req, deadlineMs);
     return {
       members: r.members.map((m) => ({ id: m.id, address: m.address, raftAddress: m.raftAddress })),
       voters: r.voters,
@@ -342,6 +371,56 @@ export class ChronactaClient {
   removeMember(id: number, opts: { readonly deadlineMs?: number } = {}): Promise<MembershipResult> {
     if (!Number.isSafeInteger(id) || id < 1) throw badInput('member id must be a whole number from 1');
     return this.membership('RemoveMember', { id: String(id) }, opts.deadlineMs ?? Math.max(this.deadlineMs, 30_000));
+  }
+
+  /**
+   * Cluster mode: makes learner `id` a voter (sent to the leader, following a redirect), once
+   * it has every committed entry: the leader waits up to `catchUpMs` (default 10 s), then
+   * refuses with PLX_CHRONACTA_CLUSTER_LEARNER_BEHIND. For a learner whose catch-up wait in
+   * `addMember` timed out (etcd's `member promote`).
+   */
+  promoteMember(
+    id: number,
+    opts: { readonly catchUpMs?: number; readonly deadlineMs?: number } = {},
+  ): Promise<MembershipResult> {
+    if (!Number.isSafeInteger(id) || id < 1) throw badInput('member id must be a whole number from 1');
+    const catchUpMs = wireCount(opts.catchUpMs, 'catchUpMs', 1) ?? 0;
+    return this.membership(
+      'PromoteMember',
+      { id: String(id), catchUpMs },
+      opts.deadlineMs ?? Math.max(this.deadlineMs, (catchUpMs || 10_000) + 20_000),
+    );
+  }
+
+  /**
+   * Cluster mode: hands leadership to voter `to` (sent to the leader, following a redirect);
+   * without `to`, to the most caught-up other voter. Resolves once that voter leads; refuses
+   * with PLX_CHRONACTA_CLUSTER_UNKNOWN_ID, `_NOT_VOTER`, `_NO_TRANSFER_TARGET` or
+   * `_TRANSFER_TIMEOUT` (after `timeoutMs`, default 10 s).
+   */
+  async transferLeader(
+    opts: { readonly to?: number; readonly timeoutMs?: number; readonly deadlineMs?: number } = {},
+  ): Promise<TransferResult> {
+    if (opts.to !== undefined && (!Number.isSafeInteger(opts.to) || opts.to < 1)) {
+      throw badInput('the member to hand leadership to must be a whole number from 1');
+    }
+    const timeoutMs = wireCount(opts.timeoutMs, 'timeoutMs', 1) ?? 0;
+    const { r } = await this.leaderCall<{
+      leaderId: string;
+      leaderAddress: string;
+      term: WireLong;
+      previousLeaderId: string;
+    }>(
+      'TransferLeader',
+      { to: String(opts.to ?? 0), timeoutMs },
+      opts.deadlineMs ?? Math.max(this.deadlineMs, (timeoutMs || 10_000) + 10_000),
+    );
+    return {
+      leaderId: r.leaderId,
+      leaderAddress: r.leaderAddress,
+      term: toBig(r.term, 'term'),
+      previousLeaderId: r.previousLeaderId,
+    };
   }
 
   async append(stream: string, events: readonly EventData[], opts: AppendOptions = {}): Promise<AppendResult> {
@@ -388,8 +467,10 @@ export class ChronactaClient {
           }
         } catch (e) {
           const code = (e as { code?: string }).code ?? '';
+          // The remembered leader failed (down, deposed, unreachable): the next attempt, or the
+          // next call, starts again from the address this client was made with.
+          if (RETRYABLE.has(code) || code === ChronactaCode.TIMEOUT) this.leaderHint = undefined;
           if (attempt >= this.appendAttempts || !RETRYABLE.has(code)) throw e;
-          this.leaderHint = undefined;
           await new Promise((res) => setTimeout(res, this.retryDelayMs));
         }
       }
@@ -505,39 +586,75 @@ export class ChronactaClient {
    */
   subscribe(target: SubscriptionTarget, opts: SubscribeOptions = {}): ClientSubscription {
     const limit = opts.bufferSize ?? 256;
-    const fn = (this.store as unknown as Record<string, (req: unknown) => grpc.ClientReadableStream<unknown>>)
-      .Subscribe as (req: unknown) => grpc.ClientReadableStream<WireSubscribeResponse>;
-    const call = fn.call(this.store, targetToWire(target));
+    const mode = opts.readConsistency ?? this.opts.readConsistency ?? 'leader';
+    if (mode !== 'leader' && mode !== 'follower') {
+      throw badInput(`readConsistency is 'leader' or 'follower', got ${String(mode)}`);
+    }
+    const request = targetToWire(target);
     const buffer: SubscriptionMessage[] = [];
     let failure: unknown;
     let ended = false;
     let closedByUs = false;
+    let received = false;
+    let redirected = false;
     let wake: (() => void) | undefined;
     const notify = () => {
       const w = wake;
       wake = undefined;
       w?.();
     };
-    call.on('data', (w: WireSubscribeResponse) => {
-      let m: SubscriptionMessage | undefined;
-      try {
-        m = messageFromWire(w);
-      } catch (e) {
-        failure = e;
-      }
-      if (m) buffer.push(m);
-      if (buffer.length >= limit) call.pause();
-      notify();
-    });
-    call.on('error', (e: grpc.ServiceError) => {
-      if (!(closedByUs && e.code === grpc.status.CANCELLED)) failure = fromServiceError(e);
-      ended = true;
-      notify();
-    });
-    call.on('end', () => {
-      ended = true;
-      notify();
-    });
+    const start = (at: ChronactaClient, m: ReadConsistency): grpc.ClientReadableStream<WireSubscribeResponse> => {
+      const fn = (at.store as unknown as Record<string, unknown>).Subscribe as (
+        req: unknown,
+        md: grpc.Metadata,
+      ) => grpc.ClientReadableStream<WireSubscribeResponse>;
+      const md = new grpc.Metadata();
+      md.set(CONSISTENCY_HEADER, m);
+      const c = fn.call(at.store, request, md);
+      c.on('data', (w: WireSubscribeResponse) => {
+        if (c !== call) return;
+        received = true;
+        let msg: SubscriptionMessage | undefined;
+        try {
+          msg = messageFromWire(w);
+        } catch (e) {
+          failure = e;
+        }
+        if (msg) buffer.push(msg);
+        if (buffer.length >= limit) c.pause();
+        notify();
+      });
+      c.on('error', (e: grpc.ServiceError) => {
+        if (c !== call) return;
+        const err = closedByUs && e.code === grpc.status.CANCELLED ? undefined : fromServiceError(e);
+        const leader = (err as { details?: { leaderAddress?: unknown } } | undefined)?.details?.leaderAddress;
+        if (
+          err &&
+          !received &&
+          !redirected &&
+          this.opts.followReadRedirects !== false &&
+          (err.code === NOT_LEADER || err.code === STALE_READ) &&
+          typeof leader === 'string' &&
+          leader !== '' &&
+          leader !== at.address
+        ) {
+          // Refused before anything arrived: subscribe at the leader the refusal names.
+          redirected = true;
+          call = start(this.peer(leader), 'leader');
+          return;
+        }
+        if (err) failure = err;
+        ended = true;
+        notify();
+      });
+      c.on('end', () => {
+        if (c !== call) return;
+        ended = true;
+        notify();
+      });
+      return c;
+    };
+    let call: grpc.ClientReadableStream<WireSubscribeResponse> = start(this, mode);
     const close = () => {
       if (ended) return;
       closedByUs = true;

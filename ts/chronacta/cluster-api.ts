@@ -2,15 +2,16 @@
  * Cluster mode: what a member's gRPC server adds to the EventStore and ClusterService methods
  * (docs/chronacta-ha.md):
  *
- * - `ClusterService.AddMember` / `RemoveMember` on the leader, one change at a time, with a
- *   stable code for each refusal (a follower refuses with PLX_CHRONACTA_HA_NOT_LEADER and the
- *   leader's address, FAILED_PRECONDITION, as appends do);
- * - the read consistency of `ReadStream` and `ReadAll`, asked for in the request header
+ * - `ClusterService.AddMember` / `RemoveMember` / `PromoteMember` / `TransferLeader` on the
+ *   leader, one at a time, with a stable code for each refusal (a follower refuses with
+ *   PLX_CHRONACTA_HA_NOT_LEADER and the leader's address, FAILED_PRECONDITION, as appends do);
+ * - the read consistency of `ReadStream`, `ReadAll` and `Subscribe`, asked for in the request header
  *   `plexus-read-consistency` (`leader` or `follower`) and answered in the trailers
  *   `plexus-read` (who served it) and `plexus-applied-position` (the position this member had
  *   applied when it admitted the read); a follower serves a `follower` read only within the
  *   staleness bound of `FollowerReadBounds`, and refuses otherwise with PLX_CHRONACTA_STALE_READ
- *   and the leader's address;
+ *   and the leader's address; a `leader` read passes the replicated log's read barrier
+ *   (ReadIndex) first, so a deposed leader that has not noticed yet refuses it;
  * - the member's `cluster.json`, rewritten (atomically) whenever the membership this member
  *   has applied differs from the file: on start, after every change it makes, and on a timer.
  *
@@ -18,11 +19,19 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
-import { badInput } from './errors.js';
-import { type CallContext, CallFailure, frame, type GrpcMethod, GrpcStatus, routesOn } from './grpc-server.js';
+import { badInput, ChronactaCode, chronactaError } from './errors.js';
+import {
+  type CallContext,
+  CallFailure,
+  type CallStatus,
+  frame,
+  type GrpcMethod,
+  GrpcStatus,
+  routesOn,
+} from './grpc-server.js';
 import { checkAddress, type FollowerReadBounds, followerReadBounds, type HaMember } from './ha/config.js';
 import { HaErrorCode, haError } from './ha/errors.js';
-import type { ReplicatedLogStatus } from './ha/replicated-log.js';
+import type { ReplicatedLog, ReplicatedLogStatus } from './ha/replicated-log.js';
 import { type ClusterFile, membershipFile, writeClusterFile } from './layout.js';
 import { methodDefinition, toBig, type WireLong } from './proto.js';
 import { LEADER_ADDRESS_KEY, toCallStatus } from './status.js';
@@ -42,6 +51,16 @@ export const ClusterApiCode = {
   BAD_ADDRESS: 'PLX_CHRONACTA_CLUSTER_BAD_ADDRESS',
   /** A follower read outside the staleness bound; `details.leaderAddress` names where to read. */
   STALE_READ: 'PLX_CHRONACTA_STALE_READ',
+  /** TransferLeader to a learner. */
+  NOT_VOTER: 'PLX_CHRONACTA_CLUSTER_NOT_VOTER',
+  /** TransferLeader without a target in a cluster whose only voter is the leader. */
+  NO_TRANSFER_TARGET: 'PLX_CHRONACTA_CLUSTER_NO_TRANSFER_TARGET',
+  /** TransferLeader whose target did not lead within the wait. */
+  TRANSFER_TIMEOUT: 'PLX_CHRONACTA_CLUSTER_TRANSFER_TIMEOUT',
+  /** PromoteMember of a member that is already a voter. */
+  NOT_LEARNER: 'PLX_CHRONACTA_CLUSTER_NOT_LEARNER',
+  /** PromoteMember of a learner that did not have every committed entry within the wait. */
+  LEARNER_BEHIND: 'PLX_CHRONACTA_CLUSTER_LEARNER_BEHIND',
 } as const;
 
 const STATUS_OF: Record<string, number> = {
@@ -51,6 +70,11 @@ const STATUS_OF: Record<string, number> = {
   [ClusterApiCode.CHANGE_PENDING]: GrpcStatus.ABORTED,
   [ClusterApiCode.BAD_ADDRESS]: GrpcStatus.INVALID_ARGUMENT,
   [ClusterApiCode.STALE_READ]: GrpcStatus.FAILED_PRECONDITION,
+  [ClusterApiCode.NOT_VOTER]: GrpcStatus.FAILED_PRECONDITION,
+  [ClusterApiCode.NO_TRANSFER_TARGET]: GrpcStatus.FAILED_PRECONDITION,
+  [ClusterApiCode.TRANSFER_TIMEOUT]: GrpcStatus.UNAVAILABLE,
+  [ClusterApiCode.NOT_LEARNER]: GrpcStatus.FAILED_PRECONDITION,
+  [ClusterApiCode.LEARNER_BEHIND]: GrpcStatus.FAILED_PRECONDITION,
 };
 
 /** Request header naming the consistency a read asks for: `leader` or `follower`. */
@@ -133,9 +157,9 @@ export function memberFromRequest(req: { id?: WireLong; raftAddress?: string; ad
   };
 }
 
-/** A membership request message (AddMember or RemoveMember); bytes that do not decode are PLX_CHRONACTA_BAD_INPUT. */
+/** A membership request message; bytes that do not decode are PLX_CHRONACTA_BAD_INPUT. */
 export function decodeMembershipRequest(
-  method: 'AddMember' | 'RemoveMember',
+  method: 'AddMember' | 'RemoveMember' | 'PromoteMember' | 'TransferLeader',
   request: Uint8Array,
 ): Record<string, unknown> {
   try {
@@ -170,6 +194,58 @@ export function parseRemoveMember(request: Uint8Array): number {
     throw badInput(`member id ${id} must be a whole number from 1 to 2^53 - 1`, { id: String(id) });
   }
   return Number(id);
+}
+
+/** A wait in milliseconds from a request (0: `fallback`), refused outside 0..3,600,000. */
+function waitMs(v: unknown, what: string, fallback: number): number {
+  const ms = Number(v ?? 0);
+  if (!Number.isSafeInteger(ms) || ms < 0 || ms > 3_600_000) {
+    throw badInput(`${what} must be 0 to 3600000, got ${String(v)}`);
+  }
+  return ms === 0 ? fallback : ms;
+}
+
+/** A member id from a request, checked (0 allowed only when `optional`: none given). */
+function memberIdOf(v: unknown, optional = false): number {
+  const id = toBig((v as WireLong | undefined) ?? '0', 'id');
+  if ((optional && id === 0n) || (id >= 1n && id <= BigInt(Number.MAX_SAFE_INTEGER))) return Number(id);
+  throw badInput(`member id ${id} must be a whole number from 1 to 2^53 - 1`, { id: String(id) });
+}
+
+/** A TransferLeader request: the target (0: the most caught-up other voter) and the wait. */
+export function parseTransferLeader(request: Uint8Array): { to: number; timeoutMs: number } {
+  const req = decodeMembershipRequest('TransferLeader', request);
+  return { to: memberIdOf(req.to, true), timeoutMs: waitMs(req.timeoutMs, 'timeoutMs', 10_000) };
+}
+
+/** A PromoteMember request: the learner and the catch-up wait. */
+export function parsePromoteMember(request: Uint8Array): { id: number; catchUpMs: number } {
+  const req = decodeMembershipRequest('PromoteMember', request);
+  return { id: memberIdOf(req.id), catchUpMs: waitMs(req.catchUpMs, 'catchUpMs', 10_000) };
+}
+
+/**
+ * The voter a transfer without a target goes to: the other voter with the highest match
+ * index on the leader (the most caught up), the lowest id among equals; undefined: none.
+ */
+export function transferTarget(s: ReplicatedLogStatus): number | undefined {
+  const voters = new Set(s.voters);
+  const candidates = (s.followers ?? []).filter((f) => f.id !== s.id && voters.has(f.id) && !f.learner);
+  candidates.sort((a, b) => b.match - a.match || a.id - b.id);
+  return candidates[0]?.id;
+}
+
+/** The replicated log under a cluster-mode store (the store keeps it as its log). */
+function replicatedLogOf(store: EventStore): ReplicatedLog {
+  const log = store.replicatedLog;
+  if (!log) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
+  return log;
+}
+
+/** The call status a refusal of this module ends a call with. */
+function statusFor(e: unknown): CallStatus {
+  const f = failure(e);
+  return f instanceof CallFailure ? f.status : toCallStatus(f);
 }
 
 /**
@@ -284,6 +360,9 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
   const bounds = followerReadBounds(opts);
   const gate = new FollowerReadGate(store, bounds);
   const status = () => store.clusterStatus() as ReplicatedLogStatus;
+  const log = replicatedLogOf(store);
+  /** One election timeout and a half: how long a deposed leader may take to learn who leads. */
+  const electionMs = (opts.tickMs ?? 100) * (opts.electionTick ?? 10) * 1.5;
 
   // ---- cluster.json
   let file: ClusterFile = store.prepared.cluster;
@@ -308,9 +387,13 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
 
   // ---- membership
   let changing = false;
-  const membership = async <T>(what: string, fn: (s: ReplicatedLogStatus) => Promise<T>): Promise<T> => {
+  const membership = async <T>(
+    what: string,
+    fn: (s: ReplicatedLogStatus) => Promise<T>,
+    refusal = 'change the membership',
+  ): Promise<T> => {
     const s = status();
-    if (s.role !== 'leader') throw notLeader(s, 'change the membership');
+    if (s.role !== 'leader') throw notLeader(s, refusal);
     if (changing) {
       throw apiError(ClusterApiCode.CHANGE_PENDING, `another membership change is running; retry ${what} after it`);
     }
@@ -338,7 +421,10 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
     learners: s.learners.map(String),
     term: String(s.term),
   });
-  const unary = (name: 'AddMember' | 'RemoveMember', fn: (request: Buffer) => Promise<object>) => {
+  const unary = (
+    name: 'AddMember' | 'RemoveMember' | 'PromoteMember' | 'TransferLeader',
+    fn: (request: Buffer) => Promise<object>,
+  ) => {
     const def = methodDefinition('ClusterService', name);
     routes.set(def.path, {
       kind: 'unary',
@@ -412,8 +498,129 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
     });
   });
 
+  unary('PromoteMember', async (request) => {
+    const { id, catchUpMs } = parsePromoteMember(request);
+    return membership(`promoting member ${id}`, async (s) => {
+      if (s.voters.includes(id)) {
+        throw apiError(ClusterApiCode.NOT_LEARNER, `member ${id} is already a voter; only a learner is promoted`, {
+          id,
+        });
+      }
+      if (!s.learners.includes(id)) {
+        throw apiError(
+          ClusterApiCode.UNKNOWN_ID,
+          `member ${id} is not in the cluster (members: ${[...s.voters, ...s.learners].join(', ')}); add it first`,
+          { id },
+        );
+      }
+      try {
+        await log.promoteMember(id, { catchUpMs });
+      } catch (e) {
+        if (e instanceof PlexusError && e.code === HaErrorCode.MEMBERSHIP && e.details.reason === 'behind') {
+          throw apiError(ClusterApiCode.LEARNER_BEHIND, `${e.message} (waited ${catchUpMs} ms)`, {
+            ...e.details,
+            catchUpMs,
+          });
+        }
+        throw e;
+      }
+      await reconcile();
+      return reply(status());
+    });
+  });
+  unary('TransferLeader', async (request) => {
+    const { to, timeoutMs } = parseTransferLeader(request);
+    return membership(
+      'the leadership transfer',
+      async (s) => {
+        const members = [...s.voters, ...s.learners];
+        if (to !== 0 && !members.includes(to)) {
+          throw apiError(
+            ClusterApiCode.UNKNOWN_ID,
+            `member ${to} is not in the cluster (voters: ${s.voters.join(', ')})`,
+            { id: to },
+          );
+        }
+        if (to !== 0 && !s.voters.includes(to)) {
+          throw apiError(
+            ClusterApiCode.NOT_VOTER,
+            `member ${to} is a learner and cannot lead; promote it first (voters: ${s.voters.join(', ')})`,
+            { id: to },
+          );
+        }
+        const target = to === 0 ? transferTarget(s) : to;
+        if (target === undefined) {
+          throw apiError(
+            ClusterApiCode.NO_TRANSFER_TARGET,
+            `member ${s.id} is the only voter: there is no one to hand leadership to; add a voter first`,
+            { id: s.id },
+          );
+        }
+        if (target !== s.id) {
+          try {
+            await log.transferLeadership(target, timeoutMs);
+          } catch (e) {
+            if (e instanceof PlexusError && e.code === 'PLX_RAFT_TIMEOUT') {
+              throw apiError(
+                ClusterApiCode.TRANSFER_TIMEOUT,
+                `member ${target} did not take over leadership within ${timeoutMs} ms (is it up and reachable?); member ${status().leader || 'none'} leads now; retry, or pick another voter`,
+                { id: target, timeoutMs, leader: status().leader },
+              );
+            }
+            throw e;
+          }
+        }
+        const now = status();
+        const address = now.members.find((m) => m.id === target)?.advertise ?? '';
+        return {
+          leaderId: String(target),
+          leaderAddress: address,
+          term: String(now.term),
+          previousLeaderId: String(s.id),
+        };
+      },
+      'hand over leadership',
+    );
+  });
+
   // ---- read consistency
   const readyMs = opts.leaderReadyMs ?? 10_000;
+  /**
+   * A `leader` read's barrier: ReadIndex on the replicated log. A member that steps down
+   * meanwhile refuses with NOT_LEADER, naming the new leader once it has heard from it (within
+   * about an election timeout), so the client reads there.
+   */
+  const barrier = async (): Promise<bigint> => {
+    try {
+      return await log.readBarrier();
+    } catch (e) {
+      if (e instanceof PlexusError && (e.code === 'PLX_RAFT_TIMEOUT' || e.code === 'PLX_RAFT_PROPOSAL_LOST')) {
+        throw chronactaError(
+          ChronactaCode.UNAVAILABLE,
+          `the leader could not confirm its leadership for this read (${e.message}); retry`,
+          { cause: e.code },
+        );
+      }
+      if (!(e instanceof PlexusError && e.code === HaErrorCode.NOT_LEADER)) throw e;
+      throw await knownLeader(e);
+    }
+  };
+  /**
+   * A NOT_LEADER refusal that names no leader (this member just stepped down, or has not heard
+   * from the new leader yet): waits up to about an election timeout to learn who leads, and
+   * then names it, so the client goes there; otherwise the refusal as it is.
+   */
+  const knownLeader = async (e: PlexusError): Promise<PlexusError> => {
+    if (typeof e.details.leaderAddress === 'string' && e.details.leaderAddress !== '') return e;
+    const end = Date.now() + electionMs;
+    let s = status();
+    while ((s.leader === 0 || s.role === 'leader') && Date.now() < end && !s.failure) {
+      await new Promise((r) => setTimeout(r, 10));
+      s = status();
+    }
+    if (s.role === 'leader' || s.leader === 0 || !s.leaderAddress) return e;
+    return notLeader(s, 'serve leader reads');
+  };
   const admit = async (ctx: CallContext): Promise<void> => {
     const mode = ctx.header(READ_CONSISTENCY_HEADER);
     let s = status();
@@ -436,6 +643,8 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
         s = status();
       }
       if (s.role === 'leader' && s.acceptingWrites) {
+        // A leader read is linearizable: confirmed by a majority (ReadIndex) and applied here first.
+        if (mode === 'leader') await barrier();
         ctx.setTrailer(READ_SERVED_BY_TRAILER, 'leader');
         ctx.setTrailer(APPLIED_POSITION_TRAILER, String(store.lastPosition));
         return;
@@ -444,7 +653,7 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
         throw haError(HaErrorCode.NOT_READY, `leader ${s.id} has not applied the entries of earlier terms yet; retry`);
       }
     }
-    if (mode === 'leader') throw notLeader(s, 'serve leader reads');
+    if (mode === 'leader') throw await knownLeader(notLeader(s, 'serve leader reads'));
     const applied = await gate.admit(s);
     ctx.setTrailer(READ_SERVED_BY_TRAILER, 'follower');
     ctx.setTrailer(APPLIED_POSITION_TRAILER, String(applied));
@@ -465,6 +674,31 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
       },
     };
     routes.set(path, gated);
+  }
+  // A subscription with a consistency header starts its catch-up only once admitted the same way.
+  const subscribePath = methodDefinition('EventStore', 'Subscribe').path;
+  const subscribe = routes.get(subscribePath);
+  if (subscribe?.kind === 'stream') {
+    routes.set(subscribePath, {
+      kind: 'stream',
+      handle: (request, call) => {
+        if (call.header(READ_CONSISTENCY_HEADER) === undefined) {
+          subscribe.handle(request, call);
+          return;
+        }
+        admit(call).then(
+          () => {
+            if (call.cancelled) return;
+            try {
+              subscribe.handle(request, call);
+            } catch (e) {
+              call.end(statusFor(e));
+            }
+          },
+          (e: unknown) => call.end(statusFor(e)),
+        );
+      },
+    });
   }
 
   return {

@@ -196,6 +196,11 @@ export class EventStore {
   private replicated: ReplicatedLog | undefined;
   private unhook: (() => void) | undefined;
 
+  /** Cluster mode: the replicated log under this store; undefined for a single-node store. */
+  get replicatedLog(): ReplicatedLog | undefined {
+    return this.replicated;
+  }
+
   private constructor(
     readonly prepared: PreparedDataDir,
     private readonly log: LogStorage,
@@ -368,18 +373,17 @@ export class EventStore {
     const r = this.replicated;
     if (!r) return;
     if (this.failure) throw this.failure;
+    if (r.role === 'leader') return;
     const s = r.status();
-    if (s.role !== 'leader') {
-      const leader = s.leader;
-      const addr = leader === 0 ? undefined : s.leaderAddress;
-      throw haError(
-        HaErrorCode.NOT_LEADER,
-        `member ${s.id} is a ${s.role} and does not take writes: ${
-          leader === 0 ? 'no leader is known yet; retry shortly' : `send it to the leader, member ${leader} at ${addr}`
-        }`,
-        { leader, leaderAddress: addr, term: s.term },
-      );
-    }
+    const leader = s.leader;
+    const addr = leader === 0 ? undefined : s.leaderAddress;
+    throw haError(
+      HaErrorCode.NOT_LEADER,
+      `member ${s.id} is a ${s.role} and does not take writes: ${
+        leader === 0 ? 'no leader is known yet; retry shortly' : `send it to the leader, member ${leader} at ${addr}`
+      }`,
+      { leader, leaderAddress: addr, term: s.term },
+    );
   }
 
   /**
@@ -390,7 +394,7 @@ export class EventStore {
     const end = Date.now() + (this.opts.replication?.timeoutMs ?? 10_000);
     for (;;) {
       this.checkWritable();
-      if (r.status().acceptingWrites || Date.now() > end) return;
+      if (r.acceptingWrites || Date.now() > end) return;
       await new Promise((res) => setTimeout(res, 5));
     }
   }

@@ -32,7 +32,7 @@ import { RaftTcpTransport, type RaftTlsOptions } from '../../raft/net/tcp-transp
 import { RaftNode } from '../../raft/node.js';
 import type { Entry, Role, Snapshot, SoftState } from '../../raft/types.js';
 import { conflictError, fencedError } from '../../storage/errors.js';
-import { type FileLog, openLog } from '../../storage/file-log.js';
+import type { FileLog } from '../../storage/file-log.js';
 import type {
   AppendOptions,
   AppendResult,
@@ -44,6 +44,7 @@ import type {
 import { RefusedReason } from './catch-up-wire.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
 import { HaErrorCode, haError } from './errors.js';
+import { markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
 import {
   CatchUpServer,
   decodeDescriptor,
@@ -85,10 +86,12 @@ export interface ReplicatedLogOptions {
   /** How long an append waits for commitment before PLX_RAFT_TIMEOUT (outcome unknown). Default 10,000 ms. */
   readonly timeoutMs?: number;
   /**
-   * fsync mode of the local log of committed records. Default `batch`. `never` is safe
-   * against a process crash (the bytes are in the page cache and re-applying the durable
-   * Raft log restores anything missing) but a power loss can damage the local log; see
-   * docs/chronacta-ha.md.
+   * fsync mode of the local log of committed records. Default `never`: the Raft log is
+   * durable before anything is applied, so the local log is written without an fsync on the
+   * acknowledgement path and fsynced only before a Raft snapshot or a local compaction drops
+   * what it was derived from; after a power loss its lost or damaged tail is cut and re-applied
+   * from the Raft log on open. `batch` fsyncs every applied Ready as well. See
+   * docs/chronacta-ha.md, "Durability of the local log".
    */
   readonly localFsync?: 'batch' | 'never';
   /** Segment size of both logs (tests use small ones). */
@@ -236,6 +239,7 @@ function splitAddress(a: string): { host: string; port: number } {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const noop = () => undefined;
 
 export class ReplicatedLog implements LogStorage {
   private readonly members = new Map<number, HaMember>();
@@ -276,6 +280,14 @@ export class ReplicatedLog implements LogStorage {
   private snapshotsInstalled = 0;
   private recordsCaughtUp = 0;
   private lastCatchUpWarning = 0;
+  /** Closed local segments fsynced since they were closed (localFsync 'never'). */
+  private readonly syncedSegments: SyncedSegments = new Set();
+  /** What waits on this member's leadership (pending appends, read barriers): each one's abort, run when it steps down. */
+  private readonly onStepDown = new Set<(why: string) => void>();
+  /** Read barriers: the ReadIndex round in flight, and the one gathering the reads that arrive meanwhile. */
+  private barrierRunning: Promise<bigint> | undefined;
+  private barrierQueued: Promise<bigint> | undefined;
+  private barrierRounds = 0;
 
   private constructor(
     private readonly opts: ReplicatedLogOptions,
@@ -351,7 +363,9 @@ export class ReplicatedLog implements LogStorage {
         throw haError(HaErrorCode.BAD_CONFIG, `catchUpChunkBytes ${String(chunk)} must be a whole number in 1..32 MiB`);
       }
       const descriptor = decodeDescriptor(raftStorage.snapshot().data);
-      local = await openLog(join(opts.dir, 'log'), { ...logOpts, ...quiet, fsync: opts.localFsync ?? 'batch' });
+      // Without fsyncs (`never`), a power loss can leave damage before the local log's tail: it
+      // is cut there, and what was cut is re-applied from the Raft log (local-tail.ts).
+      local = await openLocalLog(opts.dir, { ...logOpts, ...quiet }, opts.localFsync ?? 'never', opts.logger);
       const catchUp = new CatchUpServer(local, opts.catchUpChunkBytes ?? 1024 * 1024, opts.logger);
       const random = opts.random ?? ((n: number) => randomInt(n));
       const node = new RaftNode({
@@ -448,6 +462,16 @@ export class ReplicatedLog implements LogStorage {
     return this.transport.port;
   }
 
+  /** This member's Raft role now (`status().role`, without building the status). */
+  get role(): Role {
+    return this.node.role;
+  }
+
+  /** This member leads and accepts appends now (`status().acceptingWrites`, without building the status). */
+  get acceptingWrites(): boolean {
+    return this.node.role === 'leader' && this.readyTerm === this.node.term && !this.failure && !this.closed;
+  }
+
   async append(payloads: readonly Uint8Array[], opts: AppendOptions = {}): Promise<AppendResult> {
     this.checkOpen();
     if (!Array.isArray(payloads) || payloads.length === 0) {
@@ -463,7 +487,7 @@ export class ReplicatedLog implements LogStorage {
     this.admission = turn.catch(() => undefined);
     await turn;
     // From here to the proposal nothing awaits: the compare-and-set and the positions hold.
-    const term = this.node.status().term;
+    const term = this.node.term;
     if (opts.epoch !== undefined) {
       if (opts.epoch < this.local.highestEpoch) throw fencedError(opts.epoch, this.local.highestEpoch);
       if (opts.epoch > BigInt(term)) {
@@ -476,15 +500,21 @@ export class ReplicatedLog implements LogStorage {
     }
     const first = this.projectedLast + 1;
     const frame = encodeEvfr({ batchId, first, epoch: BigInt(term), records: payloads });
-    const before = this.node.status().lastIndex;
+    const before = this.node.lastIndex;
     const done = this.driver.propose(frame);
-    const index = this.node.status().lastIndex;
+    const index = this.node.lastIndex;
     if (index > before) {
       // The entry is in this leader's log: its positions are taken until leadership changes.
       this.projectedLast += payloads.length;
       this.remember(index, this.projectedLast, batchId, BigInt(term));
     }
-    await done;
+    // A leader that steps down (check-quorum, a newer term) fails it at once, not after timeoutMs.
+    await this.untilStepDown(
+      done,
+      (why) =>
+        `${why}; the append's outcome is unknown (it may still commit under the next leader): retry it with the same idempotency key`,
+      { outcomeUnknown: true },
+    );
     return { first: BigInt(first), last: BigInt(first + payloads.length - 1), batchId };
   }
 
@@ -511,8 +541,10 @@ export class ReplicatedLog implements LogStorage {
    * members agreed on through Raft (`agreeCompaction`): records a member may still need to
    * catch up stay.
    */
-  compactBefore(position: bigint): Promise<void> {
+  async compactBefore(position: bigint): Promise<void> {
     const below = BigInt(this.compactBelow);
+    // The records that stay must not depend on the compacted ones' Raft entries: make them durable first.
+    await this.syncLocal();
     return this.local.compactBefore(position < below ? position : below);
   }
 
@@ -566,7 +598,17 @@ export class ReplicatedLog implements LogStorage {
     this.confWaiters.clear();
     await this.transport.close();
     await this.raftStorage.close().catch(() => undefined);
+    const files = [...this.local.segmentFiles];
     await this.local.close();
+    // localFsync 'never': a clean close makes the local log durable, so the next open need not check it all.
+    if ((this.opts.localFsync ?? 'never') === 'never') {
+      await markCleanClose(this.opts.dir, files).catch((err: unknown) => {
+        this.opts.logger?.warn(
+          'replicated log: could not mark the local log closed cleanly; the next open checks it all',
+          { id: this.opts.id, error: String(err) },
+        );
+      });
+    }
   }
 
   // ---- cluster API ----
@@ -626,7 +668,7 @@ export class ReplicatedLog implements LogStorage {
       applied: this.raftApplied,
       lastPosition: this.local.last,
       highestEpoch: this.local.highestEpoch,
-      acceptingWrites: s.role === 'leader' && this.readyTerm === s.term && !this.failure && !this.closed,
+      acceptingWrites: this.acceptingWrites,
       voters: s.confState.voters,
       learners: s.confState.learners,
       members: [...this.members.values()],
@@ -665,11 +707,11 @@ export class ReplicatedLog implements LogStorage {
       if (s.role !== 'leader') throw this.notLeader('leadership changed while adding a member');
       if (p && p.match >= s.commit) break;
       if (Date.now() > end) {
-        throw haError(HaErrorCode.MEMBERSHIP, `member ${m.id} did not catch up; it stays a learner`, {
-          id: m.id,
-          match: p?.match ?? 0,
-          commit: s.commit,
-        });
+        throw haError(
+          HaErrorCode.MEMBERSHIP,
+          `member ${m.id} did not catch up in time; it stays a learner: once it has caught up (start it if it is down), promote it with \`plexus chronacta cluster promote --id ${m.id}\` (ClusterService.PromoteMember)`,
+          { id: m.id, reason: 'behind', match: p?.match ?? 0, commit: s.commit },
+        );
       }
       await sleep(10);
     }
@@ -706,6 +748,89 @@ export class ReplicatedLog implements LogStorage {
       }
       await sleep(10);
     }
+  }
+
+  /**
+   * A linearizable read point (leader only): resolves with the local log's last position once
+   * a ReadIndex round (the Raft core confirms with a majority of voters, by a heartbeat round,
+   * that this member still leads, at a commit index no older than the read's arrival) is
+   * applied here. Everything acknowledged anywhere before the call is then in the local log
+   * and in the store. No clock is involved. Concurrent calls share rounds: a call joins the
+   * round that has not started yet, so one round serves every read that arrived before it
+   * began. A member that is not the leader, or steps down before the round completes (a
+   * deposed leader that had not noticed), refuses with PLX_CHRONACTA_HA_NOT_LEADER.
+   */
+  readBarrier(): Promise<bigint> {
+    try {
+      this.checkOpen();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const role = this.node.status().role;
+    if (role !== 'leader') return Promise.reject(this.notLeader(`it is a ${role} and cannot confirm a leader read`));
+    if (this.barrierQueued) return this.barrierQueued;
+    const before = this.barrierRunning;
+    const round: Promise<bigint> = (before ? before.then(noop, noop) : Promise.resolve())
+      .then(() => {
+        if (this.barrierQueued === round) this.barrierQueued = undefined;
+        this.barrierRunning = round;
+        return this.barrierRound();
+      })
+      .finally(() => {
+        if (this.barrierRunning === round) this.barrierRunning = undefined;
+      });
+    this.barrierQueued = round;
+    return round;
+  }
+
+  /** ReadIndex rounds run so far (each one serves every read barrier that joined it). */
+  get readBarrierRounds(): number {
+    return this.barrierRounds;
+  }
+
+  private async barrierRound(): Promise<bigint> {
+    this.checkOpen();
+    const role = this.node.status().role;
+    if (role !== 'leader') throw this.notLeader(`it is a ${role} and cannot confirm a leader read`);
+    this.barrierRounds++;
+    await this.untilStepDown(
+      this.driver.read(),
+      (why) => `${why} before a majority confirmed its leadership for this read; read at the leader`,
+    );
+    return this.local.last;
+  }
+
+  /**
+   * Makes learner `id` a voter (leader only), once it has every committed entry: waits up to
+   * `catchUpMs` (default 10,000) for that, then refuses with PLX_CHRONACTA_HA_MEMBERSHIP
+   * (`details.reason` `behind`). An id that is a voter (`details.reason` `voter`) or not a
+   * member (`unknown`) is refused at once.
+   */
+  async promoteMember(id: number, opts: { catchUpMs?: number } = {}): Promise<void> {
+    await this.whenAcceptingWrites();
+    const conf = this.node.status().confState;
+    if (conf.voters.includes(id)) {
+      throw haError(HaErrorCode.MEMBERSHIP, `member ${id} is already a voter`, { id, reason: 'voter' });
+    }
+    if (!conf.learners.includes(id)) {
+      throw haError(HaErrorCode.MEMBERSHIP, `member ${id} is not in the cluster`, { id, reason: 'unknown' });
+    }
+    const end = Date.now() + (opts.catchUpMs ?? 10_000);
+    for (;;) {
+      const s = this.node.status();
+      const p = s.progress?.get(id);
+      if (s.role !== 'leader') throw this.notLeader('leadership changed while promoting a member');
+      if (p && p.match >= s.commit) break;
+      if (Date.now() > end) {
+        throw haError(
+          HaErrorCode.MEMBERSHIP,
+          `learner ${id} has not caught up (it has entries up to ${p?.match ?? 0}, the commit index is ${s.commit}); start it if it is down, wait, and promote it again`,
+          { id, reason: 'behind', match: p?.match ?? 0, commit: s.commit },
+        );
+      }
+      await sleep(10);
+    }
+    await this.confChange({ type: 'add-voter', nodeId: id });
   }
 
   /** Changes the address peers are dialled at (tests put proxies in front of members). */
@@ -793,7 +918,37 @@ export class ReplicatedLog implements LogStorage {
 
   private softState(s: SoftState): void {
     if (s.role === 'leader') this.observeLeadership();
-    else this.readyTerm = 0;
+    else {
+      this.readyTerm = 0;
+      if (this.onStepDown.size > 0) {
+        const why = `it stepped down in term ${this.node.status().term} (it lost its majority, or a newer term began)`;
+        for (const abort of [...this.onStepDown]) abort(why);
+        this.onStepDown.clear();
+      }
+    }
+  }
+
+  /**
+   * Settles with `p`, or rejects with PLX_CHRONACTA_HA_NOT_LEADER (`message(why)`) as soon as
+   * this member stops leading, whichever comes first.
+   */
+  private untilStepDown<T>(
+    p: Promise<T>,
+    message: (why: string) => string,
+    details: Record<string, unknown> = {},
+  ): Promise<T> {
+    // Callers check leadership just before, with no await since: a step-down after that
+    // reaches softState (and the abort below) with the Ready that reports it.
+    const refuse = (why: string) => {
+      const e = this.notLeader(message(why));
+      return haError(e.code, e.message, { ...e.details, ...details });
+    };
+    let abort: (why: string) => void = () => undefined;
+    const lost = new Promise<never>((_resolve, reject) => {
+      abort = (why) => reject(refuse(why));
+    });
+    this.onStepDown.add(abort);
+    return Promise.race([p, lost]).finally(() => this.onStepDown.delete(abort));
   }
 
   private remember(index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint): void {
@@ -988,7 +1143,13 @@ export class ReplicatedLog implements LogStorage {
    * `snapshotEvery` entries were applied since the last one, and compacts the Raft log
    * before it. Runs at the end of an apply, after the local appends it made are done.
    */
-  private maybeSnapshot(): void {
+  /** localFsync 'never': makes the local log durable as far as it is written (see local-tail.ts). */
+  private async syncLocal(): Promise<void> {
+    if ((this.opts.localFsync ?? 'never') !== 'never') return;
+    await syncLocalLog(join(this.opts.dir, 'log'), this.local.segmentFiles, this.syncedSegments);
+  }
+
+  private async maybeSnapshot(): Promise<void> {
     const every = this.opts.snapshotEvery ?? 10_000;
     if (every <= 0) return;
     const retain = this.opts.snapshotRetain ?? 5_000;
@@ -999,6 +1160,8 @@ export class ReplicatedLog implements LogStorage {
     const mark = this.markAt(at);
     if (!mark) return;
     try {
+      // The Raft entries up to `at` go away: the local records derived from them must be durable.
+      await this.syncLocal();
       const meta = this.node.compact(at, new Uint8Array(0)).metadata;
       const data = encodeDescriptor({
         index: at,
@@ -1076,7 +1239,7 @@ export class ReplicatedLog implements LogStorage {
     const lastEntry = entries[entries.length - 1];
     if (lastEntry) this.raftApplied = lastEntry.index;
     this.observeLeadership();
-    this.maybeSnapshot();
+    await this.maybeSnapshot();
   }
 
   private applyConfChange(e: Entry): void {

@@ -63,7 +63,16 @@ const HELP = [
   '        [--learner] [--catch-up-ms MS]',
   '        Adds member N on the leader (a follower at ADDR redirects): first a learner',
   '        that catches up (within MS, default 10000), then a voter unless --learner.',
-  '        One change at a time; ids are never reused.',
+  '        One change at a time; ids are never reused. A learner whose catch-up wait',
+  '        timed out stays a learner: promote it once it has caught up.',
+  '  cluster promote --server ADDR --id N [--catch-up-ms MS]',
+  '        Makes learner N a voter on the leader (a follower at ADDR redirects) once it',
+  '        has every committed entry, waiting up to MS (default 10000) for that.',
+  '  cluster transfer --server ADDR [--to N] [--timeout-ms MS]',
+  '        Hands leadership to voter N (default: the most caught-up other voter) and',
+  '        waits up to MS (default 10000) until N leads; prints the new leader. A',
+  '        follower at ADDR redirects to the leader. Refuses an unknown id, a learner,',
+  '        a cluster with one voter, and a target that did not take over in time.',
   '  cluster remove --server ADDR --id N',
   '        Removes member N (a voter or a learner) on the leader; never the last voter.',
   '        A leader that removes itself steps down once the change commits.',
@@ -498,10 +507,14 @@ async function cluster(args: string[]): Promise<number> {
   if (sub === 'status') return clusterStatus(rest);
   if (sub === 'add') return clusterAdd(rest);
   if (sub === 'remove') return clusterRemove(rest);
+  if (sub === 'promote') return clusterPromote(rest);
+  if (sub === 'transfer') return clusterTransfer(rest);
   if (sub === 'join-files') return clusterJoinFiles(rest);
   throw new UsageError(
     'chronacta',
-    sub ? `unknown cluster subcommand "${sub}"` : 'missing cluster subcommand: init, status, join-files, add or remove',
+    sub
+      ? `unknown cluster subcommand "${sub}"`
+      : 'missing cluster subcommand: init, status, join-files, add, remove, promote or transfer',
   );
 }
 
@@ -698,5 +711,45 @@ async function clusterRemove(args: string[]): Promise<number> {
   const id = memberId(values.id);
   const r = await withClient(values.server, (c) => c.removeMember(id));
   out({ removed: id, ...r });
+  return 0;
+}
+
+async function clusterPromote(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { server: { type: 'string' }, id: { type: 'string' }, 'catch-up-ms': { type: 'string' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const id = memberId(values.id);
+  const catchUpMs = num('catch-up-ms', values['catch-up-ms']);
+  if (catchUpMs !== undefined && (catchUpMs < 1 || catchUpMs > 3_600_000)) {
+    throw new UsageError('chronacta', '--catch-up-ms takes 1 to 3600000');
+  }
+  const r = await withClient(values.server, (c) => c.promoteMember(id, catchUpMs !== undefined ? { catchUpMs } : {}));
+  out({ promoted: id, ...r });
+  return 0;
+}
+
+async function clusterTransfer(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { server: { type: 'string' }, to: { type: 'string' }, 'timeout-ms': { type: 'string' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  let to: number | undefined;
+  if (values.to !== undefined) {
+    to = num('to', values.to) as number;
+    if (to < 1 || !Number.isSafeInteger(to)) throw new UsageError('chronacta', '--to takes a member id from 1');
+  }
+  const timeoutMs = num('timeout-ms', values['timeout-ms']);
+  if (timeoutMs !== undefined && (timeoutMs < 1 || timeoutMs > 3_600_000)) {
+    throw new UsageError('chronacta', '--timeout-ms takes 1 to 3600000');
+  }
+  const r = await withClient(values.server, (c) =>
+    c.transferLeader({ ...(to !== undefined ? { to } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}) }),
+  );
+  out({ transferred: true, ...r });
   return 0;
 }
