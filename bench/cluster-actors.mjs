@@ -15,7 +15,7 @@
 // request/reply at 16 pairs >= 1x moleculer's rate. `runClusterActorsSuite` is the hook for
 // bench/run.mjs (it returns { entries, targets, table } like the other suites).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -32,6 +32,18 @@ const SHARDS = Number(process.env.CLUSTER_ACTORS_SHARDS ?? 64);
 const STREAMS = process.env.CLUSTER_ACTORS_STREAMS ? Number(process.env.CLUSTER_ACTORS_STREAMS) : undefined;
 /** Extra node arguments for the two plexus node processes (e.g. `--cpu-prof`). */
 const NODE_ARGS = (process.env.CLUSTER_ACTORS_NODE_ARGS ?? '').split(' ').filter(Boolean);
+/** libuv's thread pool size of the two node processes (UV_THREADPOOL_SIZE; node's default is 4). */
+const THREADS = process.env.CLUSTER_ACTORS_THREADS;
+
+/** CPU milliseconds a process has used (user + system, all threads), from /proc; undefined elsewhere. */
+function cpuMs(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -100,8 +112,8 @@ async function moleculerServer(ports) {
 // The driver
 
 class Proc {
-  constructor(args) {
-    this.child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  constructor(args, env = process.env) {
+    this.child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'], env });
     this.q = 0;
     this.waiters = [];
     this.lines = [];
@@ -160,13 +172,23 @@ class Proc {
   }
 }
 
-/** Runs one plexus case for about CASE_MS: a count from the previous rate. */
-async function plexusCase(a, mode, pairs, rates) {
+/**
+ * Runs one plexus case for about CASE_MS (a count from the previous rate); records the CPU
+ * time both node processes spent per message in `cpu` (by case).
+ */
+async function plexusCase(pair, mode, pairs, rates, cpu) {
+  const { a, b } = pair;
   const key = `${mode}/${pairs}`;
   const guess = rates.get(key) ?? (pairs === 1 ? 200 : 1500);
   const count = Math.max(pairs * 4, Math.round((guess * CASE_MS) / 1000));
+  const c0 = [cpuMs(a.child.pid), cpuMs(b.child.pid)];
   const r = await a.cmd({ cmd: 'load', pairs, count, mode, prefix: `${mode}${pairs}-` }, 120_000);
   if (r.error) throw new Error(`load failed: ${r.error} ${r.message}`);
+  const c1 = [cpuMs(a.child.pid), cpuMs(b.child.pid)];
+  if (cpu && c0[0] !== undefined && c1[0] !== undefined) {
+    const us = ((c1[0] - c0[0] + c1[1] - c0[1]) * 1000) / count;
+    cpu.set(key, [...(cpu.get(key) ?? []), us]);
+  }
   rates.set(key, r.perSec);
   return r.perSec;
 }
@@ -202,8 +224,9 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
         const cfg = JSON.parse(await readFile(f, 'utf8'));
         await writeFile(f, JSON.stringify({ ...cfg, fsync, ...(STREAMS ? { wire: { streamCap: STREAMS } } : {}) }));
       }
-      const a = new Proc([...NODE_ARGS, self, '--node', root, files.get('a')]);
-      const b = new Proc([...NODE_ARGS, self, '--node', root, files.get('b')]);
+      const env = THREADS ? { ...process.env, UV_THREADPOOL_SIZE: THREADS } : process.env;
+      const a = new Proc([...NODE_ARGS, self, '--node', root, files.get('a')], env);
+      const b = new Proc([...NODE_ARGS, self, '--node', root, files.get('b')], env);
       procs.push(a, b);
       for (const p of [a, b]) await p.wait((l) => l.ev === 'held' && l.held.length > 0);
       for (let i = 0; ; i++) {
@@ -226,13 +249,14 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
     // Durable (group-commit fsync) first, then the same path without fsync.
     const durable = await startPair('batch');
     const rates = new Map();
-    await plexusCase(durable.a, 'oneway', 16, rates);
-    await plexusCase(durable.a, 'rr', 16, rates);
+    const cpu = new Map();
+    await plexusCase(durable, 'oneway', 16, rates);
+    await plexusCase(durable, 'rr', 16, rates);
     await moleculerCase(broker, 16);
     for (let rep = 0; rep < REPEATS; rep++) {
       for (const n of PAIRS) {
-        push(`oneway/${n}`, await plexusCase(durable.a, 'oneway', n, rates));
-        push(`rr/${n}`, await plexusCase(durable.a, 'rr', n, rates));
+        push(`oneway/${n}`, await plexusCase(durable, 'oneway', n, rates, cpu));
+        push(`rr/${n}`, await plexusCase(durable, 'rr', n, rates, cpu));
       }
       push('moleculer/16', await moleculerCase(broker, 16));
     }
@@ -240,23 +264,25 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
     await durable.b.stop();
     const nofsync = await startPair('never');
     const rates2 = new Map();
-    await plexusCase(nofsync.a, 'rr', 16, rates2);
+    const cpu2 = new Map();
+    await plexusCase(nofsync, 'rr', 16, rates2);
     for (let rep = 0; rep < REPEATS; rep++) {
-      push('nofsync-oneway/16', await plexusCase(nofsync.a, 'oneway', 16, rates2));
-      push('nofsync-rr/16', await plexusCase(nofsync.a, 'rr', 16, rates2));
+      push('nofsync-oneway/16', await plexusCase(nofsync, 'oneway', 16, rates2, cpu2));
+      push('nofsync-rr/16', await plexusCase(nofsync, 'rr', 16, rates2, cpu2));
       push('moleculer/16', await moleculerCase(broker, 16));
     }
+    const cpuOf = (m, key) => (m.has(key) ? median(m.get(key)).toFixed(0).padStart(7) : '      -');
     const mol = median(res.get('moleculer/16'));
     const entries = [];
     const lines = [
       `cluster actors: durable 100-byte actor messages/s between 2 node processes on loopback (median of ${REPEATS})`,
-      `${'actor pairs'.padEnd(12)} ${'one-way'.padStart(9)} ${'request/reply'.padStart(14)} ${'rr / moleculer'.padStart(15)}`,
+      `${'actor pairs'.padEnd(12)} ${'one-way'.padStart(9)} ${'request/reply'.padStart(14)} ${'rr / moleculer'.padStart(15)}  CPU µs/msg (both processes): one-way, rr`,
     ];
     for (const n of PAIRS) {
       const ow = median(res.get(`oneway/${n}`));
       const rr = median(res.get(`rr/${n}`));
       lines.push(
-        `${String(n).padEnd(12)} ${ow.toFixed(0).padStart(9)} ${rr.toFixed(0).padStart(14)} ${(rr / mol).toFixed(2).padStart(15)}`,
+        `${String(n).padEnd(12)} ${ow.toFixed(0).padStart(9)} ${rr.toFixed(0).padStart(14)} ${(rr / mol).toFixed(2).padStart(15)}  ${cpuOf(cpu, `oneway/${n}`)} ${cpuOf(cpu, `rr/${n}`)}`,
       );
       entries.push({
         suite: 'cluster-actors',
@@ -276,7 +302,7 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
     const nfo = median(res.get('nofsync-oneway/16'));
     const nfr = median(res.get('nofsync-rr/16'));
     lines.push(
-      `${'16, no fsync'.padEnd(12)} ${nfo.toFixed(0).padStart(9)} ${nfr.toFixed(0).padStart(14)} ${(nfr / mol).toFixed(2).padStart(15)}`,
+      `${'16, no fsync'.padEnd(12)} ${nfo.toFixed(0).padStart(9)} ${nfr.toFixed(0).padStart(14)} ${(nfr / mol).toFixed(2).padStart(15)}  ${cpuOf(cpu2, 'oneway/16')} ${cpuOf(cpu2, 'rr/16')}`,
     );
     lines.push(`moleculer 0.15.2 TCP transporter, request/reply, 16 in flight (not persisted): ${mol.toFixed(0)}/s`);
     entries.push({

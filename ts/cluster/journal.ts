@@ -49,8 +49,17 @@ class StampedLog implements LogStorage {
     return this.log.highestEpoch;
   }
   append(payloads: readonly Uint8Array[], opts: AppendOptions = {}): Promise<AppendResult> {
-    const { epoch: _e, ...rest } = opts;
-    return this.cluster.append(this.shard, payloads, rest);
+    return this.cluster.append(
+      this.shard,
+      payloads,
+      opts.batchId === undefined
+        ? opts.expectedLast === undefined
+          ? {}
+          : { expectedLast: opts.expectedLast }
+        : opts.expectedLast === undefined
+          ? { batchId: opts.batchId }
+          : { batchId: opts.batchId, expectedLast: opts.expectedLast },
+    );
   }
   read(from: bigint, opts?: ReadOptions): Promise<LogRecord[]> {
     return this.log.read(from, opts);

@@ -100,6 +100,7 @@ export class ClusterProcessor implements EventIOProcessor {
   /** Refusal reasons told by other nodes, by wire message id (hex), until read. */
   private readonly reasons = new Map<string, { code: string; reason: string }>();
   private closed = false;
+  private readonly nodeSender: string;
 
   constructor(
     private readonly self: string,
@@ -109,10 +110,11 @@ export class ClusterProcessor implements EventIOProcessor {
     private readonly deadLetters: DeadLetters,
     private readonly config: ClusterConfig,
   ) {
+    this.nodeSender = `${NOTICE_SENDER}/${self}`;
     this.attached = new Promise((r) => {
       this.resolveAttached = r;
     });
-    wire.onFrame((from, frame) => this.receive(from, frame));
+    wire.onFrame((from, frame, taken) => this.receive(from, frame, taken));
   }
 
   attach(node: NodeHandle): void {
@@ -141,6 +143,10 @@ export class ClusterProcessor implements EventIOProcessor {
     const from = out.from || env.event.origin || '';
     const { shard, epoch } = this.token(from, env.target);
     const payload = enc.encode(JSON.stringify({ node: this.self, id: env.id, event: env.event } satisfies Carried));
+    // The frame's sender: the sending actor, or this node for a send from outside any actor
+    // (an `ask` included: its reply address is new for every ask, and as a sender it would make
+    // every ask a new pair on the wire; the address travels in the envelope's origin).
+    const sender = from === '' || from.startsWith(REPLY_PREFIX) ? this.nodeSender : from;
     const end = Date.now() + this.config.deliveryDeadlineMs;
     let attempt = 0;
     let last: unknown;
@@ -161,7 +167,7 @@ export class ClusterProcessor implements EventIOProcessor {
             epoch,
             hops: 0,
             messageId,
-            sender: from || `${NOTICE_SENDER}/${this.self}`,
+            sender,
             target: env.target,
             payload,
           });
@@ -207,7 +213,11 @@ export class ClusterProcessor implements EventIOProcessor {
 
   // ---- receive ----------------------------------------------------------------------------
 
-  private async receive(from: string, frame: ClusterFrame): Promise<'stored' | 'stale' | 'refused'> {
+  private async receive(
+    from: string,
+    frame: ClusterFrame,
+    taken?: () => void,
+  ): Promise<'stored' | 'stale' | 'refused'> {
     if (frame.target === NOTICE_TARGET) return this.notice(frame);
     if (frame.epoch > 0n && !this.gate.admit(frame.shard, frame.epoch)) {
       this.stats.stale++;
@@ -230,7 +240,9 @@ export class ClusterProcessor implements EventIOProcessor {
       if (d.kind === 'local') {
         const node = this.node ?? (await this.attached);
         try {
-          await node.deliver(env, { whenFull: 'wait' });
+          // The wire reads the pair's next frame once this one is in the mailbox (`taken`);
+          // its ACK waits for the durable macrostep.
+          await node.deliver(env, taken === undefined ? { whenFull: 'wait' } : { whenFull: 'wait', taken });
         } catch (e) {
           if (isPlexusError(e) && e.code === 'PLX_RUNTIME_BAD_INPUT') return 'refused';
           if (isPlexusError(e) && (e.code === 'PLX_RUNTIME_NO_CHART' || e.code === 'PLX_RUNTIME_BAD_INPUT')) {

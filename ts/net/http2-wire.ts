@@ -13,9 +13,10 @@
  *   streams by hash (still in order per pair). Streams may spread over a small pool of TCP
  *   connections per peer (`poolSize`, default 1), so a lost packet stalls only the pairs of
  *   one connection: HTTP/2's head-of-line blocking that QUIC does not have (docs/cluster.md).
- * - Backpressure: the server reads a stream's next frame only after the handler stored the
- *   previous one; a paused stream stops consuming, its HTTP/2 flow-control window closes and
- *   the sender's writes wait. Other streams keep flowing.
+ * - Backpressure: the server reads a stream's next frame only after the handler took the
+ *   previous one into its mailbox (or stored it); a paused stream stops consuming, its HTTP/2
+ *   flow-control window closes and the sender's writes wait. Other streams keep flowing.
+ *   ACKs wait for the handler's verdict (a durable macrostep) and go out in stream order.
  * - Batches: the frames a sender queues on a stream within one turn of the event loop are
  *   encoded straight into one buffer and go out in one write (at most `BATCH_BYTES`; a batch
  *   that reaches it is written at once).
@@ -38,6 +39,7 @@ import {
   type AckStatusCode,
   ackStatusName,
   CLUSTER_HEADER_SIZE,
+  type ClusterFrame,
   ClusterFrameKind,
   ClusterFrameReader,
   encodeAck,
@@ -95,6 +97,14 @@ const SESSION_WINDOW = 16 * 1024 * 1024;
 const READ_AHEAD_BYTES = 64 * 1024;
 /** ACKs written together at most (one buffer of 64 x 40 bytes). */
 const ACK_BATCH = 64;
+/** Frames of one inbound stream taken by the handler and not yet acknowledged, at most. */
+const MAX_INBOUND_UNACKED = 4096;
+
+/** An inbound frame waiting for its ACK: status -1 until its handler settled it. */
+interface InboundEntry {
+  readonly frame: ClusterFrame;
+  status: number;
+}
 
 export interface Http2WireOptions extends WireTuning {
   readonly self: string;
@@ -459,23 +469,66 @@ export class Http2Wire implements Wire {
     const receiver = this.receiver;
     let busy = false;
     let paused = false;
+    const gone = () => stream.destroyed || stream.closed;
     // Without an ACK stream: the ACKs of one round are encoded into one buffer, written at once.
     let acks: Buffer | undefined;
     let ackCount = 0;
     const flushAcks = () => {
-      if (ackCount === 0 || acks === undefined || stream.destroyed || stream.closed) return;
+      if (ackCount === 0 || acks === undefined || gone()) return;
       stream.write(acks.subarray(0, ackCount * CLUSTER_HEADER_SIZE));
       acks = undefined;
       ackCount = 0;
     };
-    // Frames are handled strictly one after another: the next frame is taken from the reader
-    // only once the handler stored the previous one. Bytes that arrive meanwhile wait in the
+    // Frames read and not yet acknowledged, in the order they came: a frame's ACK goes out
+    // once it and every frame before it on the stream are settled (ACK runs count in order).
+    let order: InboundEntry[] = [];
+    let orderHead = 0;
+    let roomWaiter: (() => void) | undefined;
+    const drain = () => {
+      let emitted = false;
+      while (orderHead < order.length) {
+        const e = order[orderHead]!;
+        if (e.status < 0) break;
+        order[orderHead] = undefined as unknown as InboundEntry;
+        orderHead++;
+        if (gone()) continue;
+        emitted = true;
+        const sink = session?.plexusAcks;
+        if (sink?.open) {
+          sink.push(stream.id ?? 0, e.status as AckStatusCode);
+          continue;
+        }
+        if (acks === undefined) acks = Buffer.allocUnsafe(ACK_BATCH * CLUSTER_HEADER_SIZE);
+        encodeAck(e.frame, e.status as AckStatusCode, acks.subarray(ackCount * CLUSTER_HEADER_SIZE));
+        if (++ackCount === ACK_BATCH) flushAcks();
+      }
+      if (orderHead === order.length) {
+        order = [];
+        orderHead = 0;
+      } else if (orderHead > 1024 && orderHead * 2 > order.length) {
+        order = order.slice(orderHead);
+        orderHead = 0;
+      }
+      if (emitted) flushAcks();
+      if (roomWaiter !== undefined && order.length - orderHead < MAX_INBOUND_UNACKED) {
+        const w = roomWaiter;
+        roomWaiter = undefined;
+        w();
+      }
+    };
+    // Frames are handed to the handler strictly one after another: the next frame is taken
+    // from the reader only once the handler took the previous one into its mailbox (`taken`)
+    // or settled it. A frame that is taken waits for its ACK (a durable macrostep) while the
+    // frames behind it go on to their own mailboxes, so the macrosteps of the actors fed by
+    // one stream run, and group-commit, together. Bytes that arrive meanwhile wait in the
     // reader up to READ_AHEAD_BYTES; past that the stream is paused, stops consuming, and its
-    // HTTP/2 flow-control window closes, which holds the sender.
+    // HTTP/2 flow-control window closes, which holds the sender. At most MAX_INBOUND_UNACKED
+    // frames of a stream wait for their ACKs.
     const pump = async () => {
       busy = true;
       try {
         for (;;) {
+          if (gone()) return;
           let frame: ReturnType<ClusterFrameReader['next']>;
           try {
             frame = reader.next();
@@ -495,32 +548,53 @@ export class Http2Wire implements Wire {
             return;
           }
           if (!frame) break;
-          let status: AckStatusCode;
+          if (order.length - orderHead >= MAX_INBOUND_UNACKED) {
+            await new Promise<void>((r) => {
+              roomWaiter = r;
+            });
+            if (gone()) return;
+          }
+          const entry: InboundEntry = { frame, status: -1 };
+          order.push(entry);
           const slot = receiver.admit(frame.messageId, 0);
           if (slot >= 0) {
             this.inboundInHandler++;
-            let verdict: 'stored' | 'stale' | 'refused' | undefined;
-            try {
-              verdict = await receiver.frameHandler(from, frame);
-            } catch {
-              verdict = undefined;
-            } finally {
+            let moveOn = false;
+            let wake: (() => void) | undefined;
+            const taken = () => {
+              if (moveOn) return;
+              moveOn = true;
+              wake?.();
+            };
+            const settle = (verdict: 'stored' | 'stale' | 'refused' | undefined) => {
               this.inboundInHandler--;
+              entry.status = receiver.finish(slot, verdict);
+              taken();
+              drain();
+            };
+            let stored: Promise<'stored' | 'stale' | 'refused'> | undefined;
+            try {
+              stored = receiver.frameHandler(from, frame, taken);
+            } catch {
+              stored = undefined;
             }
-            status = receiver.finish(slot, verdict);
-          } else if (slot === ADMIT_DUPLICATE) status = AckStatus.duplicate;
-          else status = await receiver.outcomeOf(frame.messageId, 0);
-          if (stream.destroyed || stream.closed) return;
-          const sink = session?.plexusAcks;
-          if (sink?.open) {
-            sink.push(stream.id ?? 0, status);
-            continue;
+            if (stored === undefined) settle(undefined);
+            else stored.then(settle, () => settle(undefined));
+            if (!moveOn) {
+              await new Promise<void>((r) => {
+                wake = r;
+              });
+            }
+          } else if (slot === ADMIT_DUPLICATE) {
+            entry.status = AckStatus.duplicate;
+            drain();
+          } else {
+            // A copy of this id is being stored (sent again on another stream): wait for its
+            // outcome, so that the frames behind it cannot overtake the first copy.
+            entry.status = await receiver.outcomeOf(frame.messageId, 0);
+            drain();
           }
-          if (acks === undefined) acks = Buffer.allocUnsafe(ACK_BATCH * CLUSTER_HEADER_SIZE);
-          encodeAck(frame, status, acks.subarray(ackCount * CLUSTER_HEADER_SIZE));
-          if (++ackCount === ACK_BATCH) flushAcks();
         }
-        flushAcks();
       } finally {
         busy = false;
       }

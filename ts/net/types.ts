@@ -4,10 +4,13 @@
  * test/compliance/wire.suite.ts.
  *
  * Contract: frames of one (sender, target) pair arrive in order, each only after the previous
- * one was stored (the frame handler's promise resolved), so a slow mailbox slows exactly its
- * pairs. Delivery is at least once (the sender retries until an acknowledgement or the
- * delivery deadline) and the receiver drops repeats by message id (bounded cache), so a
- * handler sees a message id once while it stays in the cache.
+ * one was taken (the frame handler called `taken`: the frame is in its target's FIFO mailbox,
+ * so nothing later can overtake it) or stored (the handler's promise resolved), so a full
+ * mailbox slows exactly its pairs. A frame is acknowledged only once the handler's promise
+ * resolved (e.g. the macrostep that consumed it is durable); the ACKs of one stream go out in
+ * the order its frames came. Delivery is at least once (the sender retries until an
+ * acknowledgement or the delivery deadline) and the receiver drops repeats by message id
+ * (bounded cache), so a handler sees a message id once while it stays in the cache.
  */
 import type { ClusterFrame } from '../codec/cluster-frame.js';
 
@@ -28,10 +31,16 @@ export interface OutboundFrame {
 
 /**
  * Stores an inbound frame (in a mailbox, or the dead-letter log): resolves with `stored`,
- * `stale` (fenced, dead-lettered) or `refused` once that is done. Until it resolves, the
- * pair's next frame is not read.
+ * `stale` (fenced, dead-lettered) or `refused` once that is done, and the frame is
+ * acknowledged with that. Until it resolves, or until the handler calls `taken` (the frame
+ * holds its place in a FIFO mailbox, so later frames of its pair cannot overtake it), the
+ * pair's next frame is not read. A wire may leave `taken` out; a handler need not call it.
  */
-export type FrameHandler = (from: string, frame: ClusterFrame) => Promise<'stored' | 'stale' | 'refused'>;
+export type FrameHandler = (
+  from: string,
+  frame: ClusterFrame,
+  taken?: () => void,
+) => Promise<'stored' | 'stale' | 'refused'>;
 
 /** Answers a request (the lease authority's); throw a PlexusError to refuse it. */
 export type CallHandler = (from: string, body: Uint8Array) => Promise<Uint8Array>;

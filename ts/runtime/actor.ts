@@ -32,6 +32,8 @@ export interface Inbound {
   readonly envelope: Envelope;
   resolve(r: DeliverResult): void;
   reject(e: unknown): void;
+  /** Told once the message holds its place in a mailbox (DeliverOptions.taken). */
+  taken?: (() => void) | undefined;
 }
 
 /** One send of the outbox: journaled at (seq, index), not yet completed. */
@@ -61,6 +63,15 @@ export interface ActorHost {
   onMacrostep?(iri: string, entry: MacrostepEntry): void;
 }
 
+/** A message entered a mailbox: tell its transport, once. */
+function enteredMailbox(m: Inbound): void {
+  const t = m.taken;
+  if (t !== undefined) {
+    m.taken = undefined;
+    t();
+  }
+}
+
 export function messageIdOf(iri: string, seq: number, index: number): string {
   return `${iri}#${seq}.${index}`;
 }
@@ -88,7 +99,7 @@ export class Activation {
     private readonly chart: Chart<unknown, ActorEvent>,
     private readonly host: ActorHost,
   ) {
-    this.mailbox = new Mailbox(host.config.mailboxBound);
+    this.mailbox = new Mailbox(host.config.mailboxBound, enteredMailbox);
     this.dedup = new DedupWindow(host.config.dedupWindow);
     this.closed = new Promise((r) => {
       this.markClosed = r;
@@ -181,7 +192,8 @@ export class Activation {
    * returns false.
    */
   offer(m: Inbound, wait: boolean): boolean {
-    if (!this.mailbox.offer(m)) {
+    if (this.mailbox.offer(m)) enteredMailbox(m);
+    else {
       if (!wait) return false;
       this.mailbox.park(m);
     }

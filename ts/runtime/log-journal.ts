@@ -10,6 +10,7 @@
  * position and the positions of its macrosteps after that snapshot; it is built by one
  * scan of the shard when the shard is first used.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeJournalRecord, encodeJournalRecord, peekJournalRecord } from '../codec/journal-record.js';
@@ -111,6 +112,22 @@ function storageFailure(e: unknown, iri: string, shard: number): unknown {
   return e;
 }
 
+let batchIds = new Uint8Array(0);
+let batchIdAt = 0;
+
+/**
+ * A fresh random 16-byte batch id for one append, drawn from a pool refilled 4096 at a time
+ * (the log copies it; asking the log to make one costs a random draw per append).
+ */
+function batchId(): Uint8Array {
+  if (batchIdAt + 16 > batchIds.length) {
+    batchIds = randomBytes(16 * 4096);
+    batchIdAt = 0;
+  }
+  batchIdAt += 16;
+  return batchIds.subarray(batchIdAt - 16, batchIdAt);
+}
+
 /** Opens shard `n`'s log store. */
 export type ShardOpener = (shard: number) => Promise<LogStorage>;
 
@@ -166,7 +183,10 @@ export class LogJournalStorage implements JournalStorage {
     const bytes = encodeJournalRecord(recordOfMacrostep(iri, entry));
     a.pendingSeq = entry.seq;
     try {
-      const res = await shard.log.append([bytes], opts.epoch === undefined ? {} : { epoch: opts.epoch });
+      const res = await shard.log.append(
+        [bytes],
+        opts.epoch === undefined ? { batchId: batchId() } : { batchId: batchId(), epoch: opts.epoch },
+      );
       a.positions.push(res.first);
       a.lastSeq = entry.seq;
     } catch (e) {

@@ -9,7 +9,11 @@ export class Mailbox<T> {
   private head = 0;
   private parked: T[] = [];
 
-  constructor(readonly bound: number) {}
+  /** `entered` is told when a parked item moves into the mailbox. */
+  constructor(
+    readonly bound: number,
+    private readonly entered?: (item: T) => void,
+  ) {}
 
   /** Items in the mailbox (parked ones not counted). */
   get length(): number {
@@ -46,7 +50,11 @@ export class Mailbox<T> {
       this.items = this.items.slice(this.head);
       this.head = 0;
     }
-    while (this.parked.length > 0 && !this.full) this.items.push(this.parked.shift() as T);
+    while (this.parked.length > 0 && !this.full) {
+      const p = this.parked.shift() as T;
+      this.items.push(p);
+      this.entered?.(p);
+    }
     return item;
   }
 

@@ -308,7 +308,7 @@ export class Node implements NodeHandle {
       return Promise.resolve('processed');
     }
     return new Promise<DeliverResult>((resolve, reject) => {
-      this.place({ envelope, resolve, reject }, opts, internal, fromSend);
+      this.place({ envelope, resolve, reject, taken: opts.taken }, opts, internal, fromSend);
     });
   }
 
@@ -529,13 +529,18 @@ function mailboxFull(target: string, bound: number, where: string): PlexusError 
 
 const utf8 = new TextEncoder();
 
+/** Whether `s` takes more than `max` UTF-8 bytes (a UTF-16 unit takes at most 3: short strings need no encoding). */
+function utf8Over(s: string, max: number): boolean {
+  return s.length * 3 > max && utf8.encode(s).length > max;
+}
+
 function checkEnvelope(e: Envelope): PlexusError | undefined {
   if (typeof e !== 'object' || e === null)
     return runtimeError(RuntimeCode.badInput, 'deliver takes an envelope object');
-  if (typeof e.target !== 'string' || e.target.length === 0 || utf8.encode(e.target).length > MAX_IRI_BYTES) {
+  if (typeof e.target !== 'string' || e.target.length === 0 || utf8Over(e.target, MAX_IRI_BYTES)) {
     return runtimeError(RuntimeCode.badInput, `an envelope target must be an IRI of 1 to ${MAX_IRI_BYTES} UTF-8 bytes`);
   }
-  if (typeof e.id !== 'string' || e.id.length === 0 || utf8.encode(e.id).length > MAX_MESSAGE_ID_BYTES) {
+  if (typeof e.id !== 'string' || e.id.length === 0 || utf8Over(e.id, MAX_MESSAGE_ID_BYTES)) {
     return runtimeError(
       RuntimeCode.badInput,
       `a message id must be a string of 1 to ${MAX_MESSAGE_ID_BYTES} UTF-8 bytes`,

@@ -214,6 +214,12 @@ export interface NodeHandle {
 export interface DeliverOptions {
   /** When the target's mailbox is full: `refuse` (PLX_RUNTIME_MAILBOX_FULL) or `wait`. Default `refuse`. */
   readonly whenFull?: 'refuse' | 'wait';
+  /**
+   * Called once the message holds its place in the target's mailbox (not parked behind a
+   * full one), before the promise resolves: a message delivered after that runs after it.
+   * A transport reads a stream's next frame then, rather than once the macrostep is durable.
+   */
+  readonly taken?: () => void;
 }
 
 /** `processed`: a macrostep consumed it; `duplicate`: its id was already journaled. */
