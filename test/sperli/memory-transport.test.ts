@@ -15,6 +15,18 @@ transportSuite('in-memory transport', async (size) => {
   };
 });
 
+// Every read copied into one buffer that is overwritten after it, as the dialled TLS
+// connections of the mesh read: whatever a transport keeps must be its own copy.
+transportSuite('in-memory transport reading into one reused buffer', async (size) => {
+  const transports = createMemoryTransports(size, { readBuffer: 1000 });
+  return {
+    transports,
+    teardown: async () => {
+      await Promise.all(transports.map((t) => t.close()));
+    },
+  };
+});
+
 async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {

@@ -4,7 +4,8 @@
  * the SPERLI protocol text has it. Calls run one at a time in the order they were made;
  * each takes the next sequence number when it is called, before its arguments are
  * checked, so a refused call still counts. Reduce arithmetic runs on the reduce kernels
- * of plexus/core, into an accumulator in the shared arena.
+ * of plexus/core, folded straight from the arriving pieces into the result
+ * (reduce-fold.ts).
  *
  * This module knows nothing of connections: it sends and receives through a
  * CollectiveLink, which the communicator (comm.ts) provides.
@@ -21,7 +22,6 @@ import {
   matchCollective,
 } from '../codec/sperli-payloads.js';
 import {
-  allocShared,
   combine,
   ELEMENT_TYPE_NAMES,
   ELEMENT_WIDTH,
@@ -37,6 +37,7 @@ import {
 import { HeldBytes } from './comm-bytes.js';
 import { IncomingFrame } from './comm-stream.js';
 import { GrowingBytes } from './growing-bytes.js';
+import { type FoldKind, PieceFold } from './reduce-fold.js';
 
 /** What the collectives need of the communicator. */
 export interface CollectiveLink {
@@ -117,14 +118,14 @@ const VIEW_TYPES: readonly ViewCtor[] = [
 ];
 
 const EMPTY = new Uint8Array(0);
-/** Bytes of a contribution folded into the root's accumulator at a time (whole elements of every type). */
-const REDUCE_RUN = 256 * 1024;
 /**
- * Contributions from this size on are folded through an arena block, smaller ones
- * directly. Below STREAM_MIN (mesh-stream.ts), so a contribution whose frames may arrive
- * in pieces of any length always goes through the block.
+ * Bytes of the result an allreduce root passes on at a time while it folds the last
+ * contribution (whole elements of every type), and of the root's own array it folds at a
+ * time when the root is not rank 0.
  */
-const SMALL_REDUCE = 32 * 1024;
+const REDUCE_RUN = 256 * 1024;
+/** An allreduce result from this size on is sent while the last contribution is still being folded. */
+const STREAMED_RESULT = 32 * 1024;
 const noop = (): void => {};
 
 function describe(v: unknown): string {
@@ -446,9 +447,13 @@ export class Collectives {
 
   /**
    * The reduction at the root: the contributions in ascending rank order, the root's own
-   * value as its rank's, each folded into an accumulator in the shared arena as its
-   * frames arrive (the first contribution is the left operand). Contributions of another
-   * length than the root's end the job (H1618, ABORT reason 3).
+   * value as its rank's (the first contribution is the left operand), each folded
+   * straight from the pieces of its frames into the result as they arrive (reduce-fold.ts:
+   * no staging copy, and the result is the accumulator). Contributions of another length
+   * than the root's end the job (H1618, ABORT reason 3), checked before any byte of a
+   * frame is used. With `out` (an allreduce), the result is out's buffer, and each run of
+   * it is passed on as soon as the last contribution has been folded into it; its last
+   * byte only once the whole reduction has succeeded.
    */
   private async reduceAtRoot(
     h: CollectiveHeader,
@@ -458,87 +463,30 @@ export class Collectives {
     out?: GrowingBytes,
   ): Promise<Uint8Array<ArrayBuffer>> {
     const length = own.length;
-    if (length < SMALL_REDUCE && out === undefined) return this.reduceSmall(h, own, type, op);
-    // Large: the accumulator is a block of the shared arena (memory that stays mapped from
-    // call to call). Rank 0's contribution is copied in; each later one is gathered run by
-    // run (REDUCE_RUN bytes, whole elements of every type) into a second arena block and
-    // folded into the accumulator there, so the kernel reads both operands in place.
-    // Pieces as they come off the connection need not be whole elements.
-    const stage = allocShared(REDUCE_RUN);
-    const acc = allocShared(length);
+    const size = this.link.size;
     const result = (out?.bytes as Uint8Array<ArrayBuffer> | undefined) ?? filledLater(length);
-    // With `out`, each run of the last contribution is final once folded: copied to the result and passed on.
-    const streamed = out !== undefined && this.link.size - 1 !== h.root ? this.link.size - 1 : -1;
-    try {
-      for (let r = 0; r < this.link.size; r++) {
-        if (r === h.root) {
-          if (r === 0) acc.u8.set(own.bytes);
-          else combine(acc.u8, own.bytes, op, type);
-          continue;
-        }
-        const fault = this.contributionFault(h, r, length);
-        if (r === 0) {
-          await this.receiveExact(r, h, length, fault, (at, chunk) => acc.u8.set(chunk, at));
-          continue;
-        }
-        let base = 0;
-        let fill = 0;
-        const fold = (n: number): void => {
-          const mem = acc.u8;
-          combine(mem.subarray(base, base + n), stage.u8.subarray(0, n), op, type);
-          if (r === streamed) {
-            result.set(mem.subarray(base, base + n), base);
-            out?.advance(base + n);
-          }
-          base += n;
-          fill = 0;
-        };
-        await this.receiveExact(r, h, length, fault, (_at, chunk) => {
-          for (let pos = 0; pos < chunk.length; ) {
-            const take = Math.min(REDUCE_RUN - fill, chunk.length - pos);
-            stage.u8.set(pos === 0 && take === chunk.length ? chunk : chunk.subarray(pos, pos + take), fill);
-            fill += take;
-            pos += take;
-            if (fill === REDUCE_RUN) fold(REDUCE_RUN);
-          }
-        });
-        if (fill > 0) fold(fill);
-      }
-      if (streamed < 0) result.set(acc.u8);
-      out?.complete();
-      return result;
-    } finally {
-      acc.free();
-      stage.free();
-    }
-  }
-
-  /** reduceAtRoot for small arrays: folded straight into the result, frame by frame. */
-  private async reduceSmall(
-    h: CollectiveHeader,
-    own: HeldBytes,
-    type: number,
-    op: number,
-  ): Promise<Uint8Array<ArrayBuffer>> {
-    const length = own.length;
-    const result = new Uint8Array(length);
-    for (let r = 0; r < this.link.size; r++) {
+    // Rank 0's contribution: the root's own array waits to be the left operand of rank 1's fold.
+    let ownFirst = h.root === 0;
+    for (let r = 0; r < size; r++) {
       if (r === h.root) {
-        if (r === 0) result.set(own.bytes);
-        else combine(result, own.bytes, op, type);
+        if (r !== 0) foldOwn(result, own, op, type);
         continue;
       }
-      const fault = this.contributionFault(h, r, length);
-      await this.receiveExact(
-        r,
-        h,
-        length,
-        fault,
-        r === 0
-          ? (at, chunk) => result.set(chunk, at)
-          : (at, chunk) => combine(result.subarray(at, at + chunk.length), chunk, op, type),
-      );
+      const kind: FoldKind = r === 0 ? 'copy' : ownFirst ? 'seed' : 'fold';
+      ownFirst = false;
+      const fold = new PieceFold(result, kind, type, op, own);
+      const streams = out !== undefined && r === size - 1;
+      let released = 0;
+      await this.receiveExact(r, h, length, this.contributionFault(h, r, length), (_at, chunk) => {
+        fold.piece(chunk);
+        if (streams && fold.folded - released >= REDUCE_RUN) {
+          released = fold.folded;
+          out.advance(released);
+        }
+      });
     }
+    if (ownFirst) result.set(own.bytes);
+    out?.complete();
     return result;
   }
 
@@ -609,7 +557,7 @@ export class Collectives {
       if (this.link.rank === 0) {
         return async () => {
           const length = a.data.length;
-          if (length < SMALL_REDUCE || this.link.size === 1) {
+          if (length < STREAMED_RESULT || this.link.size === 1) {
             const result = await this.reduceAtRoot(up, a.data, a.type, a.op);
             const held = HeldBytes.of(result);
             await this.toAll(0, down, () => held);
@@ -715,6 +663,14 @@ export class Collectives {
         return all;
       };
     });
+  }
+}
+
+/** result = result op own, a run at a time (the root's own value, when the root is not rank 0). */
+function foldOwn(result: Uint8Array, own: HeldBytes, op: number, type: number): void {
+  for (let at = 0; at < result.length; at += REDUCE_RUN) {
+    const end = Math.min(at + REDUCE_RUN, result.length);
+    combine(result.subarray(at, end), own.bytes.subarray(at, end), op, type);
   }
 }
 

@@ -4,7 +4,9 @@
  * feeds its payload bytes as they arrive. The first 16 bytes are the collective header;
  * the rest is data, which the collective that takes the frame copies or reduces piece by
  * piece (`drain`). Pieces that come before anyone drains are held, so what it holds
- * never exceeds the bytes received (at most one frame's payload).
+ * never exceeds the bytes received (at most one frame's payload). A sink takes each piece
+ * before it returns and keeps no view of it: pieces may be views of a read buffer that is
+ * used again for the next read.
  */
 import { COLLECTIVE_HEADER_SIZE } from '../codec/sperli-payloads.js';
 import type { PlexusError } from '../core/errors.js';
@@ -31,8 +33,11 @@ export class IncomingFrame {
     this.dataLength = length - COLLECTIVE_HEADER_SIZE;
   }
 
-  /** Payload bytes as they arrive, in order. */
-  push(bytes: Uint8Array): void {
+  /**
+   * Payload bytes as they arrive, in order. `transient` bytes are used again by the
+   * caller once this returns: they are copied if they must be held.
+   */
+  push(bytes: Uint8Array, transient = false): void {
     if (this.error !== undefined) return;
     let pos = 0;
     if (this.headFill < COLLECTIVE_HEADER_SIZE) {
@@ -49,7 +54,7 @@ export class IncomingFrame {
     }
     const chunk = pos === 0 ? bytes : bytes.subarray(pos);
     if (this.sink !== undefined) this.sink(this.received, chunk);
-    else this.held.push(chunk);
+    else this.held.push(transient ? Uint8Array.prototype.slice.call(chunk) : chunk);
     this.received += chunk.length;
   }
 

@@ -39,6 +39,13 @@ export interface MemoryTransportOptions {
   readonly jobId?: Uint8Array;
   /** The incarnation every rank runs (default 1). */
   readonly incarnation?: number;
+  /**
+   * Receive as a dialled TLS connection of the mesh does (a read buffer used again for
+   * every read): the bytes of each delivery arrive in reads of at most this many bytes,
+   * each copied into one buffer per rank that is overwritten after the read, so anything
+   * kept without a copy shows as wrong bytes. Default: every delivery as one chunk of its own.
+   */
+  readonly readBuffer?: number;
 }
 
 /** One direction of a pair's pipe. */
@@ -158,7 +165,24 @@ export function createMemoryTransports(size: number, options: MemoryTransportOpt
   for (let rank = 0; rank < size; rank++) {
     links.push(new PeerLinks({ jobId, rank, size, incarnation, heartbeatMs: 0, silenceMs: 0, closeGraceMs: 0 }));
   }
-  const deliver = (to: number, from: number, bytes: Uint8Array): void => links[to]?.receive(from, bytes);
+  const readSize = options.readBuffer;
+  if (readSize !== undefined && (!Number.isInteger(readSize) || readSize < 1 || readSize > HIGH_WATER)) {
+    throw badArgument('readBuffer', `readBuffer takes 1..${HIGH_WATER} bytes, not ${String(readSize)}`);
+  }
+  const readBuffers = readSize === undefined ? [] : links.map(() => new Uint8Array(readSize));
+  const deliver = (to: number, from: number, bytes: Uint8Array): void => {
+    const buf = readBuffers[to];
+    if (buf === undefined) {
+      links[to]?.receive(from, bytes);
+      return;
+    }
+    for (let at = 0; at < bytes.length; at += buf.length) {
+      const n = Math.min(buf.length, bytes.length - at);
+      buf.set(bytes.subarray(at, at + n));
+      links[to]?.receive(from, buf.subarray(0, n), true);
+      buf.fill(0xee);
+    }
+  };
   const closedAt = (rank: number, peer: number): void => links[rank]?.linkClosed(peer);
   for (let a = 0; a < size; a++) {
     for (let b = a + 1; b < size; b++) pipes.set(key(a, b), new Pipe([a, b], deliver, closedAt));

@@ -138,6 +138,8 @@ export class PeerLinks implements RankTransport {
   private flushing = false;
   private graceTimers = new Set<NodeJS.Timeout>();
   private streaming = false;
+  /** The bytes being fed are a read buffer the owner uses again (see `receive`). */
+  private transientInput = false;
   private shutdown: Promise<void> | undefined;
   private readonly clock: () => number;
   /** Called when every peer's HELLO has been accepted. */
@@ -230,11 +232,20 @@ export class PeerLinks implements RankTransport {
     this.armSilence(p, this.opts.silenceMs);
   }
 
-  /** Feeds bytes that arrived from `peer`. */
-  receive(peer: number, bytes: Uint8Array): void {
+  /**
+   * Feeds bytes that arrived from `peer`. With `transient`, the owner uses `bytes` again
+   * once this returns (a read buffer): whatever outlives the call is copied here.
+   */
+  receive(peer: number, bytes: Uint8Array, transient = false): void {
     const p = this.peers[peer];
     if (p?.stream === undefined || this.state !== 'open') return;
-    p.stream.push(bytes, p.emit);
+    const outer = this.transientInput;
+    this.transientInput = transient;
+    try {
+      p.stream.push(bytes, p.emit, transient);
+    } finally {
+      this.transientInput = outer;
+    }
   }
 
   /**
@@ -557,7 +568,7 @@ export class PeerLinks implements RankTransport {
     p.lastReceived = this.clock();
     if (event.kind === 'drop') return;
     if (event.kind === 'piece') {
-      p.incoming?.push(event.bytes);
+      p.incoming?.push(event.bytes, this.transientInput);
       return;
     }
     if (event.kind === 'end') {

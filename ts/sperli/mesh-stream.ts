@@ -36,6 +36,13 @@ function plainView(b: Uint8Array, start: number, length: number): Uint8Array {
   return new Uint8Array(b.buffer, b.byteOffset + start, length);
 }
 
+/** A copy of `length` bytes of `b` from `start`, in an ArrayBuffer of its own. */
+function copyOf(b: Uint8Array, start: number, length: number): Uint8Array {
+  const out = new Uint8Array(length);
+  out.set(plainView(b, start, length));
+  return out;
+}
+
 const END: PieceEvent = { kind: 'end' };
 
 export class PieceStream {
@@ -46,6 +53,8 @@ export class PieceStream {
   private headFill = 0;
   private current: FrameHeader | undefined;
   private parts: Uint8Array[] = [];
+  /** The payload of the frame being gathered from transient chunks, once it spans more than one. */
+  private joined: Uint8Array | undefined;
   private got = 0;
   private want = 0;
 
@@ -60,16 +69,19 @@ export class PieceStream {
   /**
    * Feeds bytes; calls `emit` with the events they complete, in order. Payloads and
    * pieces are views of the chunks given: a caller must not change a chunk after pushing
-   * it (socket data chunks are never reused).
+   * it (socket data chunks are never reused), unless it is `transient`. A transient chunk
+   * is used again by the caller once `push` returns (a read buffer): then every payload is
+   * a copy of its own, and only `piece` events are views of the chunk, valid until the
+   * handler of that event returns.
    */
-  push(chunk: Uint8Array, emit: (event: PieceEvent) => void): void {
+  push(chunk: Uint8Array, emit: (event: PieceEvent) => void, transient = false): void {
     if (this.mode === 'refused') return;
     if (!(chunk instanceof Uint8Array)) throw new TypeError('PieceStream.push takes a Uint8Array');
     let pos = 0;
     while (pos < chunk.length && !this.refused) {
       if (this.mode === 'header') {
         if (this.headFill === 0 && chunk.length - pos >= FRAME_HEADER_SIZE) {
-          const used = this.batch(chunk, pos, emit);
+          const used = this.batch(chunk, pos, emit, transient);
           if (used > 0) {
             pos += used;
             continue;
@@ -96,7 +108,13 @@ export class PieceStream {
         }
       } else if (this.mode === 'payload') {
         const take = Math.min(this.want - this.got, chunk.length - pos);
-        this.parts.push(plainView(chunk, pos, take));
+        if (!transient) this.parts.push(plainView(chunk, pos, take));
+        else if (take === this.want) this.parts.push(copyOf(chunk, pos, take));
+        else {
+          // The frame's length was accepted (at most 16 MiB) and its bytes are arriving.
+          this.joined ??= new Uint8Array(this.want);
+          this.joined.set(plainView(chunk, pos, take), this.got);
+        }
         this.got += take;
         pos += take;
         if (this.got === this.want) this.finish(emit);
@@ -110,7 +128,7 @@ export class PieceStream {
   }
 
   /** Judges the whole frames at chunk[pos ..] in one kernel call; returns the bytes used. */
-  private batch(chunk: Uint8Array, pos: number, emit: (event: PieceEvent) => void): number {
+  private batch(chunk: Uint8Array, pos: number, emit: (event: PieceEvent) => void, transient: boolean): number {
     const view = chunk.subarray(pos);
     const r = decodeHeaders(this.ctx.schema, view);
     for (let i = 0; i < r.count; i++) {
@@ -125,7 +143,8 @@ export class PieceStream {
         continue;
       }
       const start = off + FRAME_HEADER_SIZE;
-      emit({ kind: 'frame', header: out.header, payload: plainView(view, start, out.header.length) });
+      const payload = transient ? copyOf(view, start, out.header.length) : plainView(view, start, out.header.length);
+      emit({ kind: 'frame', header: out.header, payload });
     }
     return r.consumed;
   }
@@ -156,7 +175,8 @@ export class PieceStream {
   private finish(emit: (event: PieceEvent) => void): void {
     const header = this.current as FrameHeader;
     let payload: Uint8Array;
-    if (this.parts.length === 0) payload = new Uint8Array(0);
+    if (this.joined !== undefined) payload = this.joined;
+    else if (this.parts.length === 0) payload = new Uint8Array(0);
     else if (this.parts.length === 1) payload = this.parts[0] as Uint8Array;
     else {
       payload = new Uint8Array(this.want);
@@ -167,6 +187,7 @@ export class PieceStream {
       }
     }
     this.parts = [];
+    this.joined = undefined;
     this.current = undefined;
     this.got = 0;
     this.want = 0;
@@ -177,6 +198,7 @@ export class PieceStream {
   private refuse(emit: (event: PieceEvent) => void, error: PlexusError): void {
     this.mode = 'refused';
     this.parts = [];
+    this.joined = undefined;
     this.current = undefined;
     this.headFill = 0;
     emit({ kind: 'refuse', error });

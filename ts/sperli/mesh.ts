@@ -26,7 +26,7 @@
  * the order, the heartbeats, the silence limit, ABORT and BYE.
  */
 import { once } from 'node:events';
-import type { Socket } from 'node:net';
+import type { ConnectOpts, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import * as tls from 'node:tls';
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
@@ -45,6 +45,7 @@ import {
 import { type RefusedHosts, refusedHosts } from './hosts.js';
 import { AbortReason, abortFor, badArgument, lostPeerError } from './mesh-errors.js';
 import { type Link, PeerLinks, transportOf } from './mesh-links.js';
+import { StaticReader } from './static-reader.js';
 import { verifyJoinToken } from './tokens.js';
 import type { RankTransport } from './transport.js';
 
@@ -242,7 +243,7 @@ class SocketLink implements Link {
   }
 }
 
-type Attempt = { socket: tls.TLSSocket } | { error: unknown; retry: boolean };
+type Attempt = { socket: tls.TLSSocket; reader: StaticReader } | { error: unknown; retry: boolean };
 
 /**
  * Opens the mesh of the rank `desc` describes. Resolves with its transport once every
@@ -333,14 +334,15 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     }
   };
 
-  const attach = (peer: number, socket: tls.TLSSocket): void => {
+  const attach = (peer: number, socket: tls.TLSSocket, reader?: StaticReader): void => {
     socket.setNoDelay(true);
     let lastError: unknown;
     socket.on('error', (e) => {
       lastError = e;
     });
     links.attach(peer, new SocketLink(socket, cfg.silenceMs));
-    socket.on('data', (chunk: Buffer) => links.receive(peer, chunk));
+    if (reader !== undefined) reader.attach((bytes, transient) => links.receive(peer, bytes, transient));
+    else socket.on('data', (chunk: Buffer) => links.receive(peer, chunk));
     socket.on('close', () => links.linkClosed(peer, lastError));
   };
 
@@ -419,13 +421,17 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
   const attempt = (peer: number, timeoutMs: number): Promise<Attempt> =>
     new Promise((resolve) => {
       const entry = desc.hosts[peer] as { name: string; port: number };
-      const socket = tls.connect({
+      const reader = new StaticReader();
+      // node:tls takes `onread` on a connection it opens itself (its types omit it).
+      const options: tls.ConnectionOptions & ConnectOpts = {
         ...secure,
+        onread: reader.onread,
         host: entry.name,
         port: entry.port,
         checkServerIdentity: serverIdentityCheck(entry.name),
         ...(isDottedIPv4(entry.name) ? {} : { servername: normalizeHost(entry.name) as string }),
-      });
+      };
+      const socket = tls.connect(options);
       dialing.add(socket);
       let tcp = false;
       const timer = setTimeout(() => socket.destroy(new Error(`no TLS handshake within ${timeoutMs} ms`)), timeoutMs);
@@ -444,7 +450,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
         tcp = true;
       });
       socket.once('error', onError);
-      socket.once('secureConnect', () => settle({ socket }));
+      socket.once('secureConnect', () => settle({ socket, reader }));
     });
 
   const dial = async (peer: number): Promise<void> => {
@@ -479,7 +485,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
                 rank: id.rank,
               });
         }
-        attach(peer, socket);
+        attach(peer, socket, a.reader);
         return;
       }
       if (!a.retry) {
