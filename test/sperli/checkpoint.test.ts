@@ -551,3 +551,107 @@ describe('over the TLS 1.3 mesh', () => {
     await Promise.all(two.map((c) => c.finalize()));
   });
 });
+
+describe('the disk work of a checkpoint', () => {
+  /** A store that counts the durable writes of each COMMIT path and passes everything to fileStore. */
+  function countingStore(counts: Map<string, number>): CheckpointStore {
+    return {
+      ...fileStore,
+      write: (path, bytes) => {
+        if (path.endsWith('COMMIT')) counts.set(path, (counts.get(path) ?? 0) + 1);
+        return fileStore.write(path, bytes);
+      },
+    };
+  }
+
+  it.each<[DirLayout, number]>([
+    ['shared', 1],
+    ['per-rank', 3],
+  ])(
+    'in a %s directory the COMMIT is written durably %i time(s) per epoch, and every rank holds it',
+    async (layout, writes) => {
+      const j = new Job(3, layout);
+      const counts = new Map<string, number>();
+      const store = countingStore(counts);
+      j.stores = () => store;
+      await j.checkpoints(2);
+      for (const e of [1, 2]) {
+        const paths = j.commits(e);
+        const total = paths.reduce((n, p) => n + (counts.get(p) ?? 0), 0);
+        expect(total).toBe(writes);
+        const bytes = paths.map((p) => readFileSync(p));
+        for (const b of bytes) expect(b.equals(bytes[0] as Buffer)).toBe(true);
+      }
+      j.stores = undefined;
+      expect(await resumeAll(j)).toEqual([0, 1, 2].map((r) => state(r, 2)));
+    },
+  );
+
+  const big = (rank: number): Uint8Array => {
+    const b = new Uint8Array(3 * 1048576 + 333);
+    for (let i = 0; i < b.length; i += 97) b[i] = (i + rank * 13) & 255;
+    return b;
+  };
+
+  it('a buddy copy goes to a piece writer that has no writev one chunk at a time, with the same bytes', async () => {
+    const j = new Job(3, 'per-rank');
+    const plain: CheckpointStore = {
+      ...fileStore,
+      begin: async (path) => {
+        const w = await fileStore.begin(path);
+        return { write: (b) => w.write(b), commit: () => w.commit(), discard: () => w.discard() };
+      },
+    };
+    j.stores = () => plain;
+    await j.run((c) => c.checkpoint(big(c.rank), bytesCodec));
+    for (let r = 0; r < 3; r++) {
+      const [own, buddy] = j.copies(r, 1);
+      expect(readFileSync(buddy).equals(readFileSync(own))).toBe(true);
+    }
+    j.stores = undefined;
+    const back = await j.run((c) => c.resume(bytesCodec));
+    expect(back.map((b, r) => Buffer.from(b as Uint8Array).equals(big(r)))).toEqual([true, true, true]);
+  });
+
+  it('a buddy copy whose disk write fails fails the checkpoint on every rank and leaves no temporary file', async () => {
+    const j = new Job(3, 'per-rank');
+    await j.checkpoints(1);
+    const failing: CheckpointStore = {
+      ...fileStore,
+      begin: async (path) => {
+        const w = await fileStore.begin(path);
+        let n = 0;
+        const fail = async () => {
+          if (++n >= 2) throw new Error('disk full');
+        };
+        return {
+          write: async (b) => {
+            await fail();
+            return w.write(b);
+          },
+          writev: async (parts) => {
+            await fail();
+            return (w.writev as NonNullable<typeof w.writev>)(parts);
+          },
+          commit: () => w.commit(),
+          discard: () => w.discard(),
+        };
+      },
+    };
+    j.stores = (rank) => (rank === 1 ? failing : undefined);
+    const { comms, settled } = await j.settle(async (c) => {
+      await c.resume(bytesCodec);
+      return c.checkpoint(big(c.rank), bytesCodec);
+    });
+    const got = codes(settled);
+    expect(got[1]).toBe('PLX_SPERLI_CHECKPOINT_IO');
+    expect(reasonOf(settled[1] as PromiseSettledResult<unknown>).message).toContain('disk full');
+    expect(got.filter((c) => c === 'H1612')).toHaveLength(2);
+    expect(comms[0]?.failed?.details).toMatchObject({ abortReason: 5 });
+    expect(readdirSync(j.epochDir(1, 2)).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    expect(existsSync(j.file(1, 2, 'rank-0.ckpt.buddy'))).toBe(false);
+    for (let r = 0; r < 3; r++) expect(existsSync(j.file(r, 2, 'COMMIT'))).toBe(false);
+    j.stores = undefined;
+    expect(await resumeAll(j)).toEqual([0, 1, 2].map((r) => state(r, 1)));
+  });
+});

@@ -23,6 +23,11 @@ export const CHECKPOINT_IO = 'PLX_SPERLI_CHECKPOINT_IO';
 export interface PieceWriter {
   /** Appends bytes (in the order given). */
   write(bytes: Uint8Array): Promise<void>;
+  /**
+   * Optional: appends the bytes of `parts` one after the other in as few system calls as
+   * it can. Without it, the caller writes them one at a time.
+   */
+  writev?(parts: readonly Uint8Array[]): Promise<void>;
   /** fsync, rename to the final name, fsync of the directory. */
   commit(): Promise<void>;
   /** Removes the temporary file (after a failure); never throws. */
@@ -99,7 +104,7 @@ async function quietUnlink(path: string): Promise<void> {
   }
 }
 
-async function beginFile(path: string): Promise<PieceWriter & { writev(parts: readonly Uint8Array[]): Promise<void> }> {
+async function beginFile(path: string): Promise<Required<PieceWriter>> {
   const dir = dirname(path);
   const tmp = tempName(path);
   let fh: FileHandle | undefined;

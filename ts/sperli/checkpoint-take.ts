@@ -41,7 +41,7 @@ import {
   servedRank,
 } from './checkpoint-frames.js';
 import { checkCommit } from './checkpoint-layout.js';
-import type { CheckpointStore } from './checkpoint-store.js';
+import type { CheckpointStore, PieceWriter } from './checkpoint-store.js';
 import { signCommit } from './tokens.js';
 
 const BEGIN = frameKey(FrameType.CKPT_BEGIN);
@@ -111,17 +111,62 @@ async function begin(job: CheckpointJob, router: FrameRouter, epoch: bigint): Pr
   }
 }
 
-/** Chunks of a buddy copy handed to the disk before the first of them must be written. */
-const WRITE_AHEAD = 8;
+/**
+ * Appends chunks to a piece writer in order, in the background: the first chunk goes to
+ * the disk at once, and whatever arrived while a write ran goes as one `writev` after it,
+ * so a file that comes in many 1 MiB chunks takes few system calls and receiving never
+ * waits for the disk. Unwritten chunks are received frames' payloads, which the
+ * transport would hold until taken anyway.
+ */
+class ChunkSink {
+  private queue: Uint8Array[] = [];
+  private running: Promise<void> | undefined;
+  private failure: { error: unknown } | undefined;
 
-/** Step 3, receiving: the file of the served rank, written durably as it comes; its SHA-256. */
+  constructor(private readonly writer: PieceWriter) {}
+
+  push(chunk: Uint8Array): void {
+    if (this.failure !== undefined) throw this.failure.error;
+    if (chunk.length === 0) return;
+    this.queue.push(chunk);
+    if (this.running === undefined) {
+      this.running = this.drain();
+      this.running.catch(() => {}); // kept in `failure`: thrown by the next push or `settled`
+    }
+  }
+
+  /** Resolves once every chunk handed over is written; rejects with the first failure. */
+  async settled(): Promise<void> {
+    while (this.running !== undefined) await this.running.catch(() => {});
+    if (this.failure !== undefined) throw this.failure.error;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue;
+        this.queue = [];
+        if (batch.length > 1 && this.writer.writev !== undefined) await this.writer.writev(batch);
+        else for (const c of batch) await this.writer.write(c);
+      }
+    } catch (e) {
+      this.failure = { error: e };
+      this.queue = [];
+      throw e;
+    } finally {
+      this.running = undefined;
+    }
+  }
+}
+
+/**
+ * Step 3, receiving: the file of the served rank, hashed as each chunk arrives and
+ * written durably behind it; its SHA-256 (the bytes are never read back).
+ */
 async function keepBuddyCopy(job: CheckpointJob, router: FrameRouter, epoch: bigint): Promise<Uint8Array> {
   const served = servedRank(job);
   const writer = await job.store.begin(job.layout.buddyFile(epoch, served));
-  // Chunks go to the disk in order, each after the one before; meanwhile the next ones
-  // are received and hashed. At most WRITE_AHEAD chunks wait for the disk.
-  let writing: Promise<void> = Promise.resolve();
-  let waiting = 0;
+  const sink = new ChunkSink(writer);
   try {
     const hash = createSha256();
     const rx = new ChunkReceiver();
@@ -130,21 +175,15 @@ async function keepBuddyCopy(job: CheckpointJob, router: FrameRouter, epoch: big
       expectEpoch(f, epoch);
       const d = expectFileOf(f, served);
       const complete = rx.accept(d);
-      const chunk = d.chunk;
-      writing = writing.then(() => writer.write(chunk));
-      writing.catch(() => {}); // awaited below
-      if (++waiting >= WRITE_AHEAD) {
-        await writing;
-        waiting = 0;
-      }
-      hash.update(chunk);
+      hash.update(d.chunk);
+      sink.push(d.chunk);
       if (complete) break;
     }
-    await writing;
+    await sink.settled();
     await writer.commit();
     return hash.digest();
   } catch (e) {
-    await writing.catch(() => {});
+    await sink.settled().catch(() => {});
     await writer.discard();
     throw e;
   }
@@ -171,7 +210,7 @@ export function rankFileHeader(
 }
 
 /** Bytes hashed between two turns of the event loop, so that frames keep flowing meanwhile. */
-const HASH_SLICE = 4 << 20;
+const HASH_SLICE = 1 << 20;
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -250,9 +289,21 @@ function checkHeld(job: CheckpointJob, epoch: bigint, bytes: Uint8Array, own: Ui
 
 /** Step 5: only epochs e and e - 1 stay; later epochs are left alone. */
 async function retain(job: CheckpointJob, epoch: bigint): Promise<void> {
-  for (const e of await job.layout.epochs(job.store)) {
-    if (e < epoch - 1n) await job.store.removeTree(job.layout.epochDir(e));
-  }
+  const old = (await job.layout.epochs(job.store)).filter((e) => e < epoch - 1n);
+  await Promise.all(old.map((e) => job.store.removeTree(job.layout.epochDir(e))));
+}
+
+/**
+ * Step 4, a rank other than 0 keeping its copy of the COMMIT. Ranks sharing a directory
+ * find rank 0's copy already there, written durably before CKPT_COMMIT was sent; the
+ * same bytes are not written again (a COMMIT's signature is randomized, so equal bytes
+ * are this very COMMIT; an earlier try's copy was removed after CKPT_BEGIN).
+ */
+async function keepCommit(store: CheckpointStore, path: string, bytes: Uint8Array): Promise<void> {
+  // A copy that cannot be read is simply written again.
+  const held = await store.read(path, bytes.length).catch(() => null);
+  if (held !== null && sameBytes(held, bytes)) return;
+  await store.write(path, bytes);
 }
 
 /**
@@ -294,11 +345,14 @@ export async function takeCheckpoint(
   writing.catch(() => {});
   const digest = await digestOf(parts);
   await writing;
+  // A rank ACKs (and rank 0 signs) only once it also holds its buddy's copy durably, so a
+  // COMMIT always means that every rank file is on two ranks' disks, and a buddy copy
+  // that fails fails the checkpoint everywhere before any COMMIT exists.
+  const buddyDigest = await (keeping ?? writeParts(store, layout.buddyFile(epoch, rank), parts).then(() => digest));
   if (rank !== 0) await link.send(0, FrameType.CKPT_ACK, encodeCkptAck(digest), epoch);
 
-  const [, buddyDigest, commitBytes] = await Promise.all([
+  const [, commitBytes] = await Promise.all([
     sending,
-    keeping ?? writeParts(store, layout.buddyFile(epoch, rank), parts).then(() => digest),
     rank === 0
       ? commitAtRoot(job, router, epoch, digest)
       : router.take(0, COMMIT).then((f) => {
@@ -308,7 +362,7 @@ export async function takeCheckpoint(
   ]);
 
   checkHeld(job, epoch, commitBytes, digest, buddyDigest);
-  if (rank !== 0) await store.write(layout.commitFile(epoch), commitBytes);
+  if (rank !== 0) await keepCommit(store, layout.commitFile(epoch), commitBytes);
   await retain(job, epoch);
   return epoch;
 }
