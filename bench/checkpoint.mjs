@@ -5,11 +5,15 @@
 // file and the buddy's copy) and sends it to the buddy over TLS, so the target allows
 // 2.5x the ceiling at 64 MiB. The table also gives the checkpoint's CPU time summed over
 // the 4 ranks: with 4 ranks on fewer cores, wall time cannot go below it divided by the
+// cores. Below the table, the floor of each size (bench/checkpoint/floor.mjs): the CPU a
+// rank cannot avoid (three SHA-256 passes, TLS out and in, two durable writes), measured
+// here before the job starts, and the wall time it allows for 4 ranks on this machine's
 // cores. PLEXUS_BENCH_CKPT_SIZES (MiB, commas) changes the sizes.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { measureFloor } from './checkpoint/floor.mjs';
 
 export async function runCheckpointSuite({ root }) {
   const sizes = (process.env.PLEXUS_BENCH_CKPT_SIZES ?? '1,64,256').split(',').map(Number);
@@ -18,6 +22,8 @@ export async function runCheckpointSuite({ root }) {
   const targets = [];
   let table = '\ncheckpoint: 4 ranks, state per rank, slowest rank, medians\n';
   try {
+    const floors = [];
+    for (const mib of sizes) floors.push({ mib, ...(await measureFloor(mib)) });
     const r = spawnSync(
       process.execPath,
       [
@@ -72,6 +78,11 @@ export async function runCheckpointSuite({ root }) {
           ok: ratio <= 2.5,
         });
       }
+    }
+    const cores = availableParallelism();
+    for (const f of floors) {
+      const ranks = 4;
+      table += `  floor at ${f.mib} MiB, per rank: 3 x SHA-256 ${f.sha256.toFixed(0)} + TLS ${f.tls.toFixed(0)} + 2 durable writes ${f.write.toFixed(0)} = ${f.total.toFixed(0)} ms CPU; ${ranks} ranks on ${cores} cores: wall >= ${((f.total * ranks) / Math.min(ranks, cores)).toFixed(0)} ms\n`;
     }
     return { entries, targets, table };
   } finally {

@@ -3,6 +3,8 @@
  * file is written durably (a temporary name in the same directory, fsync, rename over
  * the final name, fsync of the directory), so a crash leaves either the old file or the
  * whole new one, never a torn one, and a rename that returned survives a power cut.
+ * Rank files and buddy copies go past the page cache (O_DIRECT, where the system takes
+ * it; see TempFile and docs/sperli-checkpoints.md, "Past the page cache").
  *
  * `CheckpointStore` is the seam: the checkpoint procedure uses nothing else of the file
  * system, so a test can put a store in front of the real one that fails a chosen write.
@@ -11,7 +13,7 @@
  * (two ranks keeping the same COMMIT in a shared directory) is harmless.
  */
 import { randomBytes } from 'node:crypto';
-import type { Dirent } from 'node:fs';
+import { type Dirent, constants as fsConstants } from 'node:fs';
 import { type FileHandle, mkdir, open, readdir, rename, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { PlexusError } from '../core/errors.js';
@@ -104,66 +106,247 @@ async function quietUnlink(path: string): Promise<void> {
   }
 }
 
-async function beginFile(path: string): Promise<Required<PieceWriter>> {
-  const dir = dirname(path);
-  const tmp = tempName(path);
-  let fh: FileHandle | undefined;
-  try {
-    await ensureDir(dir);
-    fh = await open(tmp, 'wx', 0o600);
-  } catch (e) {
-    throw ioError('write', path, e);
+/**
+ * Bytes per O_DIRECT write. A direct writer copies what it is given into two page-aligned
+ * slots of this size and writes one while it fills the other.
+ */
+const DIRECT_PIECE = 4 << 20;
+/** O_DIRECT offsets and lengths are multiples of this (the largest logical block size of Linux). */
+const DIRECT_ALIGN = 4096;
+/** Slots of this process: two direct writers at a time; more write through the page cache. */
+const DIRECT_SLOTS = 4;
+/** Files written whole from fewer bytes than this go through the page cache. */
+const DIRECT_MIN = 1 << 20;
+const O_DIRECT: number | undefined = (fsConstants as { O_DIRECT?: number }).O_DIRECT;
+
+/**
+ * The page-aligned slots of direct writers (a WebAssembly memory is page aligned), made
+ * on first use and kept, so every direct write copies into memory already mapped.
+ */
+const slots = {
+  free: [] as Uint8Array[],
+  made: false,
+  take(): [Uint8Array, Uint8Array] | undefined {
+    if (!this.made) {
+      this.made = true;
+      try {
+        const memory = new WebAssembly.Memory({ initial: (DIRECT_SLOTS * DIRECT_PIECE) / 65536 });
+        for (let i = 0; i < DIRECT_SLOTS; i++) {
+          this.free.push(new Uint8Array(memory.buffer, i * DIRECT_PIECE, DIRECT_PIECE));
+        }
+      } catch {
+        // No memory for slots: every file goes through the page cache.
+      }
+    }
+    if (this.free.length < 2) return undefined;
+    return [this.free.pop() as Uint8Array, this.free.pop() as Uint8Array];
+  },
+  give(pair: readonly Uint8Array[]): void {
+    this.free.push(...pair);
+  },
+};
+
+/**
+ * A file being written under a temporary name. With O_DIRECT (Linux, a file system that
+ * takes it, two free slots), the bytes are copied into the slots and written past the page
+ * cache, 4 MiB at a time, the last block padded with zeros and the file then cut to its
+ * length; otherwise they are written through the page cache. A file system that refuses
+ * O_DIRECT at open or at the first write gets the same bytes through the page cache.
+ * Either way `commit` fsyncs the file before the rename, so durability is the same.
+ */
+class TempFile implements Required<PieceWriter> {
+  private pair: [Uint8Array, Uint8Array] | undefined;
+  private slot = 0;
+  private fill = 0;
+  /** The file offset of the current slot (direct), or of the next byte (after a fallback). */
+  private at = 0;
+  private length = 0;
+  private flushed = false;
+  private inFlight: Promise<unknown> | undefined;
+  private closed = false;
+
+  private constructor(
+    private readonly path: string,
+    private readonly tmp: string,
+    private handle: FileHandle,
+    pair: [Uint8Array, Uint8Array] | undefined,
+  ) {
+    this.pair = pair;
   }
-  const handle = fh;
-  let closed = false;
-  const close = async () => {
-    if (closed) return;
-    closed = true;
-    await handle.close();
-  };
-  return {
-    async write(bytes) {
-      try {
-        for (let at = 0; at < bytes.length; ) {
-          const { bytesWritten } = await handle.write(bytes, at, bytes.length - at);
-          at += bytesWritten;
+
+  static async open(path: string, direct: boolean): Promise<TempFile> {
+    const tmp = tempName(path);
+    let pair = direct && O_DIRECT !== undefined ? slots.take() : undefined;
+    try {
+      await ensureDir(dirname(path));
+      let fh: FileHandle | undefined;
+      if (pair !== undefined) {
+        const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | (O_DIRECT as number);
+        try {
+          fh = await open(tmp, flags, 0o600);
+        } catch (e) {
+          if (errno(e) !== 'EINVAL') throw e;
         }
-      } catch (e) {
-        throw ioError('write', path, e);
       }
-    },
-    async writev(parts) {
-      try {
-        let rest = parts.filter((p) => p.length > 0);
-        while (rest.length > 0) {
-          let { bytesWritten } = await handle.writev(rest as Uint8Array[]);
-          while (rest.length > 0 && bytesWritten >= (rest[0] as Uint8Array).length) {
-            bytesWritten -= (rest[0] as Uint8Array).length;
-            rest = rest.slice(1);
+      if (fh === undefined) {
+        if (pair !== undefined) slots.give(pair);
+        pair = undefined;
+        fh = await open(tmp, 'wx', 0o600);
+      }
+      return new TempFile(path, tmp, fh, pair);
+    } catch (e) {
+      if (pair !== undefined) slots.give(pair);
+      throw ioError('write', path, e);
+    }
+  }
+
+  write(bytes: Uint8Array): Promise<void> {
+    return this.writev([bytes]);
+  }
+
+  async writev(parts: readonly Uint8Array[]): Promise<void> {
+    try {
+      this.length += parts.reduce((n, p) => n + p.length, 0);
+      if (this.pair === undefined) return await this.writeCached(parts);
+      for (let i = 0; i < parts.length; i++) {
+        const p = parts[i] as Uint8Array;
+        for (let from = 0; from < p.length; ) {
+          const n = Math.min(p.length - from, DIRECT_PIECE - this.fill);
+          (this.pair[this.slot] as Uint8Array).set(p.subarray(from, from + n), this.fill);
+          this.fill += n;
+          from += n;
+          if (this.fill < DIRECT_PIECE) continue;
+          await this.flush(DIRECT_PIECE);
+          if (this.pair === undefined) {
+            // O_DIRECT was refused: the rest goes through the page cache.
+            return await this.writeCached([p.subarray(from), ...parts.slice(i + 1)]);
           }
-          if (bytesWritten > 0) rest = [(rest[0] as Uint8Array).subarray(bytesWritten), ...rest.slice(1)];
         }
-      } catch (e) {
-        throw ioError('write', path, e);
       }
-    },
-    async commit() {
+    } catch (e) {
+      throw ioError('write', this.path, e);
+    }
+  }
+
+  async commit(): Promise<void> {
+    try {
+      if (this.pair !== undefined) {
+        if (this.fill > 0 || !this.flushed) {
+          const padded = Math.ceil(this.fill / DIRECT_ALIGN) * DIRECT_ALIGN;
+          (this.pair[this.slot] as Uint8Array).fill(0, this.fill, padded);
+          if (padded > 0) await this.flush(padded);
+        }
+        await this.inFlight;
+        this.inFlight = undefined;
+        if (this.pair !== undefined) {
+          if (this.length % DIRECT_ALIGN !== 0) await this.handle.truncate(this.length);
+          this.release();
+        }
+      }
+      await this.handle.sync();
+      await this.close();
+      await rename(this.tmp, this.path);
+      await syncDir(dirname(this.path));
+    } catch (e) {
+      await this.discard();
+      throw ioError('write', this.path, e);
+    }
+  }
+
+  async discard(): Promise<void> {
+    await this.inFlight?.catch(() => {});
+    this.inFlight = undefined;
+    this.release();
+    await this.close().catch(() => {});
+    await quietUnlink(this.tmp);
+  }
+
+  /**
+   * Starts the O_DIRECT write of the current slot's first `n` bytes once the write before
+   * it is done, and moves on to the other slot. The first write is awaited: a refusal
+   * (EINVAL) reopens the file without O_DIRECT and writes the slot there.
+   */
+  private async flush(n: number): Promise<void> {
+    const slot = this.pair?.[this.slot] as Uint8Array;
+    await this.inFlight;
+    this.inFlight = undefined;
+    const writing = writeAll(this.handle, slot.subarray(0, n), this.at);
+    if (!this.flushed) {
+      this.flushed = true;
       try {
-        await handle.sync();
-        await close();
-        await rename(tmp, path);
-        await syncDir(dir);
+        await writing;
       } catch (e) {
-        await close().catch(() => {});
-        await quietUnlink(tmp);
-        throw ioError('write', path, e);
+        if (errno(e) !== 'EINVAL') throw e;
+        await this.reopenCached(slot.subarray(0, this.fill));
+        return;
       }
-    },
-    async discard() {
-      await close().catch(() => {});
-      await quietUnlink(tmp);
-    },
-  };
+    } else {
+      writing.catch(() => {}); // awaited by the next flush, commit or discard
+      this.inFlight = writing;
+    }
+    this.at += n;
+    this.slot ^= 1;
+    this.fill = 0;
+  }
+
+  /** After a refused O_DIRECT write: the same file without O_DIRECT, `first` written at its start. */
+  private async reopenCached(first: Uint8Array): Promise<void> {
+    await this.handle.close();
+    this.handle = await open(this.tmp, 'r+');
+    await writeAll(this.handle, first, 0);
+    this.at = first.length;
+    this.fill = 0;
+    this.release();
+  }
+
+  /** Appends `parts` at `at` through the page cache, in as few `writev` calls as it takes. */
+  private async writeCached(parts: readonly Uint8Array[]): Promise<void> {
+    let rest = parts.filter((p) => p.length > 0);
+    while (rest.length > 0) {
+      let { bytesWritten } = await this.handle.writev(rest as Uint8Array[], this.at);
+      this.at += bytesWritten;
+      while (rest.length > 0 && bytesWritten >= (rest[0] as Uint8Array).length) {
+        bytesWritten -= (rest[0] as Uint8Array).length;
+        rest = rest.slice(1);
+      }
+      if (bytesWritten > 0) rest = [(rest[0] as Uint8Array).subarray(bytesWritten), ...rest.slice(1)];
+    }
+  }
+
+  private release(): void {
+    if (this.pair !== undefined) slots.give(this.pair);
+    this.pair = undefined;
+  }
+
+  private async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.handle.close();
+  }
+}
+
+/** Writes all of `bytes` at `position`. */
+async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
+  for (let done = 0; done < bytes.length; ) {
+    const { bytesWritten } = await fh.write(bytes, done, bytes.length - done, position + done);
+    done += bytesWritten;
+  }
+}
+
+function beginFile(path: string): Promise<Required<PieceWriter>> {
+  return TempFile.open(path, true);
+}
+
+/** Writes `parts` one after the other as `path`, durably. */
+async function writeFile(path: string, parts: readonly Uint8Array[]): Promise<void> {
+  const w = await TempFile.open(path, parts.reduce((n, p) => n + p.length, 0) >= DIRECT_MIN);
+  try {
+    await w.writev(parts);
+  } catch (e) {
+    await w.discard();
+    throw e;
+  }
+  await w.commit();
 }
 
 async function removeTree(dir: string): Promise<void> {
@@ -200,27 +383,9 @@ async function removeTree(dir: string): Promise<void> {
 
 /** The store on the local file system (node:fs), with fsync as described above. */
 export const fileStore: CheckpointStore = {
-  async write(path, bytes) {
-    const w = await beginFile(path);
-    try {
-      await w.write(bytes);
-    } catch (e) {
-      await w.discard();
-      throw e;
-    }
-    await w.commit();
-  },
+  write: (path, bytes) => writeFile(path, [bytes]),
 
-  async writeParts(path, parts) {
-    const w = await beginFile(path);
-    try {
-      await w.writev(parts);
-    } catch (e) {
-      await w.discard();
-      throw e;
-    }
-    await w.commit();
-  },
+  writeParts: writeFile,
 
   begin: beginFile,
 
