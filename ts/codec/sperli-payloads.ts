@@ -319,16 +319,32 @@ function collectiveHeaderFault(h: CollectiveHeader): string | undefined {
 
 /** The 16-byte collective header. */
 export function encodeCollectiveHeader(h: CollectiveHeader): Uint8Array {
-  const w = new _Writer(COLLECTIVE_HEADER_SIZE)
-    .u8(_uint(h.op, 0, 255, 'op'))
-    .u8(_uint(h.elementType, 0, 255, 'elementType'))
-    .u8(_uint(h.reduceOp, 0, 255, 'reduceOp'))
-    .u8(_uint(h.phase, 0, 255, 'phase'))
-    .u32(_uint(h.root, 0, 0xffff_ffff, 'root'))
-    .u64(_u64(h.sequence, 'sequence'));
+  // Written byte by byte (every collective call sends one): op, element type, reduce
+  // operation, phase, then root u32 and sequence u64, little-endian.
+  const out = new Uint8Array(COLLECTIVE_HEADER_SIZE);
+  out[0] = _uint(h.op, 0, 255, 'op');
+  out[1] = _uint(h.elementType, 0, 255, 'elementType');
+  out[2] = _uint(h.reduceOp, 0, 255, 'reduceOp');
+  out[3] = _uint(h.phase, 0, 255, 'phase');
+  const root = _uint(h.root, 0, 0xffff_ffff, 'root');
+  out[4] = root & 0xff;
+  out[5] = (root >>> 8) & 0xff;
+  out[6] = (root >>> 16) & 0xff;
+  out[7] = root >>> 24;
+  const seq = _u64(h.sequence, 'sequence');
+  const lo = Number(seq & 0xffff_ffffn);
+  const hi = Number(seq >> 32n);
+  out[8] = lo & 0xff;
+  out[9] = (lo >>> 8) & 0xff;
+  out[10] = (lo >>> 16) & 0xff;
+  out[11] = lo >>> 24;
+  out[12] = hi & 0xff;
+  out[13] = (hi >>> 8) & 0xff;
+  out[14] = (hi >>> 16) & 0xff;
+  out[15] = hi >>> 24;
   const fault = collectiveHeaderFault(h);
   if (fault !== undefined) throw new RangeError(fault);
-  return w.bytes;
+  return out;
 }
 
 /** A COLLECTIVE payload: the collective header, then at most MAX_COLLECTIVE_DATA bytes of data. */
@@ -355,14 +371,15 @@ export function decodeCollective(payload: Uint8Array): { header: CollectiveHeade
       { length: payload.length },
     );
   }
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'collective-short', 'COLLECTIVE'));
+  // The 16 bytes are there (checked above): read them without a bounds-checked reader.
+  const dv = new DataView(payload.buffer, payload.byteOffset, COLLECTIVE_HEADER_SIZE);
   const header: CollectiveHeader = {
-    op: r.u8('op'),
-    elementType: r.u8('element type'),
-    reduceOp: r.u8('reduce operation'),
-    phase: r.u8('phase'),
-    root: r.u32('root'),
-    sequence: r.u64('sequence'),
+    op: payload[0] as number,
+    elementType: payload[1] as number,
+    reduceOp: payload[2] as number,
+    phase: payload[3] as number,
+    root: dv.getUint32(4, true),
+    sequence: dv.getBigUint64(8, true),
   };
   const fault = collectiveHeaderFault(header);
   if (fault !== undefined) {

@@ -115,6 +115,12 @@ interface Peer {
   backlog: (() => void)[];
   /** The bytes the frame in progress is sent from while they are still being filled (sendGrowing). */
   growing: GrowingBytes | undefined;
+  /**
+   * The 52 header bytes every frame to this peer shares (job id, source and target rank,
+   * incarnation), encoded once when the link is attached; each frame's own fields are
+   * written over a copy.
+   */
+  template: Uint8Array;
 }
 
 type State = 'open' | 'failed' | 'closed';
@@ -169,6 +175,7 @@ export class PeerLinks implements RankTransport {
         busy: false,
         backlog: [],
         growing: undefined,
+        template: EMPTY,
         incoming: undefined,
         emit: noop,
       });
@@ -211,6 +218,14 @@ export class PeerLinks implements RankTransport {
       throw new RangeError(`rank ${peer} cannot be attached to rank ${this.rank}`);
     }
     p.link = link;
+    p.template = encodeFrameHeader({
+      type: FrameType.HELLO,
+      jobId: this.opts.jobId,
+      sourceRank: this.rank,
+      targetRank: peer,
+      incarnation: this.opts.incarnation,
+      length: 0,
+    });
     const hello = this.opts.hello;
     p.stream = new PieceStream(
       new FrameContext(
@@ -544,20 +559,26 @@ export class PeerLinks implements RankTransport {
     while (!p.busy && p.backlog.length > 0) (p.backlog.shift() as () => void)();
   }
 
+  /**
+   * Writes the header of a frame to `p` into `out`: the peer's template, then the
+   * length (u32 at 0), type (u8 at 4), epoch (u64 at 40) and tag (u32 at 48), all
+   * little-endian. The caller's values were checked by checkSend (or are the
+   * transport's own), so every one fits its field.
+   */
   private header(p: Peer, type: number, tag: number, epoch: bigint, length: number, out: Uint8Array): void {
-    encodeFrameHeader(
-      {
-        type,
-        jobId: this.opts.jobId,
-        sourceRank: this.rank,
-        targetRank: p.rank,
-        incarnation: this.opts.incarnation,
-        tag,
-        epoch,
-        length,
-      },
-      out,
-    );
+    out.set(p.template);
+    out[0] = length & 0xff;
+    out[1] = (length >>> 8) & 0xff;
+    out[2] = (length >>> 16) & 0xff;
+    out[3] = length >>> 24;
+    out[4] = type;
+    if (epoch !== 0n) new DataView(out.buffer, out.byteOffset + 40, 8).setBigUint64(0, epoch, true);
+    if (tag !== 0) {
+      out[48] = tag & 0xff;
+      out[49] = (tag >>> 8) & 0xff;
+      out[50] = (tag >>> 16) & 0xff;
+      out[51] = tag >>> 24;
+    }
   }
 
   private onEvent(p: Peer, event: PieceEvent): void {

@@ -385,7 +385,8 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
       refuse(peerCertificateRefused('rank', `rank ${id.rank} is not expected here: ${why}`, { rank: id.rank }));
       return;
     }
-    attach(id.rank, socket);
+    // Accepted connections decrypt into one reused buffer too (node:tls has no `onread` for them).
+    attach(id.rank, socket, StaticReader.adopt(socket));
     if (lowerAttached()) {
       closeServer();
       if (setupTimer !== undefined) clearTimeout(setupTimer);

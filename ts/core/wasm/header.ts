@@ -47,12 +47,22 @@ export function headerDecodeBatch(schema: HeaderSchema, data: Uint8Array, maxFra
   const cap = Math.max(0, Math.min(maxFrames, Math.floor(data.length / schema.size)));
   const outPtr = r.scratchOut.get(4 + cap * 12);
   const n = r.x.headerDecodeBatch(sp, dp, data.length, outPtr, cap);
-  const buf = r.arena.buffer;
-  const consumed = new Int32Array(buf, outPtr, 1)[0] as number;
-  const offsets = new Int32Array(buf.slice(outPtr + 4, outPtr + 4 + n * 4));
-  const lengths = new Int32Array(buf.slice(outPtr + 4 + cap * 4, outPtr + 4 + cap * 4 + n * 4));
-  const verdicts = new Int32Array(buf.slice(outPtr + 4 + cap * 8, outPtr + 4 + cap * 8 + n * 4));
-  return { count: n, offsets, lengths, verdicts, consumed };
+  // One copy out of linear memory for the three arrays (a fresh ArrayBuffer each costs more than the call).
+  const dv = r.arena.dv;
+  const consumed = dv.getInt32(outPtr, true);
+  const all = new Int32Array(3 * n);
+  for (let i = 0; i < n; i++) {
+    all[i] = dv.getInt32(outPtr + 4 + i * 4, true);
+    all[n + i] = dv.getInt32(outPtr + 4 + cap * 4 + i * 4, true);
+    all[2 * n + i] = dv.getInt32(outPtr + 4 + cap * 8 + i * 4, true);
+  }
+  return {
+    count: n,
+    offsets: all.subarray(0, n),
+    lengths: all.subarray(n, 2 * n),
+    verdicts: all.subarray(2 * n),
+    consumed,
+  };
 }
 
 export function headerEncode(schema: HeaderSchema, values: readonly (bigint | Uint8Array)[], out: Uint8Array): void {
