@@ -34,6 +34,8 @@ const STREAMS = process.env.CLUSTER_ACTORS_STREAMS ? Number(process.env.CLUSTER_
 const NODE_ARGS = (process.env.CLUSTER_ACTORS_NODE_ARGS ?? '').split(' ').filter(Boolean);
 /** libuv's thread pool size of the two node processes (UV_THREADPOOL_SIZE; node's default is 4). */
 const THREADS = process.env.CLUSTER_ACTORS_THREADS;
+/** Lanes of each node's journal log (`journalLanes` of the node config; the default is 4). */
+const LANES = process.env.CLUSTER_ACTORS_LANES ? Number(process.env.CLUSTER_ACTORS_LANES) : undefined;
 
 /** CPU milliseconds a process has used (user + system, all threads), from /proc; undefined elsewhere. */
 function cpuMs(pid) {
@@ -222,7 +224,15 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
       const { readFile, writeFile } = await import('node:fs/promises');
       for (const f of files.values()) {
         const cfg = JSON.parse(await readFile(f, 'utf8'));
-        await writeFile(f, JSON.stringify({ ...cfg, fsync, ...(STREAMS ? { wire: { streamCap: STREAMS } } : {}) }));
+        await writeFile(
+          f,
+          JSON.stringify({
+            ...cfg,
+            fsync,
+            ...(STREAMS ? { wire: { streamCap: STREAMS } } : {}),
+            ...(LANES ? { journalLanes: LANES } : {}),
+          }),
+        );
       }
       const env = THREADS ? { ...process.env, UV_THREADPOOL_SIZE: THREADS } : process.env;
       const a = new Proc([...NODE_ARGS, self, '--node', root, files.get('a')], env);

@@ -16,6 +16,7 @@ import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/his
 import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
 import { shardDir } from '../../ts/runtime/log-journal.js';
+import { openJournalShards } from '../../ts/runtime/node-log.js';
 import { openLog } from '../../ts/storage/index.js';
 import { CLI, dataDirOf, freePorts, type Line, NodeProc, patchConfig } from './actor-procs.js';
 
@@ -306,14 +307,14 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
         for (const p of five) expect(p.exited).toBe(0);
         const histories: ShardHistory[] = [];
         for (const id of ids) {
+          const stores = await openJournalShards(join(dataDirOf(d, id), 'journal'));
           for (let s = 0; s < SHARDS; s++) {
-            const sd = shardDir(join(dataDirOf(d, id), 'journal'), s);
-            if (!existsSync(sd)) continue;
-            const log = await openLog(sd);
+            const log = await stores.shard(s);
+            if (log === undefined) continue;
             const h = await readShard(s, log);
-            await log.close();
             if (h.records.length > 0) histories.push(h);
           }
+          await stores.close();
         }
         // each shard's journal lives on one node only
         const perShard = new Map<number, number>();

@@ -18,8 +18,7 @@ import { rankedOwner } from '../../ts/cluster/authority.js';
 import { checkHistory, readShard } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
-import { shardDir } from '../../ts/runtime/log-journal.js';
-import { openLog } from '../../ts/storage/index.js';
+import { openJournalShards } from '../../ts/runtime/node-log.js';
 import { dataDirOf, freePorts, type Line, NodeProc } from './actor-procs.js';
 
 const SHARDS = 4;
@@ -34,11 +33,13 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function journalOf(shard: number) {
-  const log = await openLog(shardDir(join(dataDirOf(dir, 'b'), 'journal'), shard), { fsync: 'never' });
+  const stores = await openJournalShards(join(dataDirOf(dir, 'b'), 'journal'), { fsync: 'never' });
   try {
+    const log = await stores.shard(shard);
+    if (log === undefined) throw new Error(`node b holds no journal of shard ${shard}`);
     return checkHistory([await readShard(shard, log)]);
   } finally {
-    await log.close();
+    await stores.close();
   }
 }
 

@@ -7,13 +7,14 @@
  * file: static membership (hosting the MemoryAuthority on the authority node), the HTTP/2
  * mutual-TLS wire, the shared store host when configured, and the runtime node.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
 import { openJournal, shardDir } from '../runtime/log-journal.js';
 import { Node } from '../runtime/node.js';
+import { DEFAULT_NODE_LOG_LANES, journalStoreMode, NODE_LOG_DIR, NodeLog } from '../runtime/node-log.js';
 import type { Chart, MacrostepEntry, RuntimeConfig } from '../runtime/types.js';
 import { openLog } from '../storage/index.js';
 import type { LogStorage } from '../storage/types.js';
@@ -64,6 +65,12 @@ export interface ClusterNodeConfig {
    * pair; default 64) and TCP connections per peer (default 2).
    */
   readonly wire?: { readonly streamCap?: number; readonly poolSize?: number };
+  /**
+   * `per-node`, new data directory: lanes of the node-wide journal log (default 4). Shard n
+   * is in lane n % lanes; each lane groups its shards' appends into one write and fsync, and
+   * the lanes write at the same time. An existing directory keeps its own.
+   */
+  readonly journalLanes?: number;
   /** Fault injection for tests: the lease clock runs at this rate of real time (default 1). */
   readonly leaseClockRate?: number;
 }
@@ -164,7 +171,15 @@ export function startClaiming(
   membership: Membership,
   shardCount: number,
   expected: readonly string[],
-  opts: { readonly everyMs?: number; readonly graceMs?: number } = {},
+  opts: {
+    readonly everyMs?: number;
+    readonly graceMs?: number;
+    /**
+     * With per-node stores: whether this node's store holds shard s's journal. Such a shard
+     * is claimed whatever its rank (the authority grants it to no other member), at once.
+     */
+    readonly holds?: (shard: number) => boolean;
+  } = {},
 ): () => void {
   const started = Date.now();
   const asked = new Map<number, number>();
@@ -176,11 +191,13 @@ export function startClaiming(
       const v = membership.view();
       const alive = v.members.filter((m) => m.status === 'alive').map((m) => m.id);
       const everyone = expected.every((id) => v.members.some((m) => m.id === id));
-      if (!everyone && Date.now() - started < (opts.graceMs ?? 3000)) return;
+      const waiting = !everyone && Date.now() - started < (opts.graceMs ?? 3000);
       const leased = new Set(v.leases.map((l) => l.shard));
       const now = Date.now();
       for (let s = 0; s < shardCount; s++) {
-        if (leased.has(s) || rankedOwner(alive, s) !== membership.self) continue;
+        if (leased.has(s)) continue;
+        const mine = opts.holds?.(s) === true;
+        if (!mine && (waiting || rankedOwner(alive, s) !== membership.self)) continue;
         if ((asked.get(s) ?? 0) > now - 200) continue;
         asked.set(s, now);
         await membership.grant(s).catch(() => {});
@@ -313,6 +330,10 @@ export async function launchClusterNode(
   const deadLog = await openLog(join(cfg.dataDir, DEAD_LETTER_LOG), { fsync: 'batch' });
   const dead = new DeadLetters(deadLog);
   let open: (shard: number) => Promise<LogStorage>;
+  let nodeLog: NodeLog | undefined;
+  /** With `per-node`: the shards whose journals this node's store holds (it takes them back). */
+  const journalsHeld = new Set<number>();
+  let holds = (s: number) => journalsHeld.has(s);
   if (layout === 'shared') {
     open = async (shard) =>
       storeHost
@@ -320,14 +341,34 @@ export async function launchClusterNode(
         : RemoteLog.open(shard, (body) => wire.call(storeHostId, body));
   } else {
     const journalDir = join(cfg.dataDir, 'journal');
-    // The single-node journal layout: the directory can be opened by `openJournal` too.
+    // The single-node journal layout (`journal.meta`): a single-node directory with per-shard
+    // stores keeps them; a new one gets one node-wide log (group commit across shards).
     const j = await openJournal(journalDir, { shardCount: meta.shardCount });
     await j.close();
-    open = async (shard) => {
-      const d = shardDir(journalDir, shard);
-      await mkdir(d, { recursive: true });
-      return openLog(d, { fsync: cfg.fsync ?? 'batch' });
-    };
+    if ((await journalStoreMode(journalDir)) === 'node') {
+      const nl = await NodeLog.open(
+        join(journalDir, NODE_LOG_DIR),
+        { fsync: cfg.fsync ?? 'batch' },
+        cfg.journalLanes ?? DEFAULT_NODE_LOG_LANES,
+      );
+      nodeLog = nl;
+      holds = (s) => nl.holds(s);
+      open = async (shard) => nl.shard(shard);
+    } else {
+      for (let s = 0; s < meta.shardCount; s++) {
+        const d = shardDir(journalDir, s);
+        if (!existsSync(d)) continue;
+        const log = await openLog(d, { fsync: cfg.fsync ?? 'batch' });
+        if (log.last > 0n) journalsHeld.add(s);
+        await log.close();
+      }
+      open = async (shard) => {
+        const d = shardDir(journalDir, shard);
+        await mkdir(d, { recursive: true });
+        journalsHeld.add(shard);
+        return openLog(d, { fsync: cfg.fsync ?? 'batch' });
+      };
+    }
   }
   const m = membership;
   const cn = assembleClusterNode({
@@ -362,6 +403,15 @@ export async function launchClusterNode(
       await deadLog.close();
     },
   });
+  if (nodeLog !== undefined) {
+    // The node log outlives the shard views the journal closes.
+    const nl = nodeLog;
+    const close = cn.journal.close.bind(cn.journal);
+    cn.journal.close = async () => {
+      await close();
+      await nl.close();
+    };
+  }
   // The authority's node may still be starting: retry joining for a while.
   const joinBy = Date.now() + 30_000;
   for (;;) {
@@ -373,6 +423,7 @@ export async function launchClusterNode(
         await wire.close();
         host?.close();
         await deadLog.close();
+        await nodeLog?.close();
         throw e;
       }
       await new Promise((r) => setTimeout(r, 100));
@@ -382,6 +433,7 @@ export async function launchClusterNode(
     m,
     meta.shardCount,
     cfg.members.map((x) => x.id),
+    layout === 'per-node' ? { holds: (s) => holds(s) } : {},
   );
   const stop = cn.stop.bind(cn);
   cn.stop = async () => {

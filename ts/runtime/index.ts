@@ -20,5 +20,6 @@ export {
 } from './log-journal.js';
 export { Mailbox } from './mailbox.js';
 export { allLocal, ERROR_COMMUNICATION, Node, NodeBuilder } from './node.js';
+export { journalStoreMode, NODE_LOG_DIR, NodeLog, openJournalShards } from './node-log.js';
 export * from './types.js';
 export { PLEXUS_SEND, type SendSpec, sendEvent, type XEvent, xstateChart } from './xstate.js';

@@ -11,7 +11,7 @@
  * scan of the shard when the shard is first used.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeJournalRecord, encodeJournalRecord, peekJournalRecord } from '../codec/journal-record.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
@@ -20,6 +20,7 @@ import { type FileLogOptions, MemoryLog, MemoryLogState, openLog } from '../stor
 import type { LogStorage } from '../storage/types.js';
 import { macrostepOfRecord, recordOfMacrostep, recordOfSnapshot, snapshotOfRecord } from './entries.js';
 import { JournalStoreCode, RuntimeCode, runtimeError } from './errors.js';
+import { journalStoreMode, NODE_LOG_DIR, NodeLog } from './node-log.js';
 import type { ActorHistory, JournalAppendOptions, JournalStorage, MacrostepEntry, SnapshotEntry } from './types.js';
 
 /** The default shard count of a single-node journal. */
@@ -138,6 +139,8 @@ export class LogJournalStorage implements JournalStorage {
   constructor(
     readonly shardCount: number,
     private readonly open: ShardOpener,
+    /** Runs once every shard store is closed (a `NodeLog` under the shard views closes here). */
+    private readonly onClose?: () => Promise<void>,
   ) {
     shardOf('', shardCount); // refuses a shard count that is not a power of two up to 2^20
   }
@@ -265,6 +268,7 @@ export class LogJournalStorage implements JournalStorage {
         // a shard that failed to open has nothing to close
       }
     }
+    await this.onClose?.();
   }
 }
 
@@ -273,6 +277,12 @@ export interface OpenJournalOptions {
   readonly shardCount?: number;
   /** Options of each shard's FileLog (fsync mode, segment size, logger). */
   readonly log?: FileLogOptions;
+  /**
+   * How a new directory keeps its shards: `shards` (default: one log-engine store per shard
+   * under `shards/`) or `node` (all shards in one store under `node/`, `NodeLog`: one group
+   * commit across shards). An existing directory keeps its own.
+   */
+  readonly store?: 'shards' | 'node';
 }
 
 interface JournalMeta {
@@ -323,6 +333,19 @@ export async function openJournal(dir: string, opts: OpenJournalOptions = {}): P
     await rename(`${metaPath}.tmp`, metaPath);
   }
   const logOpts = opts.log ?? {};
+  const nodeDir = join(dir, NODE_LOG_DIR);
+  const hasNodeLog = await readdir(nodeDir).then(
+    (names) => names.length > 0,
+    () => false,
+  );
+  if (hasNodeLog || (opts.store === 'node' && (await journalStoreMode(dir)) === 'node')) {
+    const nl = await NodeLog.open(nodeDir, logOpts);
+    return new LogJournalStorage(
+      meta.shardCount,
+      async (n) => nl.shard(n),
+      () => nl.close(),
+    );
+  }
   return new LogJournalStorage(meta.shardCount, async (n) => {
     const d = shardDir(dir, n);
     await mkdir(d, { recursive: true });

@@ -1,0 +1,113 @@
+/**
+ * Per-node journals across real node processes: a member that comes back after SIGKILL takes
+ * back every shard whose journal its store holds, also the shards it does not rank first for
+ * (it got them while a member was missing); until then their messages are held, and no other
+ * member takes them. Needs `npx tsc -p tsconfig.build.json` first.
+ */
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { rankedOwner } from '../../ts/cluster/authority.js';
+import { initCluster } from '../../ts/cluster/init.js';
+import { shardOf } from '../../ts/core/index.js';
+import { freePorts, type Line, NodeProc } from './actor-procs.js';
+
+const SHARDS = 16;
+const procs: NodeProc[] = [];
+let dir = '';
+
+afterAll(async () => {
+  for (const p of procs) await p.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function iriIn(s: number): string {
+  for (let i = 0; ; i++) if (shardOf(`vt:counter/r${i}`, SHARDS) === s) return `vt:counter/r${i}`;
+}
+
+async function leases(p: NodeProc): Promise<Map<number, string>> {
+  const st = await p.cmd({ cmd: 'status' });
+  return new Map((st.leases as Line[]).map((l) => [l.shard as number, l.owner as string]));
+}
+
+describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import.meta.url)))(
+  'per-node journals: a restarted member takes its shards back',
+  () => {
+    it('after SIGKILL and restart, b owns again every shard it journaled, also those c ranks first for', async () => {
+      dir = await mkdtemp(join(tmpdir(), 'plexus-cluster-reclaim-'));
+      const files = await initCluster({
+        dir,
+        id: 'c1',
+        shards: SHARDS,
+        nodes: ['a', 'b', 'c'],
+        ports: await freePorts(3),
+        lease: { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 },
+        detector: { suspectAfterMs: 500, failedAfterMs: 1000 },
+        heartbeatEveryMs: 100,
+        cluster: { deliveryDeadlineMs: 30_000, retryBackoffMs: 50 },
+      });
+      // c is missing at first: after the grace period a and b claim every shard between them.
+      const a = new NodeProc('a', files.get('a')!);
+      let b = new NodeProc('b', files.get('b')!);
+      procs.push(a, b);
+      let view = await leases(a);
+      for (let i = 0; view.size < SHARDS && i < 300; i++) {
+        await sleep(50);
+        view = await leases(a);
+      }
+      expect(view.size).toBe(SHARDS);
+      const ofB = [...view].filter(([, o]) => o === 'b').map(([s]) => s);
+      // Every shard gets a journal (one message each).
+      for (let s = 0; s < SHARDS; s++) {
+        expect((await a.cmd({ cmd: 'send', target: iriIn(s), event: 'inc', id: `first-${s}` })).result).toBe(
+          'processed',
+        );
+      }
+      const c = new NodeProc('c', files.get('c')!);
+      procs.push(c);
+      await c.wait((l) => l.ev !== undefined, 'c started');
+      for (let i = 0; ; i++) {
+        const st = await a.cmd({ cmd: 'status' });
+        if ((st.members as Line[]).some((m) => m.id === 'c' && m.status === 'alive')) break;
+        if (i > 200) throw new Error('c did not join');
+        await sleep(50);
+      }
+      // The shards of b that c now ranks first for: b does not rank first for them.
+      const cFirst = ofB.filter((s) => rankedOwner(['a', 'b', 'c'], s) === 'c');
+      expect(cFirst.length).toBeGreaterThan(0);
+
+      b.signal('SIGKILL');
+      await b.exit;
+      for (let i = 0; ; i++) {
+        const v = await leases(a);
+        if (!ofB.some((s) => v.has(s))) break;
+        if (i > 300) throw new Error("b's leases did not expire");
+        await sleep(50);
+      }
+      // While b is down its shards stay free (no other member may take a journal it lacks),
+      // and a message to one of them is held, not failed.
+      const target = iriIn(cFirst[0] as number);
+      const qHeld = a.queue({ cmd: 'send', target, event: 'inc', id: 'held-1' });
+      await sleep(800);
+      expect(a.lines.some((l) => l.q === qHeld)).toBe(false);
+      const during = await leases(a);
+      for (const s of ofB) expect(during.has(s)).toBe(false);
+
+      b = new NodeProc('b', files.get('b')!);
+      procs.push(b);
+      let back = await leases(a);
+      for (let i = 0; ofB.some((s) => back.get(s) !== 'b') && i < 200; i++) {
+        await sleep(50);
+        back = await leases(a);
+      }
+      for (const s of ofB) expect(back.get(s), `shard ${s}`).toBe('b');
+      expect((await a.wait((l) => l.q === qHeld, 'the held message', 20_000)).result).toBe('processed');
+      const r = await a.cmd({ cmd: 'ask', target, event: 'inc', data: { reply: true }, timeoutMs: 10_000 });
+      expect(r.data.n).toBe(3);
+    }, 90_000);
+  },
+);
