@@ -16,6 +16,10 @@
 // --prof DIR     the members run with `node --cpu-prof --cpu-prof-dir DIR` (written on exit)
 // --strace       counts write/fsync syscalls of every member during the measured calls
 //                (strace -c -f on each PID; slows the members down: ignore rates then)
+// --perf DIR     records every member with `perf record -g` during the measured calls
+//                (CPU samples, kernel included; the members run with --perf-basic-prof so
+//                JavaScript frames have names): DIR/<case>-<n>-<leader|follower>-m<id>.data,
+//                read with `perf report -i FILE --no-children --sort sym`
 //
 // Prints one JSON line per case and root:
 //   { root, case, calls, events, wallMs, eventsPerSec, p50Ms,
@@ -37,9 +41,10 @@ const flag = (name) => {
 };
 const rounds = Number(flag('--rounds') ?? 1);
 const prof = flag('--prof');
+const perfDir = flag('--perf');
 const useStrace = args.includes('--strace');
 const batches = (flag('--batches') ?? '1,100').split(',').map(Number);
-const valued = new Set(['--rounds', '--prof', '--batches']);
+const valued = new Set(['--rounds', '--prof', '--batches', '--perf']);
 const roots = args.filter((a, i) => !a.startsWith('--') && !valued.has(args[i - 1])).map((r) => resolve(r));
 const here = dirname(fileURLToPath(import.meta.url));
 if (roots.length === 0) roots.push(resolve(here, '../..'));
@@ -101,6 +106,7 @@ async function startCluster(root) {
     const node = prof
       ? ['--cpu-prof', '--cpu-prof-dir', prof, '--cpu-prof-name', `m${id}-${Date.now()}.cpuprofile`]
       : [];
+    if (perfDir) node.push('--perf-basic-prof');
     const d = startDaemon(
       process.execPath,
       [...node, cli, 'chronacta', 'serve', '--cluster', '--data', join(dir, `node-${id}`), '--metrics-port', '0'],
@@ -173,13 +179,32 @@ function straceOn(pid) {
   };
 }
 
-async function runCase(c, batch, tag, calls) {
+/** perf record -g on one PID until stopped. */
+function perfOn(pid, file) {
+  const child = spawn('perf', ['record', '-g', '-F', '2000', '-o', file, '-p', String(pid)], { stdio: 'ignore' });
+  return {
+    async stop() {
+      child.kill('SIGINT');
+      await new Promise((r) => child.on('close', r));
+    },
+  };
+}
+
+let perfCase = 0;
+async function runCase(c, batch, tag, calls, measured = false) {
   const events = Array.from({ length: batch }, () => ({ type: 'bench', data: payload }));
   let left = calls;
   const lats = [];
   const before = c.members.map((m) => cpuUs(m.pid));
   const traces = useStrace ? c.members.map((m) => straceOn(m.pid)) : undefined;
-  if (traces) await sleep(300);
+  const n = perfCase++;
+  const perfs =
+    perfDir && measured
+      ? c.members.map((m) =>
+          perfOn(m.pid, join(perfDir, `x${batch}-${n}-${m === c.leader ? 'leader' : 'follower'}-m${m.id}.data`)),
+        )
+      : undefined;
+  if (traces || perfs) await sleep(300);
   const t0 = performance.now();
   await Promise.all(
     c.clients.map(async (cl, i) => {
@@ -195,6 +220,7 @@ async function runCase(c, batch, tag, calls) {
   );
   const wall = performance.now() - t0;
   const counts = traces ? await Promise.all(traces.map((t) => t.stop())) : undefined;
+  if (perfs) await Promise.all(perfs.map((p) => p.stop()));
   const used = c.members.map((m, i) => cpuUs(m.pid) - before[i]);
   lats.sort((a, b) => a - b);
   const li = c.members.indexOf(c.leader);
@@ -235,7 +261,8 @@ try {
     for (const c of clusters) await runCase(c, batch, `warm${tag++}`, WARM[batch] ?? 1000);
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? clusters : [...clusters].reverse();
-      for (const c of order) console.log(JSON.stringify(await runCase(c, batch, `${tag++}`, CALLS[batch] ?? 2000)));
+      for (const c of order)
+        console.log(JSON.stringify(await runCase(c, batch, `${tag++}`, CALLS[batch] ?? 2000, true)));
     }
   }
 } finally {

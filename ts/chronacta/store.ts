@@ -479,7 +479,8 @@ export class EventStore {
     expected: ExpectedVersion,
     key: string | undefined,
   ): Promise<AppendReply> {
-    if (this.replicated) await this.leaderReady(this.replicated);
+    // A leader that accepts writes goes on without a turn of the event loop.
+    if (this.replicated && !this.replicated.acceptingWrites) await this.leaderReady(this.replicated);
     const bodyBytes = checkTable(table);
     const streamBytes = utf8.encode(name);
     const fp = key === undefined ? undefined : fingerprintTable(streamBytes, table);

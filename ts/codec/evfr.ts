@@ -174,6 +174,14 @@ export function encodeEvfr(init: EvfrInit, out?: Uint8Array): Uint8Array {
   return buf.length === size ? buf : buf.subarray(0, size);
 }
 
+export interface EvfrDecodeOptions {
+  /**
+   * Skip the body's CRC-32C (the header's is still checked, and every length): only for bytes
+   * this process encoded itself and kept in memory, which no transport or disk has touched.
+   */
+  readonly ownBytes?: boolean;
+}
+
 /** The outcome of `decodeEvfr`: a frame and the bytes it took, or more bytes needed. */
 export type EvfrDecoded =
   | { readonly kind: 'frame'; readonly frame: EvfrFrame; readonly consumed: number }
@@ -185,7 +193,7 @@ export type EvfrDecoded =
  * size can be trusted up to the 256 MiB maximum); throws PLX_EVFR_BAD_FRAME with
  * `details.reason` for a refused frame.
  */
-export function decodeEvfr(bytes: Uint8Array): EvfrDecoded {
+export function decodeEvfr(bytes: Uint8Array, opts?: EvfrDecodeOptions): EvfrDecoded {
   if (!(bytes instanceof Uint8Array)) throw misuse('decodeEvfr takes a Uint8Array');
   if (bytes.length < EVFR_HEADER_BYTES) return { kind: 'incomplete', need: EVFR_HEADER_BYTES };
   const verdict = checkHeader(SCHEMA, bytes.subarray(0, EVFR_HEADER_BYTES));
@@ -210,7 +218,7 @@ export function decodeEvfr(bytes: Uint8Array): EvfrDecoded {
   const size = EVFR_HEADER_BYTES + length;
   if (bytes.length < size) return { kind: 'incomplete', need: size };
   const body = bytes.subarray(EVFR_HEADER_BYTES, size);
-  if (crc32c(body) !== u32(bytes, 48)) {
+  if (opts?.ownBytes !== true && crc32c(body) !== u32(bytes, 48)) {
     throw refuse('body-crc', 'the body checksum does not match: the records were damaged in transit');
   }
   const records: Uint8Array[] = [];

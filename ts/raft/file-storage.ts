@@ -19,8 +19,8 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { type FileLogOptions, openLog } from '../storage/file-log.js';
-import { MAX_RECORD_BYTES } from '../storage/format.js';
-import type { LogStorage } from '../storage/types.js';
+import { MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from '../storage/format.js';
+import type { FramedBatch, LogStorage } from '../storage/types.js';
 import { RaftErrorCode, raftError } from './errors.js';
 import {
   decodeJournalRecord,
@@ -28,7 +28,9 @@ import {
   encodeChunkRecord,
   encodeEntryRecord,
   encodeHardRecord,
+  entryRecordBytes,
   KIND_CHECKPOINT,
+  writeEntryRecord,
 } from './journal-records.js';
 import { MemoryRaftStorage, type RaftInitialState, type RaftStorage, type RaftStorageWriter } from './storage.js';
 import type { Entry, HardState, Snapshot } from './types.js';
@@ -120,10 +122,49 @@ export class FileRaftStorage implements RaftStorage, RaftStorageWriter {
 
   append(entries: readonly Entry[]): void {
     this.mirror.append(entries);
-    const records = entries.map(encodeEntryRecord);
-    if (this.hardDue) records.push(encodeHardRecord(this.hardDue));
+    const hard = this.hardDue ? encodeHardRecord(this.hardDue) : undefined;
     this.hardDue = undefined;
-    this.write(records);
+    if (entries.length === 0 && !hard) return;
+    if (!this.log.appendFramed) {
+      const records = entries.map(encodeEntryRecord);
+      if (hard) records.push(hard);
+      this.write(records);
+      return;
+    }
+    // The records laid out as the log stores them (a header gap before each): the log writes
+    // this buffer as it is, so each entry's bytes are copied once on the way to the disk.
+    const count = entries.length + (hard ? 1 : 0);
+    const lengths = new Uint32Array(count);
+    let total = 0;
+    for (let i = 0; i < entries.length; i++) {
+      const n = entryRecordBytes(entries[i] as Entry);
+      lengths[i] = n;
+      total += RECORD_HEADER_BYTES + n;
+    }
+    if (hard) {
+      lengths[count - 1] = hard.length;
+      total += RECORD_HEADER_BYTES + hard.length;
+    }
+    const bytes = new Uint8Array(total);
+    let off = 0;
+    for (let i = 0; i < entries.length; i++) {
+      writeEntryRecord(bytes, off + RECORD_HEADER_BYTES, entries[i] as Entry);
+      off += RECORD_HEADER_BYTES + (lengths[i] as number);
+    }
+    if (hard) bytes.set(hard, off + RECORD_HEADER_BYTES);
+    this.writeFramed({ bytes, lengths });
+  }
+
+  private writeFramed(batch: FramedBatch): void {
+    const log = this.log as Required<Pick<LogStorage, 'appendFramed'>>;
+    this.chain = this.chain.then(async () => {
+      if (this.failure !== undefined) return;
+      try {
+        await log.appendFramed(batch);
+      } catch (e) {
+        this.failure = e;
+      }
+    });
   }
 
   setHardState(hs: HardState): void {

@@ -108,18 +108,43 @@ class Reader {
   }
 }
 
+/** A u64 (big-endian, as `Writer.u64`) of a safe integer, without a BigInt. */
+function setU64(dv: DataView, at: number, v: number): void {
+  dv.setUint32(at, Math.floor(v / 0x1_0000_0000));
+  dv.setUint32(at + 4, v >>> 0);
+}
+
+const ENTRY_HEAD = 18;
+
+/** The size of an entry record (`encodeEntryRecord`). */
+export function entryRecordBytes(e: Entry): number {
+  return ENTRY_HEAD + e.data.length;
+}
+
+/** Writes the bytes of `encodeEntryRecord(e)` into `out` at `off` (`entryRecordBytes(e)` of them). */
+export function writeEntryRecord(out: Uint8Array, off: number, e: Entry): void {
+  const dv = new DataView(out.buffer, out.byteOffset + off, ENTRY_HEAD);
+  dv.setUint8(0, KIND_ENTRY);
+  dv.setUint8(1, e.type === 'normal' ? 0 : 1);
+  setU64(dv, 2, e.index);
+  setU64(dv, 10, e.term);
+  out.set(e.data, off + ENTRY_HEAD);
+}
+
 export function encodeEntryRecord(e: Entry): Uint8Array {
-  return new Writer()
-    .u8(KIND_ENTRY)
-    .u8(e.type === 'normal' ? 0 : 1)
-    .u64(e.index)
-    .u64(e.term)
-    .bytes(e.data)
-    .done();
+  const out = new Uint8Array(entryRecordBytes(e));
+  writeEntryRecord(out, 0, e);
+  return out;
 }
 
 export function encodeHardRecord(h: HardState): Uint8Array {
-  return new Writer().u8(KIND_HARD).u64(h.term).u64(h.vote).u64(h.commit).done();
+  const out = new Uint8Array(25);
+  const dv = new DataView(out.buffer);
+  dv.setUint8(0, KIND_HARD);
+  setU64(dv, 1, h.term);
+  setU64(dv, 9, h.vote);
+  setU64(dv, 17, h.commit);
+  return out;
 }
 
 export function encodeCheckpointRecord(meta: SnapshotMetadata, chunks: number): Uint8Array {

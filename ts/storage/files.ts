@@ -3,6 +3,7 @@
  * positional reads through a bounded window, the directory lock and a small cache of
  * read handles.
  */
+import { writeSync, writevSync } from 'node:fs';
 import { type FileHandle, mkdir, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { StorageCode, storageError } from './errors.js';
@@ -110,6 +111,24 @@ export async function writeAllGathered(fh: FileHandle, bufs: readonly Uint8Array
     }
   }
   await writeAll(fh, Buffer.concat(rest), position + bytesWritten);
+}
+
+/**
+ * `writeAllGathered` on the calling thread: synchronous positional writes into the page
+ * cache, no trip through libuv's thread pool (for writes not followed by an fsync).
+ */
+export function writeAllGatheredSync(fd: number, bufs: readonly Uint8Array[], position: number): void {
+  let total = 0;
+  for (const b of bufs) total += b.length;
+  let done = bufs.length === 1 ? 0 : writevSync(fd, bufs as Uint8Array[], position);
+  if (done >= total) return;
+  const rest = done === 0 && bufs.length === 1 ? (bufs[0] as Uint8Array) : Buffer.concat(bufs).subarray(done);
+  for (let at = 0; at < rest.length; ) {
+    const n = writeSync(fd, rest, at, rest.length - at, position + done);
+    if (n === 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' });
+    at += n;
+    done += n;
+  }
 }
 
 /** Reads up to `length` bytes at `position`; fewer only at the end of the file. */

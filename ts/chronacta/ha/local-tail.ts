@@ -133,7 +133,8 @@ export async function openLocalLog(
       await fsyncPath(dir);
     }
   }
-  const opts = { ...o, fsync, ...(clean ? {} : { scanOnOpen: 'all' as const }) };
+  // Without fsyncs the writes only copy into the page cache: done inline, not through the thread pool.
+  const opts = { ...o, fsync, inlineWrites: true, ...(clean ? {} : { scanOnOpen: 'all' as const }) };
   try {
     return await openLog(logDir, opts);
   } catch (err) {

@@ -253,6 +253,10 @@ export class ReplicatedLog implements LogStorage {
   /** The local log's last position counting appends issued by the apply path and not yet acknowledged. */
   private localTail = 0;
   private admission: Promise<void> = Promise.resolve();
+  /** Frames encoded here (by `append`): applied from memory, their body checksum is not recomputed. */
+  private readonly ownFrames = new WeakSet<Uint8Array>();
+  /** Appends waiting in `admission` (an append may skip the queue only when none waits). */
+  private admitting = 0;
   /** The term in which this leader has applied every earlier entry, and the index it waits for. */
   private readyTerm = 0;
   private barrierTerm = 0;
@@ -481,11 +485,24 @@ export class ReplicatedLog implements LogStorage {
     if (!(batchId instanceof Uint8Array) || batchId.length !== 16) {
       throw new PlexusError('PLX_STORAGE_BAD_INPUT', 'batchId must be 16 bytes');
     }
-    // Appends pass the leadership check one at a time, in call order, so positions follow call order.
-    const deadline = Date.now() + (this.opts.timeoutMs ?? 10_000);
-    const turn = this.admission.then(() => this.whenAcceptingWrites(deadline));
-    this.admission = turn.catch(() => undefined);
-    await turn;
+    // Appends pass the leadership check one at a time, in call order, so positions follow call
+    // order. With none waiting and this member accepting writes, the check passes at once.
+    if (this.admitting > 0 || !this.acceptingWrites) {
+      const deadline = Date.now() + (this.opts.timeoutMs ?? 10_000);
+      this.admitting++;
+      const turn = this.admission.then(() => this.whenAcceptingWrites(deadline));
+      this.admission = turn.then(
+        () => {
+          this.admitting--;
+        },
+        () => {
+          this.admitting--;
+        },
+      );
+      // `admission` (and the counter) settles before this continuation, and this continuation
+      // (the proposal) runs before the next waiting append's check.
+      await turn;
+    }
     // From here to the proposal nothing awaits: the compare-and-set and the positions hold.
     const term = this.node.term;
     if (opts.epoch !== undefined) {
@@ -500,6 +517,7 @@ export class ReplicatedLog implements LogStorage {
     }
     const first = this.projectedLast + 1;
     const frame = encodeEvfr({ batchId, first, epoch: BigInt(term), records: payloads });
+    this.ownFrames.add(frame);
     const before = this.node.lastIndex;
     const done = this.driver.propose(frame);
     const index = this.node.lastIndex;
@@ -884,6 +902,7 @@ export class ReplicatedLog implements LogStorage {
 
   /** Resolves once this member is a leader that has applied every entry of earlier terms. */
   private async whenAcceptingWrites(end = Date.now() + (this.opts.timeoutMs ?? 10_000)): Promise<void> {
+    if (this.acceptingWrites) return;
     for (;;) {
       this.checkOpen();
       const s = this.node.status();
@@ -943,19 +962,28 @@ export class ReplicatedLog implements LogStorage {
       const e = this.notLeader(message(why));
       return haError(e.code, e.message, { ...e.details, ...details });
     };
-    let abort: (why: string) => void = () => undefined;
-    const lost = new Promise<never>((_resolve, reject) => {
-      abort = (why) => reject(refuse(why));
+    return new Promise<T>((resolve, reject) => {
+      const abort = (why: string) => reject(refuse(why));
+      this.onStepDown.add(abort);
+      p.then(
+        (v) => {
+          this.onStepDown.delete(abort);
+          resolve(v);
+        },
+        (e: unknown) => {
+          this.onStepDown.delete(abort);
+          reject(e);
+        },
+      );
     });
-    this.onStepDown.add(abort);
-    return Promise.race([p, lost]).finally(() => this.onStepDown.delete(abort));
   }
 
   private remember(index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint): void {
     const p = this.positions;
     while (p.length > 0 && (p[p.length - 1] as Mark)[0] >= index) p.pop();
     p.push([index, lastPosition, batchId, epoch]);
-    if (p.length > POSITION_WINDOW) p.splice(0, p.length - POSITION_WINDOW);
+    // Trimmed in steps of 4,096, not one mark per entry (a shift of the whole window each time).
+    if (p.length > POSITION_WINDOW + 4096) p.splice(0, p.length - POSITION_WINDOW);
   }
 
   /** The last frame at or below Raft index `index`, when the window still holds one. */
@@ -1291,7 +1319,9 @@ export class ReplicatedLog implements LogStorage {
 
   private decodeFrame(e: Entry): EvfrFrame {
     try {
-      const d = decodeEvfr(e.data);
+      // A frame this leader encoded and still holds (the same bytes, never sent or read back)
+      // needs no body checksum; every other one (received, or read from the journal) is checked.
+      const d = decodeEvfr(e.data, { ownBytes: this.ownFrames.has(e.data) });
       if (d.kind !== 'frame' || d.consumed !== e.data.length) {
         throw new Error(d.kind === 'frame' ? 'bytes follow the frame' : 'the frame is incomplete');
       }

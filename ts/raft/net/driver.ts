@@ -46,6 +46,14 @@ const SENT_BEFORE_WRITE: ReadonlySet<Message['type']> = new Set(['MsgApp', 'MsgH
 
 interface Waiter {
   readonly term: number;
+  /** When it fails with PLX_RAFT_TIMEOUT (Date.now() milliseconds). */
+  readonly deadline: number;
+  resolve(index: number): void;
+  reject(err: unknown): void;
+}
+
+interface ReadWaiter {
+  readonly deadline: number;
   resolve(index: number): void;
   reject(err: unknown): void;
 }
@@ -61,7 +69,12 @@ export class RaftDriver {
   private scheduled = false;
   private stopped = false;
   private readonly waiters = new Map<number, Waiter>();
-  private readonly reads = new Map<string, { resolve(index: number): void; reject(err: unknown): void }>();
+  private readonly reads = new Map<string, ReadWaiter>();
+  /**
+   * One timer for every deadline: armed for the oldest waiter's (waiters are kept in the
+   * order they were made, all with the same timeout, so the oldest expires first).
+   */
+  private deadlineTimer: NodeJS.Timeout | undefined;
   private applied = 0;
   private failure: unknown;
 
@@ -118,9 +131,11 @@ export class RaftDriver {
       return Promise.reject(err);
     }
     const { index, term } = proposed;
-    const p = new Promise<number>((resolve, reject) => this.waiters.set(index, { term, resolve, reject }));
+    const deadline = Date.now() + this.timeoutMs;
+    const p = new Promise<number>((resolve, reject) => this.waiters.set(index, { term, deadline, resolve, reject }));
+    this.armDeadline(deadline);
     this.kick();
-    return this.bounded(p, () => this.waiters.delete(index), `entry ${index}`);
+    return p;
   }
 
   /** Resolves with an index at or below which a read is linearizable, once it is applied here. */
@@ -128,15 +143,17 @@ export class RaftDriver {
     if (this.stopped) return Promise.reject(lost('the node is stopped'));
     const ctx = randomBytes(8);
     const key = ctx.toString('hex');
-    const p = new Promise<number>((resolve, reject) => this.reads.set(key, { resolve, reject }));
+    const deadline = Date.now() + this.timeoutMs;
+    const p = new Promise<number>((resolve, reject) => this.reads.set(key, { deadline, resolve, reject }));
     try {
       this.node.readIndex(ctx);
     } catch (err) {
       this.reads.delete(key);
       return Promise.reject(err);
     }
+    this.armDeadline(deadline);
     this.kick();
-    return this.bounded(p, () => this.reads.delete(key), 'a read');
+    return p;
   }
 
   private kick(): void {
@@ -223,23 +240,45 @@ export class RaftDriver {
     this.node.advance();
   }
 
-  private bounded(p: Promise<number>, forget: () => void, what: string): Promise<number> {
-    const ms = this.opts.timeoutMs ?? 10_000;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => {
-        forget();
-        reject(
-          new PlexusError(
-            'PLX_RAFT_TIMEOUT',
-            `${what} was not confirmed within ${ms} ms; its outcome is unknown: retry with the same idempotency key`,
-            { timeoutMs: ms },
-          ),
-        );
-      }, ms);
-    });
-    return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+  private get timeoutMs(): number {
+    return this.opts.timeoutMs ?? 10_000;
   }
+
+  private armDeadline(deadline: number): void {
+    if (this.deadlineTimer || this.stopped) return;
+    this.deadlineTimer = setTimeout(this.expire, Math.max(0, deadline - Date.now()));
+  }
+
+  /** Fails every proposal and read past its deadline (outcome unknown), then re-arms for the oldest left. */
+  private readonly expire = (): void => {
+    this.deadlineTimer = undefined;
+    const now = Date.now();
+    const ms = this.timeoutMs;
+    const timeout = (what: string) =>
+      new PlexusError(
+        'PLX_RAFT_TIMEOUT',
+        `${what} was not confirmed within ${ms} ms; its outcome is unknown: retry with the same idempotency key`,
+        { timeoutMs: ms },
+      );
+    let next = Number.POSITIVE_INFINITY;
+    for (const [i, w] of this.waiters) {
+      if (w.deadline > now) {
+        next = w.deadline;
+        break;
+      }
+      this.waiters.delete(i);
+      w.reject(timeout(`entry ${i}`));
+    }
+    for (const [k, r] of this.reads) {
+      if (r.deadline > now) {
+        next = Math.min(next, r.deadline);
+        break;
+      }
+      this.reads.delete(k);
+      r.reject(timeout('a read'));
+    }
+    if (Number.isFinite(next)) this.armDeadline(next);
+  };
 
   private waitApplied(index: number): Promise<void> {
     return new Promise((resolve, reject) => {
@@ -253,6 +292,8 @@ export class RaftDriver {
   }
 
   private failAll(err: unknown): void {
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     for (const w of this.waiters.values()) w.reject(err);
     this.waiters.clear();
     for (const r of this.reads.values()) r.reject(err);
