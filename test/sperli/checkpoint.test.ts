@@ -552,6 +552,104 @@ describe('over the TLS 1.3 mesh', () => {
   });
 });
 
+describe('buddy copies taken piece by piece over the TLS 1.3 mesh', () => {
+  const mesh = { silenceMs: 5000, heartbeatMs: 500, connectTimeoutMs: 5000, retryMs: 50 };
+  const bigState = (rank: number): Uint8Array => {
+    const b = new Uint8Array(3 * 1048576 + 333);
+    for (let i = 0; i < b.length; i += 97) b[i] = (i + rank * 13) & 255;
+    return b;
+  };
+
+  /** Comms of a 3-rank mesh job, each rank with a directory of its own and the store `storeOf(rank)`. */
+  async function meshComms(
+    dir: string,
+    storeOf: (rank: number) => CheckpointStore | undefined,
+    job?: Awaited<ReturnType<typeof makeTestJob>>,
+  ) {
+    const j = job ?? (await makeTestJob({ size: 3 }));
+    const transports = await Promise.all(j.descriptions.map((d) => openMesh(d, mesh)));
+    const comms = transports.map(
+      (t, r) =>
+        new Comm(t, { checkpoint: checkpointContextOf(j.descriptions[r]!, join(dir, `host-${r}`), storeOf(r)) }),
+    );
+    return { job: j, comms };
+  }
+
+  it('each piece is copied into the writer as it comes off the connection, the read buffer used again at once', async () => {
+    const dir = join(root, 'tls-pieces');
+    const pieces: number[] = [];
+    // Every piece is overwritten as soon as the writer's copy returns, as the next read would.
+    const scribbling: CheckpointStore = {
+      ...fileStore,
+      begin: async (path) => {
+        const w = await fileStore.begin(path);
+        return {
+          write: (b) => w.write(b),
+          writev: (parts) => (w.writev as NonNullable<typeof w.writev>)(parts),
+          copy: (b) => {
+            (w.copy as NonNullable<typeof w.copy>)(b);
+            pieces.push(b.length);
+            b.fill(0x5a);
+          },
+          commit: () => w.commit(),
+          discard: () => w.discard(),
+        };
+      },
+    };
+    const { job, comms } = await meshComms(dir, () => scribbling);
+    await Promise.all(comms.map((c) => c.checkpoint(bigState(c.rank), bytesCodec)));
+    await Promise.all(comms.map((c) => c.finalize()));
+    // 3 buddy copies of 3 MiB + 413 bytes each, in pieces no larger than one TLS record.
+    expect(pieces.reduce((a, b) => a + b, 0)).toBe(3 * (3 * 1048576 + 333 + 80));
+    expect(Math.max(...pieces)).toBeLessThanOrEqual(16384);
+    expect(pieces.length).toBeGreaterThan(3 * 4 * 8);
+    for (let r = 0; r < 3; r++) {
+      const served = (r + 2) % 3;
+      const own = readFileSync(join(dir, `host-${served}`, job.jobHex, '1', `rank-${served}.ckpt`));
+      const buddy = readFileSync(join(dir, `host-${r}`, job.jobHex, '1', `rank-${served}.ckpt.buddy`));
+      expect(buddy.equals(own)).toBe(true);
+    }
+    // The buddy copies are what a resume reads when the rank files are gone.
+    for (let r = 0; r < 3; r++) unlinkSync(join(dir, `host-${r}`, job.jobHex, '1', `rank-${r}.ckpt`));
+    const again = await makeTestJob({ size: 3, jobId: job.jobId, keys: job.keys, incarnation: 2 });
+    const two = (await meshComms(dir, () => undefined, again)).comms;
+    const back = await Promise.all(two.map((c) => c.resume(bytesCodec)));
+    expect(back.map((b, r) => Buffer.from(b as Uint8Array).equals(bigState(r)))).toEqual([true, true, true]);
+    await Promise.all(two.map((c) => c.finalize()));
+  });
+
+  it('a piece writer that fails mid-chunk fails the checkpoint on every rank and leaves no temporary file', async () => {
+    const dir = join(root, 'tls-piece-fails');
+    let copies = 0;
+    const failing: CheckpointStore = {
+      ...fileStore,
+      begin: async (path) => {
+        const w = await fileStore.begin(path);
+        return {
+          write: (b) => w.write(b),
+          copy: (b) => {
+            if (++copies >= 40) throw new Error('disk full');
+            (w.copy as NonNullable<typeof w.copy>)(b);
+          },
+          commit: () => w.commit(),
+          discard: () => w.discard(),
+        };
+      },
+    };
+    const { job, comms } = await meshComms(dir, (r) => (r === 1 ? failing : undefined));
+    const settled = await Promise.allSettled(comms.map((c) => c.checkpoint(bigState(c.rank), bytesCodec)));
+    await Promise.allSettled(comms.map((c) => c.finalize()));
+    const got = codes(settled);
+    expect(got[1]).toBe('PLX_SPERLI_CHECKPOINT_IO');
+    expect(reasonOf(settled[1] as PromiseSettledResult<unknown>).message).toContain('disk full');
+    expect(got.filter((c) => c === 'H1612')).toHaveLength(2);
+    const epochDir = join(dir, 'host-1', job.jobHex, '1');
+    expect(readdirSync(epochDir).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    expect(existsSync(join(epochDir, 'rank-0.ckpt.buddy'))).toBe(false);
+    for (let r = 0; r < 3; r++) expect(existsSync(join(dir, `host-${r}`, job.jobHex, '1', 'COMMIT'))).toBe(false);
+  });
+});
+
 describe('the disk work of a checkpoint', () => {
   /** A store that counts the durable writes of each COMMIT path and passes everything to fileStore. */
   function countingStore(counts: Map<string, number>): CheckpointStore {

@@ -62,7 +62,7 @@ function collect(events: PieceEvent[]): { type: number; payload: Uint8Array; str
 }
 
 describe('PieceStream (the mesh frame decoder)', () => {
-  it('hands large COLLECTIVE payloads on piece by piece, everything else whole, as FrameStream does, for any chunking', () => {
+  it('hands large COLLECTIVE and CKPT_DATA payloads on piece by piece, everything else whole, as FrameStream does, for any chunking', () => {
     const frames = [
       frameBytes({ type: FrameType.DATA, tag: 3 }, pattern(10, 1)),
       frameBytes({ type: FrameType.COLLECTIVE }, pattern(STREAM_MIN + 4097, 2)),
@@ -70,6 +70,7 @@ describe('PieceStream (the mesh frame decoder)', () => {
       frameBytes({ type: FrameType.DATA, tag: 4 }, pattern(STREAM_MIN * 2, 4)),
       frameBytes({ type: FrameType.COLLECTIVE }, pattern(STREAM_MIN, 5)),
       frameBytes({ type: FrameType.COLLECTIVE }, pattern(STREAM_MIN - 1, 6)),
+      frameBytes({ type: FrameType.CKPT_DATA, epoch: 3n }, pattern(STREAM_MIN + 24, 7)),
     ];
     const wire = Buffer.concat(frames);
     fc.assert(
@@ -92,8 +93,9 @@ describe('PieceStream (the mesh frame decoder)', () => {
         got.forEach((f, i) => {
           const w = whole[i] as { payload: Uint8Array };
           expect(Buffer.compare(f.payload, w.payload)).toBe(0);
-          // Only a COLLECTIVE payload of STREAM_MIN bytes or more that did not arrive in one chunk is streamed.
-          if (f.streamed) expect(f.type === FrameType.COLLECTIVE && f.payload.length >= STREAM_MIN).toBe(true);
+          // Only a COLLECTIVE or CKPT_DATA payload of STREAM_MIN bytes or more that did not arrive in one chunk is streamed.
+          const may = f.type === FrameType.COLLECTIVE || f.type === FrameType.CKPT_DATA;
+          if (f.streamed) expect(may && f.payload.length >= STREAM_MIN).toBe(true);
         });
       }),
       { numRuns: 60 },

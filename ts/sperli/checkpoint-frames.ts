@@ -16,6 +16,7 @@ import { type CkptData, decodeCkptData, encodeCkptData, MAX_CHUNK } from '../cod
 import type { PlexusError } from '../core/errors.js';
 import type { CommitCheck, JobLayout } from './checkpoint-layout.js';
 import type { CheckpointStore } from './checkpoint-store.js';
+import { CKPT_DATA_HEADER_SIZE, type IncomingFrame } from './comm-stream.js';
 import type { TransportFrame } from './transport.js';
 
 /** What the checkpoint procedure needs of the communicator (comm.ts provides it). */
@@ -136,8 +137,25 @@ export function sendNotice(link: CheckpointLink, peer: number, kind: number, ran
 /** A checkpoint frame with its CKPT_DATA payload decoded. */
 export interface RoutedFrame extends TransportFrame {
   readonly peer: number;
-  /** Set on CKPT_DATA frames. */
+  /**
+   * Set on CKPT_DATA frames. On a frame taken in pieces (`incoming` set), `chunk` only
+   * stands for the chunk's length (its bytes are zeros): the bytes come through `incoming`.
+   */
   readonly data?: CkptData;
+}
+
+/**
+ * Zeros behind a CKPT_DATA header: a streamed frame's header is decoded as the payload
+ * `header + zeros`, so every check of decodeCkptData sees the chunk's true length.
+ */
+let standIn: Uint8Array | undefined;
+
+/** The CKPT_DATA header `head` of a frame whose chunk has `chunkLength` bytes, decoded and checked. */
+function decodeStreamedHead(head: Uint8Array, chunkLength: number): CkptData {
+  standIn ??= new Uint8Array(CKPT_DATA_HEADER_SIZE + MAX_CHUNK + 1);
+  standIn.set(head);
+  // A chunk above MAX_CHUNK is refused whatever its length: one byte more stands for it.
+  return decodeCkptData(standIn.subarray(0, CKPT_DATA_HEADER_SIZE + Math.min(chunkLength, MAX_CHUNK + 1)));
 }
 
 /** The key a frame is routed by: its type, and for CKPT_DATA also its kind ("7:2"). */
@@ -175,11 +193,14 @@ export class FrameRouter {
 
   /**
    * `expected(peer)` lists the keys that may arrive from `peer` during this call; any
-   * other frame from it is refused.
+   * other frame from it is refused. Frames of the keys in `inPieces` that arrive piece by
+   * piece are handed on at their header, with `incoming` set, for their taker to drain;
+   * any other frame is handed on whole.
    */
   constructor(
     private readonly link: CheckpointLink,
     private readonly expected: (peer: number) => ReadonlySet<string>,
+    private readonly inPieces: ReadonlySet<string> = new Set(),
   ) {}
 
   /** The next frame from `peer` whose key is one of `keys`, in arrival order. */
@@ -209,7 +230,7 @@ export class FrameRouter {
     try {
       while (s.waiters.length > 0) {
         const raw = await this.link.next(peer);
-        const f = this.classify(peer, raw);
+        const f = raw.incoming === undefined ? this.classify(peer, raw) : await this.classifyStreamed(peer, raw);
         const key = keyOf(f);
         const w = s.waiters.findIndex((x) => x.keys.has(key));
         if (w >= 0) (s.waiters.splice(w, 1)[0] as Waiter).resolve(f);
@@ -232,6 +253,24 @@ export class FrameRouter {
   private classify(peer: number, f: TransportFrame): RoutedFrame {
     if (f.type !== FrameType.CKPT_DATA) return { ...f, peer };
     return { ...f, peer, data: decodeCkptData(f.payload) };
+  }
+
+  /**
+   * A frame whose payload arrives piece by piece: its header decoded (and checked) as soon
+   * as it is there; the frame is handed on with `incoming` if its key is taken in pieces,
+   * or else gathered whole first.
+   */
+  private async classifyStreamed(peer: number, f: TransportFrame): Promise<RoutedFrame> {
+    const incoming = f.incoming as IncomingFrame;
+    const head = await incoming.header();
+    if (f.type === FrameType.CKPT_DATA) {
+      const data = decodeStreamedHead(head, incoming.dataLength);
+      if (this.inPieces.has(frameKey(f.type, data.kind))) return { ...f, peer, data };
+    }
+    const payload = new Uint8Array(incoming.length);
+    payload.set(head);
+    await incoming.drain((at, chunk) => payload.set(chunk, head.length + at));
+    return this.classify(peer, { type: f.type, tag: f.tag, epoch: f.epoch, payload });
   }
 }
 

@@ -30,6 +30,13 @@ export interface PieceWriter {
    * it can. Without it, the caller writes them one at a time.
    */
   writev?(parts: readonly Uint8Array[]): Promise<void>;
+  /**
+   * Optional: appends `bytes`, which are copied before this returns (they may be a view
+   * of a read buffer that is used again at once); the disk writes follow in the
+   * background. A failed write is thrown by a later `copy` and by `commit`. A writer fed
+   * through `copy` is fed through nothing else.
+   */
+  copy?(bytes: Uint8Array): void;
   /** fsync, rename to the final name, fsync of the directory. */
   commit(): Promise<void>;
   /** Removes the temporary file (after a failure); never throws. */
@@ -163,7 +170,15 @@ class TempFile implements Required<PieceWriter> {
   private length = 0;
   private flushed = false;
   private inFlight: Promise<unknown> | undefined;
+  /** Whether the O_DIRECT write in `inFlight` has ended. */
+  private writeDone = true;
   private closed = false;
+  /** `copy`: copies of bytes that came while no slot could take them, written in order by `background`. */
+  private spill: Uint8Array[] = [];
+  /** `copy`: the writes that run behind it, while they run. */
+  private background: Promise<void> | undefined;
+  /** `copy`: the first failure of a write behind it. */
+  private failure: PlexusError | undefined;
 
   private constructor(
     private readonly path: string,
@@ -228,8 +243,67 @@ class TempFile implements Required<PieceWriter> {
     }
   }
 
+  /**
+   * Copies `bytes` into the current slot at once. A full slot is written at once when the
+   * write of the other slot has ended; otherwise (or through the page cache) the bytes that
+   * do not fit are copied aside and written by `background` once the disk has taken the
+   * write before them.
+   */
+  copy(bytes: Uint8Array): void {
+    if (this.failure !== undefined) throw this.failure;
+    let from = 0;
+    if (this.pair !== undefined && this.background === undefined) {
+      while (from < bytes.length) {
+        const n = Math.min(bytes.length - from, DIRECT_PIECE - this.fill);
+        (this.pair[this.slot] as Uint8Array).set(bytes.subarray(from, from + n), this.fill);
+        this.fill += n;
+        from += n;
+        this.length += n;
+        if (this.fill < DIRECT_PIECE) break;
+        if (!this.flushed || !this.writeDone) {
+          // The first write is awaited (O_DIRECT may be refused); a later one waits for the other slot.
+          this.runBehind(() => this.flush(DIRECT_PIECE));
+          break;
+        }
+        this.startWrite(DIRECT_PIECE);
+      }
+    }
+    if (from < bytes.length) {
+      this.spill.push(bytes.slice(from));
+      this.runBehind();
+    }
+  }
+
+  /** Runs `first`, then writes the spilled copies, unless that already runs. */
+  private runBehind(first?: () => Promise<void>): void {
+    if (this.background !== undefined) return;
+    const run = async (): Promise<void> => {
+      try {
+        if (first !== undefined) await first();
+        while (this.spill.length > 0) {
+          const batch = this.spill;
+          this.spill = [];
+          await this.writev(batch);
+        }
+      } catch (e) {
+        this.failure ??= e instanceof PlexusError ? e : ioError('write', this.path, e);
+        this.spill = [];
+      } finally {
+        this.background = undefined;
+      }
+    };
+    this.background = run();
+  }
+
+  /** Waits for the writes behind `copy`; throws the first failure of one. */
+  private async caughtUp(): Promise<void> {
+    while (this.background !== undefined) await this.background;
+    if (this.failure !== undefined) throw this.failure;
+  }
+
   async commit(): Promise<void> {
     try {
+      await this.caughtUp();
       if (this.pair !== undefined) {
         if (this.fill > 0 || !this.flushed) {
           const padded = Math.ceil(this.fill / DIRECT_ALIGN) * DIRECT_ALIGN;
@@ -254,6 +328,7 @@ class TempFile implements Required<PieceWriter> {
   }
 
   async discard(): Promise<void> {
+    await this.caughtUp().catch(() => {});
     await this.inFlight?.catch(() => {});
     this.inFlight = undefined;
     this.release();
@@ -270,20 +345,38 @@ class TempFile implements Required<PieceWriter> {
     const slot = this.pair?.[this.slot] as Uint8Array;
     await this.inFlight;
     this.inFlight = undefined;
-    const writing = writeAll(this.handle, slot.subarray(0, n), this.at);
-    if (!this.flushed) {
-      this.flushed = true;
-      try {
-        await writing;
-      } catch (e) {
-        if (errno(e) !== 'EINVAL') throw e;
-        await this.reopenCached(slot.subarray(0, this.fill));
-        return;
-      }
-    } else {
-      writing.catch(() => {}); // awaited by the next flush, commit or discard
-      this.inFlight = writing;
+    if (this.flushed) {
+      this.startWrite(n);
+      return;
     }
+    this.flushed = true;
+    try {
+      await writeAll(this.handle, slot.subarray(0, n), this.at);
+    } catch (e) {
+      if (errno(e) !== 'EINVAL') throw e;
+      await this.reopenCached(slot.subarray(0, this.fill));
+      return;
+    }
+    this.at += n;
+    this.slot ^= 1;
+    this.fill = 0;
+  }
+
+  /**
+   * Starts the O_DIRECT write of the current slot's first `n` bytes (the write of the
+   * other slot has ended) and moves on to the other slot.
+   */
+  private startWrite(n: number): void {
+    const slot = this.pair?.[this.slot] as Uint8Array;
+    this.writeDone = false;
+    const writing = writeAll(this.handle, slot.subarray(0, n), this.at).finally(() => {
+      this.writeDone = true;
+    });
+    writing.catch((e) => {
+      // Also awaited by the next flush, commit or discard.
+      this.failure ??= ioError('write', this.path, e);
+    });
+    this.inFlight = writing;
     this.at += n;
     this.slot ^= 1;
     this.fill = 0;

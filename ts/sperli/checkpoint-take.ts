@@ -112,11 +112,11 @@ async function begin(job: CheckpointJob, router: FrameRouter, epoch: bigint): Pr
 }
 
 /**
- * Appends chunks to a piece writer in order, in the background: the first chunk goes to
- * the disk at once, and whatever arrived while a write ran goes as one `writev` after it,
- * so a file that comes in many 1 MiB chunks takes few system calls and receiving never
- * waits for the disk. Unwritten chunks are received frames' payloads, which the
- * transport would hold until taken anyway.
+ * Appends chunks to a piece writer in order, in the background. A writer that can `copy`
+ * takes every chunk at once into its own buffers (pieces of a frame as they come off the
+ * connection, or whole payloads). Otherwise the first chunk goes to the disk at once, and
+ * whatever arrived while a write ran goes as one `writev` after it, so a file that comes
+ * in many 1 MiB chunks takes few system calls and receiving never waits for the disk.
  */
 class ChunkSink {
   private queue: Uint8Array[] = [];
@@ -125,7 +125,31 @@ class ChunkSink {
 
   constructor(private readonly writer: PieceWriter) {}
 
+  /**
+   * Takes `chunk`, which is valid only until this returns (a view of a read buffer):
+   * copied into the writer at once where it can copy, else copied here and queued. Never
+   * throws (it runs inside the connection's read): a failure is kept for `settled`.
+   */
+  take(chunk: Uint8Array): void {
+    if (this.failure !== undefined || chunk.length === 0) return;
+    if (this.writer.copy === undefined) {
+      this.push(chunk.slice());
+      return;
+    }
+    try {
+      this.writer.copy(chunk);
+    } catch (e) {
+      this.failure = { error: e };
+    }
+  }
+
+  /** Takes `chunk`, which stays valid (a received frame's payload). */
   push(chunk: Uint8Array): void {
+    if (this.writer.copy !== undefined) {
+      this.take(chunk);
+      if (this.failure !== undefined) throw this.failure.error;
+      return;
+    }
     if (this.failure !== undefined) throw this.failure.error;
     if (chunk.length === 0) return;
     this.queue.push(chunk);
@@ -133,6 +157,11 @@ class ChunkSink {
       this.running = this.drain();
       this.running.catch(() => {}); // kept in `failure`: thrown by the next push or `settled`
     }
+  }
+
+  /** Throws the first failure so far. */
+  check(): void {
+    if (this.failure !== undefined) throw this.failure.error;
   }
 
   /** Resolves once every chunk handed over is written; rejects with the first failure. */
@@ -160,8 +189,9 @@ class ChunkSink {
 }
 
 /**
- * Step 3, receiving: the file of the served rank, hashed as each chunk arrives and
- * written durably behind it; its SHA-256 (the bytes are never read back).
+ * Step 3, receiving: the file of the served rank, hashed as each piece of a chunk comes
+ * off the connection and copied at once into the writer (the piece is a view of the read
+ * buffer), written durably behind it; its SHA-256 (the bytes are never read back).
  */
 async function keepBuddyCopy(job: CheckpointJob, router: FrameRouter, epoch: bigint): Promise<Uint8Array> {
   const served = servedRank(job);
@@ -170,13 +200,22 @@ async function keepBuddyCopy(job: CheckpointJob, router: FrameRouter, epoch: big
   try {
     const hash = createSha256();
     const rx = new ChunkReceiver();
+    const piece = (_at: number, bytes: Uint8Array): void => {
+      hash.update(bytes);
+      sink.take(bytes);
+    };
     for (;;) {
       const f = await router.take(served, OWN_CHUNK);
       expectEpoch(f, epoch);
       const d = expectFileOf(f, served);
       const complete = rx.accept(d);
-      hash.update(d.chunk);
-      sink.push(d.chunk);
+      if (f.incoming !== undefined) {
+        await f.incoming.drain(piece);
+        sink.check();
+      } else {
+        hash.update(d.chunk);
+        sink.push(d.chunk);
+      }
       if (complete) break;
     }
     await sink.settled();
@@ -318,7 +357,8 @@ export async function takeCheckpoint(
 ): Promise<bigint> {
   const { link, rank, size, layout, store } = job;
   const epoch = await agree(job, await committed());
-  const router = new FrameRouter(link, expectedFrames(job));
+  // The buddy copy's chunks are hashed and written piece by piece as they come off the connection.
+  const router = new FrameRouter(link, expectedFrames(job), new Set([OWN_CHUNK]));
 
   if (rank === 0) {
     await store.remove(layout.commitFile(epoch));

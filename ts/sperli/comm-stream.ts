@@ -1,9 +1,10 @@
 /**
- * A COLLECTIVE frame whose payload arrives piece by piece (ts/sperli/mesh-stream.ts):
- * the transport hands it to the communicator at its header, in frame order, and then
- * feeds its payload bytes as they arrive. The first 16 bytes are the collective header;
- * the rest is data, which the collective that takes the frame copies or reduces piece by
- * piece (`drain`). Pieces that come before anyone drains are held, so what it holds
+ * A COLLECTIVE or CKPT_DATA frame whose payload arrives piece by piece
+ * (ts/sperli/mesh-stream.ts): the transport hands it to the communicator at its header,
+ * in frame order, and then feeds its payload bytes as they arrive. The first bytes are
+ * the payload's fixed header (16 for the collective header, 24 for CKPT_DATA's); the
+ * rest is data, which the collective or the checkpoint step that takes the frame copies,
+ * reduces or writes piece by piece (`drain`). Pieces that come before anyone drains are held, so what it holds
  * never exceeds the bytes received (at most one frame's payload). A sink takes each piece
  * before it returns and keeps no view of it: pieces may be views of a read buffer that is
  * used again for the next read.
@@ -11,13 +12,16 @@
 import { COLLECTIVE_HEADER_SIZE } from '../codec/sperli-payloads.js';
 import type { PlexusError } from '../core/errors.js';
 
+/** The fixed part of a CKPT_DATA payload before its chunk (docs/sperli.md). */
+export const CKPT_DATA_HEADER_SIZE = 24;
+
 /** Takes `chunk`, the data bytes at offset `at` of the frame's data. */
 export type PieceSink = (at: number, chunk: Uint8Array) => void;
 
 export class IncomingFrame {
-  /** Data bytes of the frame (its payload less the collective header). */
+  /** Data bytes of the frame (its payload less the fixed header). */
   readonly dataLength: number;
-  private readonly headBytes = new Uint8Array(COLLECTIVE_HEADER_SIZE);
+  private readonly headBytes: Uint8Array;
   private headFill = 0;
   private held: Uint8Array[] = [];
   /** Data bytes received so far. */
@@ -28,9 +32,16 @@ export class IncomingFrame {
   private headWaiter: { resolve: (h: Uint8Array) => void; reject: (e: PlexusError) => void } | undefined;
   private endWaiter: { resolve: () => void; reject: (e: PlexusError) => void } | undefined;
 
-  /** `length` is the frame's payload length (at least the collective header). */
-  constructor(readonly length: number) {
-    this.dataLength = length - COLLECTIVE_HEADER_SIZE;
+  /**
+   * `length` is the frame's payload length (at least `headSize`), `headSize` the length
+   * of the payload's fixed header (the collective header unless given).
+   */
+  constructor(
+    readonly length: number,
+    readonly headSize: number = COLLECTIVE_HEADER_SIZE,
+  ) {
+    this.dataLength = length - headSize;
+    this.headBytes = new Uint8Array(headSize);
   }
 
   /**
@@ -40,12 +51,12 @@ export class IncomingFrame {
   push(bytes: Uint8Array, transient = false): void {
     if (this.error !== undefined) return;
     let pos = 0;
-    if (this.headFill < COLLECTIVE_HEADER_SIZE) {
-      const take = Math.min(COLLECTIVE_HEADER_SIZE - this.headFill, bytes.length);
+    if (this.headFill < this.headSize) {
+      const take = Math.min(this.headSize - this.headFill, bytes.length);
       this.headBytes.set(bytes.subarray(0, take), this.headFill);
       this.headFill += take;
       pos = take;
-      if (this.headFill === COLLECTIVE_HEADER_SIZE && this.headWaiter !== undefined) {
+      if (this.headFill === this.headSize && this.headWaiter !== undefined) {
         const w = this.headWaiter;
         this.headWaiter = undefined;
         w.resolve(this.headBytes);
@@ -81,9 +92,9 @@ export class IncomingFrame {
     this.endWaiter = undefined;
   }
 
-  /** The 16 bytes of the collective header, once they have arrived. */
+  /** The payload's fixed header (`headSize` bytes), once it has arrived. */
   header(): Promise<Uint8Array> {
-    if (this.headFill === COLLECTIVE_HEADER_SIZE) return Promise.resolve(this.headBytes);
+    if (this.headFill === this.headSize) return Promise.resolve(this.headBytes);
     if (this.error !== undefined) return Promise.reject(this.error);
     return new Promise((resolve, reject) => {
       this.headWaiter = { resolve, reject };

@@ -333,7 +333,11 @@ export class Comm {
     return this.enqueue(peer, () => t.send(peer, type, 0, joined, epoch));
   }
 
-  /** The next checkpoint frame from `peer`, in arrival order. */
+  /**
+   * The next checkpoint frame from `peer`, in arrival order. Over the mesh, a CKPT_DATA
+   * frame of at least 64 KiB that does not arrive in one read comes at its header, with
+   * `incoming` set and an empty `payload`: its payload bytes follow through `incoming`.
+   */
   nextCheckpointFrame(peer: number): Promise<TransportFrame> {
     this.checkRank(peer, 'nextCheckpointFrame: peer', false);
     return this.checkpointFrames[peer]!.next(this.stopped());

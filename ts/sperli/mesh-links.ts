@@ -35,9 +35,16 @@ const SMALL_FRAME = 4096;
  */
 const WRITE_PIECE = 128 * 1024;
 
-import { type Abort, decodeAbort, decodeHeartbeat, encodeAbort, encodeHeartbeat } from '../codec/sperli-payloads.js';
+import {
+  type Abort,
+  COLLECTIVE_HEADER_SIZE,
+  decodeAbort,
+  decodeHeartbeat,
+  encodeAbort,
+  encodeHeartbeat,
+} from '../codec/sperli-payloads.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
-import { IncomingFrame } from './comm-stream.js';
+import { CKPT_DATA_HEADER_SIZE, IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
 import {
   AbortReason,
@@ -264,8 +271,8 @@ export class PeerLinks implements RankTransport {
   }
 
   /**
-   * From now on, COLLECTIVE frames of at least STREAM_MIN payload bytes that do not
-   * arrive in one piece reach the frame handler at their header, with `incoming` set
+   * From now on, COLLECTIVE and CKPT_DATA frames of at least STREAM_MIN payload bytes
+   * that do not arrive in one piece reach the frame handler at their header, with `incoming` set
    * (and an empty `payload`); their bytes follow through it as they arrive.
    */
   enableStreams(): void {
@@ -640,7 +647,8 @@ export class PeerLinks implements RankTransport {
           return;
         default:
           if (event.kind === 'begin') {
-            const incoming = new IncomingFrame(header.length);
+            const head = header.type === FrameType.CKPT_DATA ? CKPT_DATA_HEADER_SIZE : COLLECTIVE_HEADER_SIZE;
+            const incoming = new IncomingFrame(header.length, head);
             p.incoming = incoming;
             this.deliver(p.rank, { type: header.type, tag: header.tag, epoch: header.epoch, payload, incoming });
           } else this.deliver(p.rank, { type: header.type, tag: header.tag, epoch: header.epoch, payload });

@@ -1,8 +1,8 @@
 /**
  * The frame decoder of one connection as PeerLinks (ts/sperli/mesh-links.ts) uses it:
  * the checks and events of FrameStream (ts/codec/sperli-stream.ts), with one addition.
- * When `streaming` is on, a COLLECTIVE frame of at least STREAM_MIN payload bytes that
- * does not arrive in one chunk is handed on as it arrives instead of being gathered:
+ * When `streaming` is on, a COLLECTIVE or CKPT_DATA frame of at least STREAM_MIN payload
+ * bytes that does not arrive in one chunk is handed on as it arrives instead of being gathered:
  * `begin` (the accepted header), then `piece` for each run of payload bytes (views of
  * the chunks, no copy), then `end`. The bytes on the wire and every check are those of
  * docs/sperli.md; only the moment the receiver sees the payload changes, so a receiver
@@ -45,8 +45,13 @@ function copyOf(b: Uint8Array, start: number, length: number): Uint8Array {
 
 const END: PieceEvent = { kind: 'end' };
 
+/** COLLECTIVE and CKPT_DATA frames are the ones whose payload may be handed on in pieces. */
+function streamsPayload(type: number): boolean {
+  return type === FrameType.COLLECTIVE || type === FrameType.CKPT_DATA;
+}
+
 export class PieceStream {
-  /** Whether large COLLECTIVE payloads are handed on piece by piece. */
+  /** Whether large COLLECTIVE and CKPT_DATA payloads are handed on piece by piece. */
   streaming = false;
   private mode: Mode = 'header';
   private readonly head = new Uint8Array(FRAME_HEADER_SIZE);
@@ -161,7 +166,7 @@ export class PieceStream {
       this.mode = this.want === 0 ? 'header' : 'skip';
       return;
     }
-    if (this.streaming && out.header.type === FrameType.COLLECTIVE && this.want >= STREAM_MIN) {
+    if (this.streaming && streamsPayload(out.header.type) && this.want >= STREAM_MIN) {
       this.mode = 'stream';
       emit({ kind: 'begin', header: out.header });
       return;

@@ -19,8 +19,8 @@ export interface TransportFrame {
   readonly epoch: bigint;
   readonly payload: Uint8Array;
   /**
-   * Set only after `enableStreams()`, on a large COLLECTIVE frame handed on at its
-   * header: `payload` is then empty and the payload bytes arrive through this.
+   * Set only after `enableStreams()`, on a large COLLECTIVE or CKPT_DATA frame handed on
+   * at its header: `payload` is then empty and the payload bytes arrive through this.
    */
   readonly incoming?: IncomingFrame;
 }
@@ -67,7 +67,7 @@ export interface RankTransport {
     lastOfMessage: boolean,
   ): Promise<void>;
   /**
-   * Optional: large COLLECTIVE frames reach the frame handler at their header and their
+   * Optional: large COLLECTIVE and CKPT_DATA frames reach the frame handler at their header and their
    * payload follows piece by piece (`TransportFrame.incoming`), so the receiver can use
    * each piece as it arrives. Without it every frame arrives whole.
    */
