@@ -48,14 +48,9 @@ function idOf(c: Cluster, log: ReplicatedLog): number {
   return [...c.logs].find(([, l]) => l === log)?.[0] as number;
 }
 
+/** `n` appends of two records, one Raft entry each (awaited in turn: concurrent ones would share entries). */
 async function appendMany(log: ReplicatedLog, n: number, tag: string): Promise<void> {
-  for (let i = 0; i < n; i += 10) {
-    await Promise.all(
-      Array.from({ length: Math.min(10, n - i) }, (_, k) =>
-        log.append([text(`${tag}${i + k}`), text(`${tag}${i + k}+`)]),
-      ),
-    );
-  }
+  for (let i = 0; i < n; i++) await log.append([text(`${tag}${i}`), text(`${tag}${i}+`)]);
 }
 
 async function sameEverywhere(logs: ReplicatedLog[]): Promise<string[]> {

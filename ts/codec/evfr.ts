@@ -180,6 +180,12 @@ export interface EvfrDecodeOptions {
    * this process encoded itself and kept in memory, which no transport or disk has touched.
    */
   readonly ownBytes?: boolean;
+  /**
+   * Skip the body's CRC-32C as well: for bytes an enclosing checksum has covered already since
+   * they last crossed a transport or a disk (a Raft message's, a journal record's). Headers and
+   * lengths are still checked.
+   */
+  readonly bodyChecked?: boolean;
 }
 
 /** The outcome of `decodeEvfr`: a frame and the bytes it took, or more bytes needed. */
@@ -218,7 +224,7 @@ export function decodeEvfr(bytes: Uint8Array, opts?: EvfrDecodeOptions): EvfrDec
   const size = EVFR_HEADER_BYTES + length;
   if (bytes.length < size) return { kind: 'incomplete', need: size };
   const body = bytes.subarray(EVFR_HEADER_BYTES, size);
-  if (opts?.ownBytes !== true && crc32c(body) !== u32(bytes, 48)) {
+  if (opts?.ownBytes !== true && opts?.bodyChecked !== true && crc32c(body) !== u32(bytes, 48)) {
     throw refuse('body-crc', 'the body checksum does not match: the records were damaged in transit');
   }
   const records: Uint8Array[] = [];

@@ -13,8 +13,8 @@
  * epoch. A frame already in the local log (same batch id at the same positions: a replay
  * after a restart) is skipped; anything else stops the member with PLX_CHRONACTA_HA_DIVERGED.
  *
- * Every `snapshotEvery` applied entries the member takes a Raft snapshot `snapshotRetain`
- * entries behind its applied index and compacts its Raft log before it. The snapshot's data is
+ * Every `snapshotEvery` applied appends the member takes a Raft snapshot `snapshotRetain`
+ * appends behind its applied index and compacts its Raft log before it. The snapshot's data is
  * a descriptor of the local log there (ts/chronacta/ha/snapshot.ts); a member that installs
  * one (far behind, new, or restarted with a local log that lost its tail) pulls the records it
  * lacks from a member that holds them over a catch-up stream, then goes on with the entries
@@ -97,13 +97,22 @@ export interface ReplicatedLogOptions {
   /** Segment size of both logs (tests use small ones). */
   readonly segmentBytes?: number;
   /**
-   * Take a Raft snapshot and compact the Raft log once this many entries were applied since
-   * the last snapshot (not counting the retained tail). Default 10,000; 0 never compacts.
+   * Take a Raft snapshot and compact the Raft log once this many appends were applied since
+   * the last snapshot (not counting the retained tail). Counted in appends, not Raft entries:
+   * one entry may carry several (group commit). Default 10,000; 0 never compacts.
    */
   readonly snapshotEvery?: number;
   /**
-   * Entries kept in the Raft log below the applied index when compacting, so a follower a
-   * little behind gets entries rather than a snapshot. Default 5,000; at most 50,000.
+   * Group commit: appends that arrive while a Ready is written share one Raft entry of up to
+   * this many bytes of frames. Default 0 (off): one append per entry, the form every earlier
+   * version reads. Turn it on (131,072 is a good size) only once every member runs a version
+   * that applies several frames per entry (docs/evfr.md, "Several frames in one entry").
+   */
+  readonly groupCommitBytes?: number;
+  /**
+   * Appends kept in the Raft log below the applied index when compacting (the entries that
+   * carry them), so a follower a little behind gets entries rather than a snapshot. Default
+   * 5,000; at most 50,000.
    */
   readonly snapshotRetain?: number;
   /** Payload bytes per chunk of a catch-up transfer (a chunk always holds one record at least). Default 1 MiB, at most 32 MiB. */
@@ -159,6 +168,9 @@ export interface ReplicatedLogStatus {
   /** Frames applied to the local log, and frames skipped as already present. */
   readonly appendEntriesApplied: number;
   readonly duplicatesSkipped: number;
+  /** Raft entries this member proposed carrying appends, and the appends (frames) they carried: group commit. */
+  readonly appendGroupsProposed: number;
+  readonly appendsGrouped: number;
   /** Set once the member stopped (divergence, failed local write). */
   readonly failure: string | undefined;
   /** Only on the leader: every other member's replication progress. */
@@ -184,7 +196,34 @@ const POSITION_WINDOW = 65_536;
 const MAX_RETAIN = 50_000;
 
 /** What the window remembers of the last frame at or below a Raft index. */
-type Mark = [index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint];
+/** `frames`: appends (EVFR frames) this member applied or skipped up to this entry since it opened. */
+type Mark = [index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint, frames: number];
+
+/**
+ * Appends gathered for one Raft entry: their EVFR frames laid end to end (docs/evfr.md,
+ * "Several frames in one entry"), proposed together, each append answered when it commits.
+ */
+interface FrameGroup {
+  readonly term: number;
+  readonly first: number;
+  last: number;
+  batchId: Uint8Array;
+  readonly frames: Uint8Array[];
+  bytes: number;
+  readonly done: Promise<number>;
+  resolve(index: number): void;
+  reject(err: unknown): void;
+}
+
+function concatFrames(frames: readonly Uint8Array[], bytes: number): Uint8Array {
+  const out = new Uint8Array(bytes);
+  let at = 0;
+  for (const f of frames) {
+    out.set(f, at);
+    at += f.length;
+  }
+  return out;
+}
 
 /** A compaction record: magic `PXHC`, then the u64 position below which members may compact. */
 const COMPACT_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x43);
@@ -253,8 +292,13 @@ export class ReplicatedLog implements LogStorage {
   /** The local log's last position counting appends issued by the apply path and not yet acknowledged. */
   private localTail = 0;
   private admission: Promise<void> = Promise.resolve();
-  /** Frames encoded here (by `append`): applied from memory, their body checksum is not recomputed. */
-  private readonly ownFrames = new WeakSet<Uint8Array>();
+  /** Frames gathered for the next Raft entry (group commit), in call order. */
+  private group: FrameGroup | undefined;
+
+  private groupsProposed = 0;
+  /** Frames applied or skipped as duplicates since open: what snapshots are counted in. */
+  private framesSeen = 0;
+  private framesGrouped = 0;
   /** Appends waiting in `admission` (an append may skip the queue only when none waits). */
   private admitting = 0;
   /** The term in which this leader has applied every earlier entry, and the index it waits for. */
@@ -428,6 +472,7 @@ export class ReplicatedLog implements LogStorage {
         tickMs: opts.tickMs ?? 100,
         timeoutMs: opts.timeoutMs ?? 10_000,
         onSoftState: (s) => holder.log?.softState(s),
+        beforeReady: () => holder.log?.flushGroup(),
         ...(opts.logger ? { logger: opts.logger } : {}),
       });
       const log = new ReplicatedLog(opts, node, raftStorage, local, transport, driver, catchUp, members, descriptor);
@@ -517,15 +562,9 @@ export class ReplicatedLog implements LogStorage {
     }
     const first = this.projectedLast + 1;
     const frame = encodeEvfr({ batchId, first, epoch: BigInt(term), records: payloads });
-    this.ownFrames.add(frame);
-    const before = this.node.lastIndex;
-    const done = this.driver.propose(frame);
-    const index = this.node.lastIndex;
-    if (index > before) {
-      // The entry is in this leader's log: its positions are taken until leadership changes.
-      this.projectedLast += payloads.length;
-      this.remember(index, this.projectedLast, batchId, BigInt(term));
-    }
+    // The frame joins the group proposed as one Raft entry before the driver takes its next
+    // Ready; its positions are taken now (the next append's compare-and-set sees them).
+    const done = this.gather(frame, term, first, first + payloads.length - 1, batchId);
     // A leader that steps down (check-quorum, a newer term) fails it at once, not after timeoutMs.
     await this.untilStepDown(
       done,
@@ -534,6 +573,74 @@ export class ReplicatedLog implements LogStorage {
       { outcomeUnknown: true },
     );
     return { first: BigInt(first), last: BigInt(first + payloads.length - 1), batchId };
+  }
+
+  /**
+   * Adds an append's frame to the group proposed as one Raft entry when the driver next looks
+   * for a Ready: appends that arrive while a Ready is written (or in the same turn) share an
+   * entry, a journal record and a wire entry. Resolves once that entry is committed and applied.
+   */
+  private gather(frame: Uint8Array, term: number, first: number, last: number, batchId: Uint8Array): Promise<number> {
+    let g = this.group;
+    if (g && (g.term !== term || g.bytes + frame.length > (this.opts.groupCommitBytes ?? 0))) {
+      this.flushGroup();
+      g = undefined;
+    }
+    if (!g) {
+      let resolve!: (index: number) => void;
+      let reject!: (err: unknown) => void;
+      const done = new Promise<number>((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      g = { term, first, last, batchId, frames: [], bytes: 0, done, resolve, reject };
+      this.group = g;
+      if (!this.driver.wake()) this.flushGroup();
+    }
+    if (this.group === g) {
+      g.frames.push(frame);
+      g.bytes += frame.length;
+      g.last = last;
+      g.batchId = batchId;
+      this.projectedLast = last;
+    }
+    return g.done;
+  }
+
+  /** Proposes the gathered frames as one entry (the driver's `beforeReady`). Never throws. */
+  private flushGroup(): void {
+    const g = this.group;
+    if (!g) return;
+    this.group = undefined;
+    if (g.frames.length === 0) {
+      // Gathered on a stopped driver: nothing was added; fail like a proposal there.
+      g.reject(new PlexusError('PLX_RAFT_PROPOSAL_LOST', 'the node is stopped'));
+      return;
+    }
+    if (this.closed || this.failure) {
+      g.reject(new PlexusError('PLX_RAFT_PROPOSAL_LOST', 'the member stopped before the append was proposed'));
+      return;
+    }
+    if (this.node.term !== g.term || !this.acceptingWrites) {
+      // Leadership changed since these appends passed their checks: their positions are void.
+      if (this.node.term === g.term && this.projectedLast === g.last) this.projectedLast = g.first - 1;
+      g.reject(this.notLeader(`it stopped leading term ${g.term} before the append was proposed`));
+      return;
+    }
+    const data = g.frames.length === 1 ? (g.frames[0] as Uint8Array) : concatFrames(g.frames, g.bytes);
+    const before = this.node.lastIndex;
+    const done = this.driver.propose(data);
+    const index = this.node.lastIndex;
+    if (index > before) {
+      // The entry is in this leader's log: its positions are taken until leadership changes.
+      this.groupsProposed++;
+      this.framesGrouped += g.frames.length;
+      this.remember(index, g.last, g.batchId, BigInt(g.term));
+    } else if (this.projectedLast === g.last) {
+      // Refused (a leadership transfer in progress): the positions are free again.
+      this.projectedLast = g.first - 1;
+    }
+    done.then(g.resolve, g.reject);
   }
 
   read(from: bigint, opts?: ReadOptions): Promise<LogRecord[]> {
@@ -611,6 +718,7 @@ export class ReplicatedLog implements LogStorage {
     this.catchUpStream?.destroy();
     this.catchUp.close();
     await this.driver.stop();
+    this.flushGroup();
     await this.installing?.catch(() => undefined);
     for (const w of this.confWaiters.values()) w.reject(haError(HaErrorCode.STOPPED, 'the member closed'));
     this.confWaiters.clear();
@@ -692,6 +800,8 @@ export class ReplicatedLog implements LogStorage {
       members: [...this.members.values()],
       appendEntriesApplied: this.appliedFrames,
       duplicatesSkipped: this.duplicates,
+      appendGroupsProposed: this.groupsProposed,
+      appendsGrouped: this.framesGrouped,
       failure: this.failure?.message,
       ...(followers ? { followers } : {}),
       snapshotIndex: this.raftStorage.snapshot().metadata.index,
@@ -981,7 +1091,7 @@ export class ReplicatedLog implements LogStorage {
   private remember(index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint): void {
     const p = this.positions;
     while (p.length > 0 && (p[p.length - 1] as Mark)[0] >= index) p.pop();
-    p.push([index, lastPosition, batchId, epoch]);
+    p.push([index, lastPosition, batchId, epoch, this.framesSeen]);
     // Trimmed in steps of 4,096, not one mark per entry (a shift of the whole window each time).
     if (p.length > POSITION_WINDOW + 4096) p.splice(0, p.length - POSITION_WINDOW);
   }
@@ -995,6 +1105,22 @@ export class ReplicatedLog implements LogStorage {
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
       if ((p[mid] as Mark)[0] <= index) {
+        best = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    return best >= 0 ? p[best] : undefined;
+  }
+
+  /** The newest mark with at most `frames` frames counted up to it, when the window still holds one. */
+  private markByFrames(frames: number): Mark | undefined {
+    const p = this.positions;
+    let lo = 0;
+    let hi = p.length - 1;
+    let best = -1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if ((p[mid] as Mark)[4] <= frames) {
         best = mid;
         lo = mid + 1;
       } else hi = mid - 1;
@@ -1183,10 +1309,15 @@ export class ReplicatedLog implements LogStorage {
     const retain = this.opts.snapshotRetain ?? 5_000;
     const current = this.raftStorage.snapshot().metadata.index;
     // The core's applied index (entries of earlier Readies): a snapshot may not go past it.
-    const at = Math.min(this.raftApplied, this.node.status().applied) - retain;
-    if (at - current < every) return;
-    const mark = this.markAt(at);
-    if (!mark) return;
+    const applied = Math.min(this.raftApplied, this.node.status().applied);
+    // Counted in appends, not entries: an entry may carry many appends (group commit), and
+    // what the Raft log holds in memory grows with the appends.
+    const top = this.markAt(applied);
+    if (!top) return;
+    const mark = this.markByFrames(top[4] - retain);
+    if (!mark || mark[0] <= current) return;
+    if (mark[4] - (this.markAt(current)?.[4] ?? 0) < every) return;
+    const at = mark[0];
     try {
       // The Raft entries up to `at` go away: the local records derived from them must be durable.
       await this.syncLocal();
@@ -1250,11 +1381,12 @@ export class ReplicatedLog implements LogStorage {
           this.members.set(m.id, m);
           this.dialPeer(m);
         } else {
-          const frame = this.decodeFrame(e);
-          if (frame.first === this.localTail + 1) pending.push(this.appendLocal(e, frame));
-          else {
-            await settle();
-            await this.skipDuplicate(e, frame);
+          for (const frame of this.decodeFrames(e)) {
+            if (frame.first === this.localTail + 1) pending.push(this.appendLocal(e, frame));
+            else {
+              await settle();
+              await this.skipDuplicate(e, frame);
+            }
           }
         }
       }
@@ -1317,15 +1449,22 @@ export class ReplicatedLog implements LogStorage {
     });
   }
 
-  private decodeFrame(e: Entry): EvfrFrame {
+  /** The EVFR frames of a committed entry (one per append it carries, laid end to end). */
+  private decodeFrames(e: Entry): EvfrFrame[] {
     try {
-      // A frame this leader encoded and still holds (the same bytes, never sent or read back)
-      // needs no body checksum; every other one (received, or read from the journal) is checked.
-      const d = decodeEvfr(e.data, { ownBytes: this.ownFrames.has(e.data) });
-      if (d.kind !== 'frame' || d.consumed !== e.data.length) {
-        throw new Error(d.kind === 'frame' ? 'bytes follow the frame' : 'the frame is incomplete');
+      // The body checksums are not recomputed: an entry's bytes were checked on the way in,
+      // by the Raft message's checksum (received) or the journal record's (read back from
+      // disk), or this leader encoded them and still holds them. Headers are still checked.
+      const frames: EvfrFrame[] = [];
+      const data = e.data;
+      let at = 0;
+      while (at < data.length) {
+        const d = decodeEvfr(at === 0 ? data : data.subarray(at), { bodyChecked: true });
+        if (d.kind !== 'frame') throw new Error('the frame is incomplete');
+        frames.push(d.frame);
+        at += d.consumed;
       }
-      return d.frame;
+      return frames;
     } catch (err) {
       throw this.fail(
         haError(HaErrorCode.DIVERGED, `committed entry ${e.index} is not a valid EVFR frame: ${String(err)}`, {
@@ -1342,6 +1481,7 @@ export class ReplicatedLog implements LogStorage {
     const p = this.local.append(frame.records, { batchId: frame.batchId, expectedLast, epoch: frame.epoch }).then(
       (r): AppliedBatch => {
         this.appliedFrames++;
+        this.framesSeen++;
         this.remember(e.index, frame.last, frame.batchId, frame.epoch);
         const records = frame.records.map((payload, i) => ({
           position: r.first + BigInt(i),
@@ -1390,6 +1530,7 @@ export class ReplicatedLog implements LogStorage {
     const last = this.localTail;
     if (frame.last <= last && (await this.isDuplicate(frame))) {
       this.duplicates++;
+      this.framesSeen++;
       this.remember(e.index, frame.last, frame.batchId, frame.epoch);
       return;
     }

@@ -34,6 +34,12 @@ export interface RaftDriverOptions {
   readonly tickMs?: number;
   readonly onSoftState?: (s: SoftState) => void;
   /**
+   * Called each time the driver is about to look for its next Ready (and so after every
+   * Ready it handled): the moment to propose what was gathered while the last one was
+   * written, as one entry (group commit). It must not throw.
+   */
+  readonly beforeReady?: () => void;
+  /**
    * How long a proposal or read may wait before it fails with PLX_RAFT_TIMEOUT (its outcome
    * is then unknown: retry with the same idempotency key). Default 10,000 ms.
    */
@@ -101,6 +107,7 @@ export class RaftDriver {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     while (this.running) await new Promise((r) => setTimeout(r, 5));
+    this.opts.beforeReady?.(); // what was gathered fails as a proposal on a stopped node
     this.failAll(lost('the node stopped before the entry was committed'));
   }
 
@@ -138,6 +145,15 @@ export class RaftDriver {
     return p;
   }
 
+  /**
+   * Makes the driver look for a Ready soon (calling `beforeReady` first), unless it is
+   * handling one now: it calls `beforeReady` again once that one is done. False once stopped.
+   */
+  wake(): boolean {
+    this.kick();
+    return !this.stopped;
+  }
+
   /** Resolves with an index at or below which a read is linearizable, once it is applied here. */
   read(): Promise<number> {
     if (this.stopped) return Promise.reject(lost('the node is stopped'));
@@ -169,13 +185,18 @@ export class RaftDriver {
     if (this.running || this.failure) return;
     this.running = true;
     try {
-      while (this.node.hasReady()) await this.handle(this.node.ready());
+      for (;;) {
+        this.opts.beforeReady?.();
+        if (!this.node.hasReady()) break;
+        await this.handle(this.node.ready());
+      }
     } catch (err) {
       // A failed write leaves the node unable to go on safely: stop, and say why.
       this.failure = err;
       this.opts.logger?.warn('raft: persisting failed; the node stops', { error: String(err) });
       this.stopped = true;
       if (this.timer) clearInterval(this.timer);
+      this.opts.beforeReady?.();
       this.failAll(err);
     } finally {
       this.running = false;
