@@ -1,9 +1,13 @@
 /** Cluster nodes as real processes (`plexus cluster node --control` from dist/) for tests. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
+import { initCluster } from '../../ts/cluster/init.js';
+import { openJournalShards } from '../../ts/runtime/node-log.js';
 
 export const CLI = fileURLToPath(new URL('./fixtures/cluster-cli.mjs', import.meta.url));
 
@@ -126,4 +130,75 @@ export async function patchConfig(file: string, patch: Line): Promise<void> {
 
 export function dataDirOf(clusterDir: string, node: string): string {
   return join(clusterDir, 'nodes', node, 'data');
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** The node processes and the cluster directory of one test file; `cleanup` (in afterAll) stops and removes them. */
+export class ProcRun {
+  readonly procs: NodeProc[] = [];
+  dir = '';
+
+  async cleanup(): Promise<void> {
+    for (const p of this.procs) await p.stop();
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+type InitOptions = Parameters<typeof initCluster>[0];
+
+/**
+ * The files of a cluster `c1` in a fresh temporary directory (kept in `run.dir`), with the
+ * timings the process tests share unless `opts` overrides them.
+ */
+export async function initProcCluster(
+  run: ProcRun,
+  prefix: string,
+  opts: { shards: number; nodes: string[] } & Partial<Omit<InitOptions, 'dir' | 'ports'>>,
+): Promise<Map<string, string>> {
+  run.dir = await mkdtemp(join(tmpdir(), prefix));
+  return initCluster({
+    id: 'c1',
+    lease: { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 },
+    detector: { suspectAfterMs: 600, failedAfterMs: 1500 },
+    heartbeatEveryMs: 100,
+    cluster: { deliveryDeadlineMs: 30_000, retryBackoffMs: 50 },
+    ...opts,
+    dir: run.dir,
+    ports: await freePorts(opts.nodes.length),
+  });
+}
+
+/** `p`'s status once it lists a lease of every one of `shards` shards (or after `tries` polls 50 ms apart). */
+export async function statusWithAllLeases(p: NodeProc, shards: number, tries = 100): Promise<Line> {
+  let st: Line = await p.cmd({ cmd: 'status' });
+  for (let i = 0; st.leases.length < shards && i < tries; i++) {
+    await sleep(50);
+    st = await p.cmd({ cmd: 'status' });
+  }
+  return st;
+}
+
+/**
+ * The checked history of `shards` in `node`'s journal (read without an fsync); a shard the
+ * store holds no journal of is skipped, or refused with `required`.
+ */
+export async function journalHistory(
+  clusterDir: string,
+  node: string,
+  shards: readonly number[],
+  required = false,
+): Promise<ReturnType<typeof checkHistory>> {
+  const stores = await openJournalShards(join(dataDirOf(clusterDir, node), 'journal'), { fsync: 'never' });
+  try {
+    const histories: ShardHistory[] = [];
+    for (const s of shards) {
+      const log = await stores.shard(s);
+      if (log !== undefined) histories.push(await readShard(s, log));
+      else if (required) throw new Error(`node ${node} holds no journal of shard ${s}`);
+    }
+    return checkHistory(histories);
+  } finally {
+    await stores.close();
+  }
 }

@@ -7,67 +7,39 @@
  * Needs `npx tsc -p tsconfig.build.json` first.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
-import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
-import { NODE_LOG_DIR, openJournalShards } from '../../ts/runtime/node-log.js';
-import { dataDirOf, freePorts, type Line, NodeProc } from './actor-procs.js';
+import { NODE_LOG_DIR } from '../../ts/runtime/node-log.js';
+import {
+  dataDirOf,
+  initProcCluster,
+  journalHistory,
+  type Line,
+  NodeProc,
+  ProcRun,
+  statusWithAllLeases,
+} from './actor-procs.js';
 
 const SHARDS = 16;
-const procs: NodeProc[] = [];
-let dir = '';
+const run = new ProcRun();
+const procs = run.procs;
 
-afterAll(async () => {
-  for (const p of procs) await p.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => run.cleanup());
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function journalOfB(shards: number[]) {
-  const journal = join(dataDirOf(dir, 'b'), 'journal');
-  const stores = await openJournalShards(journal, { fsync: 'never' });
-  try {
-    const histories: ShardHistory[] = [];
-    for (const s of shards) {
-      const log = await stores.shard(s);
-      if (log !== undefined) histories.push(await readShard(s, log));
-    }
-    return checkHistory(histories);
-  } finally {
-    await stores.close();
-  }
-}
+const journalOfB = (shards: number[]) => journalHistory(run.dir, 'b', shards);
 
 describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import.meta.url)))(
   'group commit across shards, node processes',
   () => {
     it('a burst into every shard of b survives SIGKILL of b: nothing acknowledged lost, each message once', async () => {
-      dir = await mkdtemp(join(tmpdir(), 'plexus-cluster-group-commit-'));
-      const files = await initCluster({
-        dir,
-        id: 'c1',
-        shards: SHARDS,
-        nodes: ['a', 'b'],
-        ports: await freePorts(2),
-        lease: { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 },
-        detector: { suspectAfterMs: 600, failedAfterMs: 1500 },
-        heartbeatEveryMs: 100,
-        cluster: { deliveryDeadlineMs: 30_000, retryBackoffMs: 50 },
-      });
+      const files = await initProcCluster(run, 'plexus-cluster-group-commit-', { shards: SHARDS, nodes: ['a', 'b'] });
       const a = new NodeProc('a', files.get('a')!);
       let b = new NodeProc('b', files.get('b')!);
       procs.push(a, b);
       for (const p of [a, b]) await p.wait((l) => l.ev === 'held' && l.held.length > 0, 'leases');
-      let st: Line = await a.cmd({ cmd: 'status' });
-      for (let i = 0; st.leases.length < SHARDS && i < 100; i++) {
-        await sleep(50);
-        st = await a.cmd({ cmd: 'status' });
-      }
+      const st = await statusWithAllLeases(a, SHARDS);
       const ofB = (st.leases as Line[]).filter((l) => l.owner === 'b').map((l) => l.shard as number);
       expect(ofB.length).toBeGreaterThan(1);
       // 4 counters in each shard of b
@@ -96,7 +68,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       expect(ackedBeforeKill.length).toBeGreaterThanOrEqual(targets.length * 2);
 
       // b's journal is one node-wide log, and it holds every acknowledged message.
-      expect((await readdir(join(dataDirOf(dir, 'b'), 'journal', NODE_LOG_DIR))).length).toBeGreaterThan(0);
+      expect((await readdir(join(dataDirOf(run.dir, 'b'), 'journal', NODE_LOG_DIR))).length).toBeGreaterThan(0);
       const left = await journalOfB(ofB);
       expect(left.problems).toEqual([]);
       for (const l of ackedBeforeKill) {

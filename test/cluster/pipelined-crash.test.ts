@@ -10,64 +10,33 @@
  * Needs `npx tsc -p tsconfig.build.json` first.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rankedOwner } from '../../ts/cluster/authority.js';
-import { checkHistory, readShard } from '../../ts/cluster/history.js';
-import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
-import { openJournalShards } from '../../ts/runtime/node-log.js';
-import { dataDirOf, freePorts, type Line, NodeProc } from './actor-procs.js';
+import { initProcCluster, journalHistory, type Line, NodeProc, ProcRun, statusWithAllLeases } from './actor-procs.js';
 
 const SHARDS = 4;
-const procs: NodeProc[] = [];
-let dir = '';
+const run = new ProcRun();
+const procs = run.procs;
 
-afterAll(async () => {
-  for (const p of procs) await p.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => run.cleanup());
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function journalOf(shard: number) {
-  const stores = await openJournalShards(join(dataDirOf(dir, 'b'), 'journal'), { fsync: 'never' });
-  try {
-    const log = await stores.shard(shard);
-    if (log === undefined) throw new Error(`node b holds no journal of shard ${shard}`);
-    return checkHistory([await readShard(shard, log)]);
-  } finally {
-    await stores.close();
-  }
-}
+const journalOf = (shard: number) => journalHistory(run.dir, 'b', [shard], true);
 
 describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import.meta.url)))(
   'pipelined receive across node processes',
   () => {
     it('a burst into one shard survives SIGKILL of its owner: nothing acknowledged lost, no reply ahead of its journal, each message once', async () => {
-      dir = await mkdtemp(join(tmpdir(), 'plexus-cluster-pipelined-'));
-      const files = await initCluster({
-        dir,
-        id: 'c1',
+      const files = await initProcCluster(run, 'plexus-cluster-pipelined-', {
         shards: SHARDS,
         nodes: ['a', 'b'],
-        ports: await freePorts(2),
-        lease: { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 },
-        detector: { suspectAfterMs: 600, failedAfterMs: 1500 },
-        heartbeatEveryMs: 100,
         cluster: { deliveryDeadlineMs: 25_000, retryBackoffMs: 50 },
       });
       const a = new NodeProc('a', files.get('a')!);
       let b = new NodeProc('b', files.get('b')!);
       procs.push(a, b);
       for (const p of [a, b]) await p.wait((l) => l.ev === 'held' && l.held.length > 0, 'leases');
-      let st: Line = await a.cmd({ cmd: 'status' });
-      for (let i = 0; st.leases.length < SHARDS && i < 100; i++) {
-        await sleep(50);
-        st = await a.cmd({ cmd: 'status' });
-      }
+      const st = await statusWithAllLeases(a, SHARDS);
       // A shard of b that b ranks first for, so that b claims it again when it comes back.
       const shard = (st.leases as Line[]).find((l) => l.owner === 'b' && rankedOwner(['a', 'b'], l.shard) === 'b')
         ?.shard as number;

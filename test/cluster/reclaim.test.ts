@@ -5,25 +5,16 @@
  * member takes them. Needs `npx tsc -p tsconfig.build.json` first.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rankedOwner } from '../../ts/cluster/authority.js';
-import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
-import { freePorts, type Line, NodeProc } from './actor-procs.js';
+import { initProcCluster, type Line, NodeProc, ProcRun, sleep } from './actor-procs.js';
 
 const SHARDS = 16;
-const procs: NodeProc[] = [];
-let dir = '';
+const run = new ProcRun();
+const procs = run.procs;
 
-afterAll(async () => {
-  for (const p of procs) await p.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+afterAll(() => run.cleanup());
 
 function iriIn(s: number): string {
   for (let i = 0; ; i++) if (shardOf(`vt:counter/r${i}`, SHARDS) === s) return `vt:counter/r${i}`;
@@ -38,17 +29,10 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
   'per-node journals: a restarted member takes its shards back',
   () => {
     it('after SIGKILL and restart, b owns again every shard it journaled, also those c ranks first for', async () => {
-      dir = await mkdtemp(join(tmpdir(), 'plexus-cluster-reclaim-'));
-      const files = await initCluster({
-        dir,
-        id: 'c1',
+      const files = await initProcCluster(run, 'plexus-cluster-reclaim-', {
         shards: SHARDS,
         nodes: ['a', 'b', 'c'],
-        ports: await freePorts(3),
-        lease: { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 },
         detector: { suspectAfterMs: 500, failedAfterMs: 1000 },
-        heartbeatEveryMs: 100,
-        cluster: { deliveryDeadlineMs: 30_000, retryBackoffMs: 50 },
       });
       // c is missing at first: after the grace period a and b claim every shard between them.
       const a = new NodeProc('a', files.get('a')!);

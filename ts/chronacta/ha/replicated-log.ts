@@ -1098,29 +1098,23 @@ export class ReplicatedLog implements LogStorage {
 
   /** The last frame at or below Raft index `index`, when the window still holds one. */
   private markAt(index: number): Mark | undefined {
-    const p = this.positions;
-    let lo = 0;
-    let hi = p.length - 1;
-    let best = -1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      if ((p[mid] as Mark)[0] <= index) {
-        best = mid;
-        lo = mid + 1;
-      } else hi = mid - 1;
-    }
-    return best >= 0 ? p[best] : undefined;
+    return this.lastMarkWith(0, index);
   }
 
   /** The newest mark with at most `frames` frames counted up to it, when the window still holds one. */
   private markByFrames(frames: number): Mark | undefined {
+    return this.lastMarkWith(4, frames);
+  }
+
+  /** The newest mark whose field `field` (ascending along the window) is at most `bound`. */
+  private lastMarkWith(field: 0 | 4, bound: number): Mark | undefined {
     const p = this.positions;
     let lo = 0;
     let hi = p.length - 1;
     let best = -1;
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
-      if ((p[mid] as Mark)[4] <= frames) {
+      if (((p[mid] as Mark)[field] as number) <= bound) {
         best = mid;
         lo = mid + 1;
       } else hi = mid - 1;
