@@ -1208,7 +1208,11 @@ export class EventStore {
     old.retire(() => {
       void (async () => {
         await old.log?.close().catch(() => {});
-        await removeOtherGenerations(paths.archive, generation).catch(() => {});
+        // Only the retired generation: by the time its last reader is gone, a later compaction
+        // may have made the generation after this run's, which is the one readers use then.
+        await rm(join(paths.archive, genDirName(old.pointer.generation)), { recursive: true, force: true }).catch(
+          () => {},
+        );
       })();
     });
     await this.log.compactBefore(BigInt(cutoff));

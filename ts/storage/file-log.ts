@@ -735,8 +735,10 @@ export class FileLog implements LogStorage {
       for (let i = 0; i < n; i++) {
         const s = this.segments[0] as Segment;
         this.handles.retire(join(this.dir, s.name));
-        await unlinkIfExists(join(this.dir, s.name));
+        // Out of the list before its file goes: a read that then misses the file sees its
+        // position below the first and reports it compacted, not an I/O failure.
         this.segments.shift();
+        await unlinkIfExists(join(this.dir, s.name));
         await unlinkIfExists(join(this.dir, s.indexName));
         // Each removal is durable before the next, so a power loss leaves the oldest segments
         // gone, never a gap.
