@@ -2,6 +2,7 @@
  * FileLog's `inlineWrites` (fsync `never` only): groups are written with synchronous writes
  * on the calling thread. The files hold the same bytes as with writes through the thread
  * pool, groups still form, the records read back after reopen, and a bad value is refused.
+ * `inlineSyncWrites` does the same in the durable modes through the O_DSYNC descriptor.
  */
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -86,6 +87,35 @@ describe('FileLog inlineWrites', () => {
     expect(log.last).toBe(2n);
     await log.close();
     const e = await openLog(await tempDir(), { inlineWrites: 'yes' as unknown as boolean }).catch((x: unknown) => x);
+    expect(isPlexusError(e, 'PLX_STORAGE_BAD_INPUT')).toBe(true);
+  });
+
+  it('inlineSyncWrites: durable groups written on the calling thread hold the same bytes, one flush per write', async () => {
+    for (const fsync of ['batch', 'always'] as const) {
+      const opts: FileLogOptions = { fsync, segmentBytes: 2048 };
+      const a = await tempDir();
+      const b = await tempDir();
+      const inline = await openLog(a, { ...opts, inlineSyncWrites: true });
+      const pooled = await openLog(b, opts);
+      await fill(inline);
+      await fill(pooled);
+      const stats = inline.stats;
+      expect(stats.appends).toBe(26);
+      if (fsync === 'batch') expect(stats.writes).toBeLessThan(stats.appends);
+      else expect(stats.writes).toBe(stats.appends);
+      expect(stats.syncs).toBe(stats.writes); // every write is durable when it returns
+      await inline.close();
+      await pooled.close();
+      expect(await files(a)).toEqual(await files(b));
+      const again = await openLog(a, { ...opts, inlineSyncWrites: true });
+      expect(again.last).toBe(48n);
+      const recs = await again.read(1n, { maxBytes: 1 << 20 });
+      expect(recs.map((r) => new TextDecoder().decode(r.payload))).toEqual(
+        Array.from({ length: 48 }, (_, i) => new TextDecoder().decode(payload(i))),
+      );
+      await again.close();
+    }
+    const e = await openLog(await tempDir(), { inlineSyncWrites: 1 as unknown as boolean }).catch((x: unknown) => x);
     expect(isPlexusError(e, 'PLX_STORAGE_BAD_INPUT')).toBe(true);
   });
 });

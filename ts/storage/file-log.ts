@@ -98,6 +98,15 @@ export interface FileLogOptions {
    * Ignored in the durable modes, whose writes wait for the disk.
    */
   readonly inlineWrites?: boolean;
+  /**
+   * In the durable modes, where the platform has O_DSYNC (Linux): write each group with a
+   * synchronous O_DSYNC write on the calling thread, which returns once the bytes are durable.
+   * The event loop waits for the disk meanwhile (a flush takes 0.1 ms to several ms), and two
+   * thread wake-ups per group are saved; meant for a writer with nothing else to do while its
+   * write is pending (a Raft journal, whose Ready waits for it anyway). Default false; ignored
+   * with fsync `never` (see `inlineWrites`) and where O_DSYNC is missing.
+   */
+  readonly inlineSyncWrites?: boolean;
 }
 
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
@@ -161,8 +170,8 @@ type Op = AppendOp | ChangeOp;
 
 function checkOptions(
   opts: FileLogOptions,
-): Required<Omit<FileLogOptions, 'onSync' | 'inlineWrites'>> &
-  Pick<FileLogOptions, 'onSync'> & { inlineWrites: boolean } {
+): Required<Omit<FileLogOptions, 'onSync' | 'inlineWrites' | 'inlineSyncWrites'>> &
+  Pick<FileLogOptions, 'onSync'> & { inlineWrites: boolean; inlineSyncWrites: boolean } {
   if (typeof opts !== 'object' || opts === null) throw badInput('openLog options must be an object');
   const segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
   if (!Number.isSafeInteger(segmentBytes) || segmentBytes < MIN_SEGMENT_BYTES || segmentBytes > MAX_SEGMENT_BYTES) {
@@ -186,7 +195,9 @@ function checkOptions(
     throw badInput(`scanOnOpen must be 'last' or 'all', got ${String(scanOnOpen)}`);
   const inlineWrites = opts.inlineWrites ?? false;
   if (typeof inlineWrites !== 'boolean') throw badInput('inlineWrites must be a boolean');
-  return { segmentBytes, fsync, indexEvery, logger, scanOnOpen, onSync: opts.onSync, inlineWrites };
+  const inlineSyncWrites = opts.inlineSyncWrites ?? false;
+  if (typeof inlineSyncWrites !== 'boolean') throw badInput('inlineSyncWrites must be a boolean');
+  return { segmentBytes, fsync, indexEvery, logger, scanOnOpen, onSync: opts.onSync, inlineWrites, inlineSyncWrites };
 }
 
 /**
@@ -335,7 +346,7 @@ export class FileLog implements LogStorage {
   private durableEpoch: bigint;
   private counters = { appends: 0, records: 0, writes: 0, syncs: 0 };
   private readonly sync: boolean;
-  /** Groups are written synchronously (fsync `never` with `inlineWrites`). */
+  /** Groups are written synchronously (fsync `never` with `inlineWrites`, or O_DSYNC with `inlineSyncWrites`). */
   private readonly inline: boolean;
 
   /** @internal use openLog */
@@ -351,7 +362,7 @@ export class FileLog implements LogStorage {
     this.pendingEpoch = highestEpoch;
     this.durableEpoch = highestEpoch;
     this.sync = opts.fsync !== 'never';
-    this.inline = !this.sync && opts.inlineWrites;
+    this.inline = this.sync ? opts.inlineSyncWrites && O_DSYNC !== 0 : opts.inlineWrites;
   }
 
   // ------------------------------------------------------------------ positions

@@ -381,7 +381,10 @@ export class ReplicatedLog implements LogStorage {
     const logOpts = opts.segmentBytes ? { segmentBytes: opts.segmentBytes } : {};
     const quiet = opts.logger ? { logger: opts.logger } : {};
     const raftDir = join(opts.dir, 'raft');
-    let raftStorage = await FileRaftStorage.open(raftDir, { ...logOpts, ...quiet });
+    // The journal's O_DSYNC writes run on the main thread: a Ready waits for its write anyway,
+    // and the thread pool's two wake-ups per write cost more CPU than the write itself.
+    const journalOpts = { ...logOpts, ...quiet, inlineSyncWrites: true };
+    let raftStorage = await FileRaftStorage.open(raftDir, journalOpts);
     if (raftStorage.lastIndex() === 0 && !opts.join) {
       // Nothing durable yet (a first start, or a crash before the bootstrap was synced).
       await raftStorage.close();
@@ -389,7 +392,7 @@ export class ReplicatedLog implements LogStorage {
         raftDir,
         { voters: members.map((m) => m.id).sort((a, b) => a - b), learners: [] },
         new Uint8Array(0),
-        { ...logOpts, ...quiet },
+        journalOpts,
       );
     }
     let local: FileLog | undefined;
@@ -465,6 +468,7 @@ export class ReplicatedLog implements LogStorage {
             }),
         },
         send: (ms) => holder.log?.sendRaft(ms),
+        flushSends: () => holder.log?.flushRaft(),
         applier: {
           apply: (es) => (holder.log as ReplicatedLog).applyEntries(es),
           restore: (s) => (holder.log as ReplicatedLog).restore(s),
@@ -976,6 +980,10 @@ export class ReplicatedLog implements LogStorage {
 
   private sendRaft(ms: Parameters<RaftTcpTransport['send']>[0]): void {
     if (!this.gated) this.transport.send(ms);
+  }
+
+  private flushRaft(): void {
+    this.transport.flush();
   }
 
   private receive(m: Parameters<RaftDriver['receive']>[0]): void {

@@ -29,6 +29,13 @@ export interface RaftDriverOptions {
   /** Writes persisted state; `sync` (when present) resolves once the writes are durable. */
   readonly storage: RaftStorageWriter & { sync?(): Promise<void> };
   readonly send: (messages: readonly Message[]) => void;
+  /**
+   * Makes the messages handed to `send` leave now rather than at the end of the tick (a
+   * transport that gathers a tick's messages into one write per peer). The driver calls it
+   * after sending a leader's appends ahead of its own journal write, so that followers write
+   * theirs meanwhile even when the journal write holds the thread (`inlineSyncWrites`).
+   */
+  readonly flushSends?: () => void;
   readonly applier: RaftApplier;
   /** Milliseconds per Raft tick. Default 100. */
   readonly tickMs?: number;
@@ -216,7 +223,10 @@ export class RaftDriver {
     const termOrVote = hs !== undefined && (hs.term !== this.persisted.term || hs.vote !== this.persisted.vote);
     const early = termOrVote ? [] : rd.messages.filter((m) => SENT_BEFORE_WRITE.has(m.type));
     const late = early.length === 0 ? rd.messages : rd.messages.filter((m) => !SENT_BEFORE_WRITE.has(m.type));
-    if (early.length > 0) this.opts.send(early);
+    if (early.length > 0) {
+      this.opts.send(early);
+      this.opts.flushSends?.();
+    }
     if (rd.snapshot) st.applySnapshot(rd.snapshot);
     if (rd.entries.length > 0) st.append(rd.entries);
     if (hs) st.setHardState(hs);

@@ -195,8 +195,8 @@ export class RaftTcpTransport {
     }
   }
 
-  /** Uncorks every socket written to in this tick: one write (syscall) per peer. */
-  private readonly flush = (): void => {
+  /** Uncorks every socket written to in this tick (one write, a syscall, per peer): they leave now. */
+  readonly flush = (): void => {
     for (const s of this.corked) if (!s.destroyed) s.uncork();
     this.corked.clear();
   };
