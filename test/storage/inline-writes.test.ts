@@ -118,4 +118,29 @@ describe('FileLog inlineWrites', () => {
     const e = await openLog(await tempDir(), { inlineSyncWrites: 1 as unknown as boolean }).catch((x: unknown) => x);
     expect(isPlexusError(e, 'PLX_STORAGE_BAD_INPUT')).toBe(true);
   });
+
+  it('setInlineSyncWrites switches between inline and thread-pool writes from the next group on', async () => {
+    const opts: FileLogOptions = { fsync: 'batch', segmentBytes: 2048 };
+    const a = await tempDir();
+    const b = await tempDir();
+    const switched = await openLog(a, { ...opts, inlineSyncWrites: true });
+    const pooled = await openLog(b, opts);
+    for (const log of [switched, pooled]) {
+      for (let i = 0; i < 30; i++) {
+        if (log === switched) log.setInlineSyncWrites(i % 3 !== 0);
+        await Promise.all([
+          log.append([payload(2 * i)], { batchId: id(2 * i) }),
+          log.append([payload(2 * i + 1)], { batchId: id(2 * i + 1) }),
+        ]);
+      }
+    }
+    expect(switched.stats.syncs).toBe(switched.stats.writes);
+    await switched.close();
+    await pooled.close();
+    expect((await files(a)).size).toBeGreaterThan(1);
+    expect(await files(a)).toEqual(await files(b));
+    const again = await openLog(a, opts);
+    expect(again.last).toBe(60n);
+    await again.close();
+  });
 });

@@ -203,6 +203,37 @@ export function decodeEntry(payload: Uint8Array): Entry {
   return idempotency ? { ...entry, idempotency } : entry;
 }
 
+/**
+ * Whether `payload` is the EVENT entry that follows `first` in the same append: the next
+ * index in the batch, the next position and version, the same batch size, recorded time and
+ * stream (compared as bytes: `first` was decoded, so they are UTF-8), no idempotency key (it
+ * rides on an append's first entry only), and lengths that add up as `decodeEntry` checks
+ * them. Reads the header and the stream's bytes, decodes no string: a member applying a
+ * replicated append indexes its later events this way. False for anything else, which the
+ * caller then decodes in full (and so reports damage as `decodeEntry` does).
+ */
+export function followsInAppend(payload: Uint8Array, first: Entry, streamBytes: Uint8Array, offset: number): boolean {
+  if (payload.length < RECORD_HEADER_BYTES) return false;
+  const v = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  if (v.getUint8(0) !== RECORD_FORMAT || v.getUint8(1) !== RecordKind.EVENT || v.getUint16(2, true) !== 0) return false;
+  if (v.getUint32(4, true) !== first.batchSize || v.getUint32(8, true) !== first.indexInBatch + offset) return false;
+  if (v.getBigUint64(12, true) !== BigInt(first.position + offset)) return false;
+  if (v.getBigUint64(20, true) !== BigInt(first.version + offset)) return false;
+  if (v.getBigUint64(28, true) !== BigInt(first.recordedMs)) return false;
+  const sLen = v.getUint16(52, true);
+  if (sLen !== streamBytes.length) return false;
+  const body = sLen + v.getUint16(54, true) + v.getUint32(56, true) + v.getUint32(60, true);
+  if (payload.length - RECORD_HEADER_BYTES !== body) return false;
+  for (let i = 0; i < sLen; i++) if (payload[RECORD_HEADER_BYTES + i] !== streamBytes[i]) return false;
+  return true;
+}
+
+/** The bytes of an encoded entry's stream name (a view into `payload`, which `decodeEntry` accepted). */
+export function streamBytesOf(payload: Uint8Array): Uint8Array {
+  const sLen = payload[52]! | (payload[53]! << 8);
+  return payload.subarray(RECORD_HEADER_BYTES, RECORD_HEADER_BYTES + sLen);
+}
+
 /** The stream a metadata entry applies to: `$$X` -> `X`. */
 export function metaTarget(entry: Entry): string {
   return entry.stream.slice(2);

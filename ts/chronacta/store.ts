@@ -38,9 +38,11 @@ import {
   type Entry,
   encodeEntry,
   encodeStreamMeta,
+  followsInAppend,
   RecordKind,
   redact,
   type StreamMeta,
+  streamBytesOf,
   uuidToBytes,
 } from './record.js';
 import { type StoreState as State, StoreState, type StreamHead, type StreamState } from './state.js';
@@ -411,7 +413,9 @@ export class EventStore {
    */
   private applyReplicated(batch: AppliedBatch): void {
     if (this.failure || this.closing) return;
-    for (const r of batch.records) {
+    const records = batch.records;
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i] as LogRecord;
       let d: Decoded;
       try {
         d = decodeRecord(r);
@@ -424,6 +428,26 @@ export class EventStore {
       if (p !== this.state.last + 1) {
         this.failure = corrupt('replicated log', p, `expected position ${this.state.last + 1}`);
         return;
+      }
+      const e = d.entry;
+      if (
+        e.kind === RecordKind.EVENT &&
+        e.indexInBatch === 0 &&
+        e.batchSize > 1 &&
+        i + e.batchSize <= records.length &&
+        this.listeners.size === 0
+      ) {
+        // A whole append: the events after its first are checked from their headers and
+        // indexed as one run, without decoding their strings.
+        const name = streamBytesOf(r.payload);
+        let n = 1;
+        while (n < e.batchSize && followsInAppend((records[i + n] as LogRecord).payload, e, name, n)) n++;
+        if (n === e.batchSize) {
+          this.state.applyAppend(e.stream, e.version, p, n, e.recordedMs, d.batchId, e.idempotency);
+          if (e.recordedMs > this.lastAssignedMs) this.lastAssignedMs = e.recordedMs;
+          i += n - 1;
+          continue;
+        }
       }
       this.state.apply(d.entry, d.batchId);
       if (d.entry.recordedMs > this.lastAssignedMs) this.lastAssignedMs = d.entry.recordedMs;

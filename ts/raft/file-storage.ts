@@ -212,6 +212,14 @@ export class FileRaftStorage implements RaftStorage, RaftStorageWriter {
     );
   }
 
+  /**
+   * Whether the journal's durable writes run on the calling thread (`FileLog` option
+   * `inlineSyncWrites`) from the next write on; a log without that choice ignores it.
+   */
+  setInlineSyncWrites(on: boolean): void {
+    (this.log as { setInlineSyncWrites?(on: boolean): void }).setInlineSyncWrites?.(on);
+  }
+
   /** Resolves once every write made so far is durable; rejects with PLX_RAFT_STORAGE_FAILED after a failed write. */
   async sync(): Promise<void> {
     await this.chain;

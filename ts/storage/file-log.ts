@@ -347,7 +347,7 @@ export class FileLog implements LogStorage {
   private counters = { appends: 0, records: 0, writes: 0, syncs: 0 };
   private readonly sync: boolean;
   /** Groups are written synchronously (fsync `never` with `inlineWrites`, or O_DSYNC with `inlineSyncWrites`). */
-  private readonly inline: boolean;
+  private inline: boolean;
 
   /** @internal use openLog */
   constructor(
@@ -363,6 +363,15 @@ export class FileLog implements LogStorage {
     this.durableEpoch = highestEpoch;
     this.sync = opts.fsync !== 'never';
     this.inline = this.sync ? opts.inlineSyncWrites && O_DSYNC !== 0 : opts.inlineWrites;
+  }
+
+  /**
+   * Turns `inlineSyncWrites` on or off from the next group on (a writer whose role changes:
+   * a Raft member writes its journal inline as a follower and through the thread pool as a
+   * leader). No effect with fsync `never` or where O_DSYNC is missing.
+   */
+  setInlineSyncWrites(on: boolean): void {
+    if (this.sync) this.inline = on && O_DSYNC !== 0;
   }
 
   // ------------------------------------------------------------------ positions

@@ -381,8 +381,9 @@ export class ReplicatedLog implements LogStorage {
     const logOpts = opts.segmentBytes ? { segmentBytes: opts.segmentBytes } : {};
     const quiet = opts.logger ? { logger: opts.logger } : {};
     const raftDir = join(opts.dir, 'raft');
-    // The journal's O_DSYNC writes run on the main thread: a Ready waits for its write anyway,
-    // and the thread pool's two wake-ups per write cost more CPU than the write itself.
+    // A follower's O_DSYNC journal writes run on the main thread (`softState` switches a
+    // leader's to the thread pool): its Ready waits for the write anyway, and the thread
+    // pool's two wake-ups per write cost more CPU than the write itself.
     const journalOpts = { ...logOpts, ...quiet, inlineSyncWrites: true };
     let raftStorage = await FileRaftStorage.open(raftDir, journalOpts);
     if (raftStorage.lastIndex() === 0 && !opts.join) {
@@ -1054,6 +1055,10 @@ export class ReplicatedLog implements LogStorage {
   }
 
   private softState(s: SoftState): void {
+    // A follower writes its journal on the main thread (its reply waits for the write anyway);
+    // a leader through the thread pool, so that it takes requests and acknowledgements while
+    // its write is pending rather than after it.
+    this.raftStorage.setInlineSyncWrites(s.role !== 'leader');
     if (s.role === 'leader') this.observeLeadership();
     else {
       this.readyTerm = 0;
