@@ -135,7 +135,14 @@ export class ClusterJournal implements JournalStorage {
           return e === epoch ? e : e === undefined ? undefined : epoch;
         },
       });
-      const journal = new LogJournalStorage(this.shardCount, async (s) => new StampedLog(s, await raw(s), cluster));
+      // Not compacted here: a journal of an older epoch could compact a store the shard's new
+      // owner already indexed. Shared stores are compacted by no one yet (docs/cluster.md).
+      const journal = new LogJournalStorage(
+        this.shardCount,
+        async (s) => new StampedLog(s, await raw(s), cluster),
+        undefined,
+        { deadRecords: 0 },
+      );
       j = { epoch, journal, cluster };
       this.byShard.set(shard, j);
     }

@@ -9,8 +9,10 @@ export { systemClock } from './clock.js';
 export { DedupWindow } from './dedup.js';
 export { JournalStoreCode, RuntimeCode } from './errors.js';
 export {
+  DEFAULT_COMPACT_DEAD_RECORDS,
   DEFAULT_JOURNAL_SHARDS,
   JOURNAL_META_FILE,
+  type JournalCompaction,
   LogJournalStorage,
   memoryJournal,
   type OpenJournalOptions,
@@ -20,6 +22,13 @@ export {
 } from './log-journal.js';
 export { Mailbox } from './mailbox.js';
 export { allLocal, ERROR_COMMUNICATION, Node, NodeBuilder } from './node.js';
-export { journalStoreMode, NODE_LOG_DIR, NodeLog, openJournalShards } from './node-log.js';
+export {
+  DEFAULT_LANE_COMPACT_RECORDS,
+  journalStoreMode,
+  NODE_LOG_DIR,
+  NodeLog,
+  type NodeLogCompaction,
+  openJournalShards,
+} from './node-log.js';
 export * from './types.js';
 export { PLEXUS_SEND, type SendSpec, sendEvent, type XEvent, xstateChart } from './xstate.js';

@@ -4,16 +4,31 @@
  * group: one write and one fsync for all of them (the log engine's group commit), where one
  * store per shard costs one write and one fsync per shard. docs/runtime.md, "Files".
  *
- * Each record is the journal record of one shard prefixed with 12 bytes: the shard (u32 LE)
- * and the fencing epoch its append carried (u64 LE). `shard(n)` is shard n's view as a
- * `LogStorage` of its own: positions 1, 2, ... count that shard's records only, an append
- * carrying an epoch below the highest the shard accepted is refused (`PLX_STORAGE_FENCED`),
- * and `expectedLast` compares against the shard's own last position. The view maps its
- * positions to the store's through an in-memory index built by one scan when the log opens.
+ * `shard(n)` is shard n's view as a `LogStorage` of its own: positions 1, 2, ... count that
+ * shard's records only, an append carrying an epoch below the highest the shard accepted is
+ * refused (`PLX_STORAGE_FENCED`), `expectedLast` compares against the shard's own last
+ * position, and `compactBefore(p)` drops the shard's records below p. The view maps its
+ * positions to the store's through an in-memory index of runs (consecutive shard positions
+ * at consecutive store positions), built by one scan when the log opens.
  *
  * The stores are lanes: shard n lives in lane `n % lanes` (4 by default, fixed when the
  * directory is made), each lane a log-engine store with one write in flight at a time, so
  * up to `lanes` groups are written at once while each groups the shards of its lane.
+ *
+ * Records of a lane, each the store record's payload (integers little endian):
+ * - `[shard u32][epoch u64][record]`: the first format; its shard position is one after the
+ *   shard's previous record in the lane.
+ * - `[shard | 0x80000000 u32][epoch u64][position u64][record]`: a record with its shard
+ *   position; written by appends and by compaction, which copies a live record forward
+ *   (the later copy of a position wins when the lane is read).
+ * - `[shard | 0x40000000 u32][highest epoch u64][start u64][last u64][old last u64]`: a mark
+ *   written by compaction: the shard's records below `start` are compacted, its last
+ *   position is at least `last`, its highest epoch at least `highest epoch`, and its last
+ *   first-format record has position `old last` (so the first-format records left after a
+ *   compaction still know their positions).
+ * A lane is compacted once enough of its records are dead (below their shard's compaction
+ * point) and at least as many are dead as live: its live records below the lane's last
+ * position are copied forward, marks written, and the store compacts before the copies.
  *
  * The directory is `<journal dir>/node/lane-<i>/` next to `journal.meta`; a journal directory
  * holding per-shard stores (`shards/`) keeps them (`journalStoreMode`).
@@ -21,30 +36,264 @@
 import { mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PlexusError } from '../core/errors.js';
-import { type FileLogOptions, openLog, RECORD_HEADER_BYTES } from '../storage/index.js';
+import { type FileLogOptions, MAX_BATCH_RECORDS, openLog, RECORD_HEADER_BYTES } from '../storage/index.js';
 import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
 
 /** The store directory of a node-wide journal log inside a journal directory. */
 export const NODE_LOG_DIR = 'node';
 /** Lanes of a new node log: shard n is in lane n % lanes, each lane one store with one write in flight. */
 export const DEFAULT_NODE_LOG_LANES = 4;
-const HEADER = 12;
+/** Dead records a lane gathers before it is compacted (`NodeLogCompaction.deadRecords`). */
+export const DEFAULT_LANE_COMPACT_RECORDS = 65_536;
+
+/** The first record format: shard u32, epoch u64. */
+const OLD_HEADER = 12;
+/** A record with its shard position: shard | F_POSITION u32, epoch u64, position u64. */
+const HEADER = 20;
+/** A compaction mark: shard | F_MARK u32, highest epoch u64, start u64, last u64, last first-format position u64. */
+const MARK_BYTES = 36;
+const F_POSITION = 0x80000000;
+const F_MARK = 0x40000000;
+const SHARD_BITS = 0x3fffffff;
+/** Payload bytes of one batch of copies. */
+const COPY_BATCH_BYTES = 4 * 1024 * 1024;
 
 function storageFailure(code: string, message: string, details: Record<string, unknown>): PlexusError {
   return new PlexusError(code, message, details);
 }
 
+/**
+ * Shard positions mapped to store positions as runs: run i covers shard positions
+ * `pos[i] .. pos[i] + len[i] - 1` at store positions `lane[i] ...`, runs ascending by shard
+ * position. Runs before `head` are dropped (compacted).
+ */
+export class PositionRuns {
+  private pos: number[] = [];
+  private lane: number[] = [];
+  private len: number[] = [];
+  private head = 0;
+  /** Shard positions covered. */
+  count = 0;
+
+  get runs(): number {
+    return this.pos.length - this.head;
+  }
+  /** The lowest position covered, 0 when none. */
+  get first(): number {
+    return this.runs === 0 ? 0 : (this.pos[this.head] as number);
+  }
+  /** The highest position covered, 0 when none. */
+  get end(): number {
+    const i = this.pos.length - 1;
+    return this.runs === 0 ? 0 : (this.pos[i] as number) + (this.len[i] as number) - 1;
+  }
+
+  /** The last run starting at or before `p`, or head - 1. */
+  private find(p: number): number {
+    let lo = this.head;
+    let hi = this.pos.length - 1;
+    let at = this.head - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.pos[mid] as number) <= p) {
+        at = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    return at;
+  }
+
+  /** The store position of shard position `p`, or -1. */
+  lookup(p: number): number {
+    const i = this.find(p);
+    if (i < this.head) return -1;
+    const k = p - (this.pos[i] as number);
+    return k < (this.len[i] as number) ? (this.lane[i] as number) + k : -1;
+  }
+
+  /** The run holding `p`: store position and how many positions from `p` on follow it there; undefined when none. */
+  runAt(p: number): { lane: number; n: number } | undefined {
+    const i = this.find(p);
+    if (i < this.head) return undefined;
+    const k = p - (this.pos[i] as number);
+    const len = this.len[i] as number;
+    return k < len ? { lane: (this.lane[i] as number) + k, n: len - k } : undefined;
+  }
+
+  /** Maps `p` to store position `l` (a later copy of `p` replaces the earlier one). */
+  assign(p: number, l: number): void {
+    const n = this.pos.length;
+    if (this.runs === 0 || p > this.end) {
+      const i = n - 1;
+      if (this.runs > 0 && p === this.end + 1 && l === (this.lane[i] as number) + (this.len[i] as number)) {
+        this.len[i] = (this.len[i] as number) + 1;
+      } else {
+        this.pos.push(p);
+        this.lane.push(l);
+        this.len.push(1);
+      }
+      this.count++;
+      return;
+    }
+    const i = this.find(p);
+    if (i < this.head || p >= (this.pos[i] as number) + (this.len[i] as number)) {
+      // a position in no run: a run of its own after run i
+      this.pos.splice(i + 1, 0, p);
+      this.lane.splice(i + 1, 0, l);
+      this.len.splice(i + 1, 0, 1);
+      this.count++;
+      return;
+    }
+    const k = p - (this.pos[i] as number);
+    if ((this.lane[i] as number) + k === l) return;
+    const prev = i - 1;
+    if (
+      k === 0 &&
+      prev >= this.head &&
+      (this.pos[prev] as number) + (this.len[prev] as number) === p &&
+      (this.lane[prev] as number) + (this.len[prev] as number) === l
+    ) {
+      // the next of a run of copies: the previous run grows, this one loses its head
+      this.len[prev] = (this.len[prev] as number) + 1;
+      this.pos[i] = p + 1;
+      this.lane[i] = (this.lane[i] as number) + 1;
+      this.len[i] = (this.len[i] as number) - 1;
+      if (this.len[i] === 0) {
+        this.pos.splice(i, 1);
+        this.lane.splice(i, 1);
+        this.len.splice(i, 1);
+      }
+      return;
+    }
+    const len = this.len[i] as number;
+    const lane = this.lane[i] as number;
+    const ps: number[] = [];
+    const ls: number[] = [];
+    const ns: number[] = [];
+    if (k > 0) {
+      ps.push(this.pos[i] as number);
+      ls.push(lane);
+      ns.push(k);
+    }
+    ps.push(p);
+    ls.push(l);
+    ns.push(1);
+    if (len - k - 1 > 0) {
+      ps.push(p + 1);
+      ls.push(lane + k + 1);
+      ns.push(len - k - 1);
+    }
+    this.pos.splice(i, 1, ...ps);
+    this.lane.splice(i, 1, ...ls);
+    this.len.splice(i, 1, ...ns);
+  }
+
+  /** Drops every position below `p`; returns how many were covered. */
+  dropBelow(p: number): number {
+    let dropped = 0;
+    while (this.runs > 0 && (this.pos[this.head] as number) + (this.len[this.head] as number) <= p) {
+      dropped += this.len[this.head] as number;
+      this.head++;
+    }
+    if (this.runs > 0 && (this.pos[this.head] as number) < p) {
+      const k = p - (this.pos[this.head] as number);
+      this.pos[this.head] = p;
+      this.lane[this.head] = (this.lane[this.head] as number) + k;
+      this.len[this.head] = (this.len[this.head] as number) - k;
+      dropped += k;
+    }
+    if (this.head > 0 && (this.runs === 0 || this.head * 2 > this.pos.length)) {
+      this.pos.splice(0, this.head);
+      this.lane.splice(0, this.head);
+      this.len.splice(0, this.head);
+      this.head = 0;
+    }
+    this.count -= dropped;
+    return dropped;
+  }
+
+  /** Every (shard position, store position) with the store position below `below`, ascending by shard position. */
+  below(below: number): { pos: number; lane: number }[] {
+    const out: { pos: number; lane: number }[] = [];
+    for (let i = this.head; i < this.pos.length; i++) {
+      const l = this.lane[i] as number;
+      const n = Math.min(this.len[i] as number, below - l);
+      for (let k = 0; k < n; k++) out.push({ pos: (this.pos[i] as number) + k, lane: l + k });
+    }
+    return out;
+  }
+}
+
+/**
+ * The highest position through which every position is known (indexed), given ranges that
+ * complete in any order: a compaction cuts only below it, so that a record the store has
+ * acknowledged but whose caller has not indexed it yet is never dropped.
+ */
+export class IndexedThrough {
+  private readonly ahead = new Map<number, number>();
+  constructor(public through = 0) {}
+  /** Positions `first .. last` are indexed. */
+  add(first: number, last: number): void {
+    if (first > this.through + 1) {
+      this.ahead.set(first, last);
+      return;
+    }
+    if (last > this.through) this.through = last;
+    for (let next = this.ahead.get(this.through + 1); next !== undefined; next = this.ahead.get(this.through + 1)) {
+      this.ahead.delete(this.through + 1);
+      this.through = next;
+    }
+  }
+}
+
+/** When a node log compacts a lane. */
+export interface NodeLogCompaction {
+  /**
+   * Compact a lane once this many of its records are dead (below their shard's compaction
+   * point) and at least as many are dead as live (default 65 536; 0 = never).
+   */
+  readonly deadRecords?: number;
+}
+
+class Lane {
+  /** Records of the lane's shards at or above their shard's start. */
+  live = 0;
+  /** Records that died since the lane was opened or last compacted. */
+  dead = 0;
+  /** Bumped when a compaction moved records: a read that missed a record looks it up again. */
+  gen = 0;
+  compacting: Promise<void> | undefined;
+  readonly shards = new Set<ShardIndex>();
+  /** Store positions indexed (or known dead): a compaction cuts below `indexed.through + 1`. */
+  readonly indexed = new IndexedThrough();
+  constructor(
+    readonly i: number,
+    readonly store: LogStorage,
+  ) {}
+}
+
 class ShardIndex {
-  /** Positions in its lane's store of the shard's records, in order (shard position i + 1 at [i]). */
-  readonly at: number[] = [];
+  /** Shard positions to store positions. */
+  readonly runs = new PositionRuns();
+  /** Positions below this one are compacted. */
+  start = 1;
+  /** The last acknowledged position. */
+  last = 0;
+  /** The last position given to an append (acknowledged or not). */
+  assigned = 0;
+  /** The position of the shard's last first-format record (0: none). */
+  oldLast = 0;
   highestEpoch = 0n;
   /** Appends called and not yet settled. */
   pending = 0;
   constructor(
     readonly n: number,
-    /** The lane store holding the shard (lane `n % lanes`). */
-    readonly store: LogStorage,
+    /** The lane holding the shard (lane `n % lanes`). */
+    readonly lane: Lane,
   ) {}
+  get store(): LogStorage {
+    return this.lane.store;
+  }
 }
 
 /** One shard's records of a `NodeLog`, as a `LogStorage`. */
@@ -55,10 +304,10 @@ class ShardView implements LogStorage {
   ) {}
 
   get first(): bigint {
-    return this.ix.at.length === 0 ? 0n : 1n;
+    return BigInt(this.ix.runs.first);
   }
   get last(): bigint {
-    return BigInt(this.ix.at.length);
+    return BigInt(this.ix.last);
   }
   get highestEpoch(): bigint {
     return this.ix.highestEpoch;
@@ -68,68 +317,134 @@ class ShardView implements LogStorage {
     return this.node.append(this.ix, payloads, opts);
   }
 
-  private async readAt(positions: number[]): Promise<LogRecord[]> {
-    const recs = await Promise.all(positions.map((p) => this.ix.store.read(BigInt(p), { maxCount: 1 })));
-    return recs.map((r, i) => {
-      const rec = r[0];
-      if (rec === undefined || rec.position !== BigInt(positions[i] as number)) {
-        throw storageFailure('PLX_STORAGE_CORRUPT', `the node log lacks record ${positions[i]} of shard ${this.ix.n}`, {
+  /** Reads `n` records of the shard from store position `lane` on, as shard positions `pos` ... */
+  private async readRun(pos: number, lane: number, n: number, maxBytes: number): Promise<LogRecord[]> {
+    const recs = await this.ix.store.read(BigInt(lane), { maxCount: n, maxBytes });
+    const out: LogRecord[] = [];
+    for (let k = 0; k < recs.length; k++) {
+      const rec = recs[k] as LogRecord;
+      const b = rec.payload;
+      const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+      const word = b.length >= OLD_HEADER ? dv.getUint32(0, true) : F_MARK;
+      if (rec.position !== BigInt(lane + k) || (word & F_MARK) !== 0 || (word & SHARD_BITS) !== this.ix.n) {
+        throw storageFailure('PLX_STORAGE_CORRUPT', `the node log lacks record ${pos + k} of shard ${this.ix.n}`, {
           shard: this.ix.n,
         });
       }
-      const b = rec.payload;
-      const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-      return {
-        position: 0n,
+      const skip = (word & F_POSITION) !== 0 ? HEADER : OLD_HEADER;
+      if (skip === HEADER && (b.length < HEADER || dv.getBigUint64(12, true) !== BigInt(pos + k))) {
+        throw storageFailure('PLX_STORAGE_CORRUPT', `the node log lacks record ${pos + k} of shard ${this.ix.n}`, {
+          shard: this.ix.n,
+        });
+      }
+      out.push({
+        position: BigInt(pos + k),
         batchId: rec.batchId,
         epoch: dv.getBigUint64(4, true),
-        payload: b.subarray(HEADER),
-      };
-    });
-  }
-
-  private async collect(from: bigint, step: 1 | -1, opts: ReadOptions = {}): Promise<LogRecord[]> {
-    const count = this.ix.at.length;
-    let i = Number(from) - 1;
-    if (step < 0 && i >= count) i = count - 1;
-    const maxCount = opts.maxCount ?? Number.POSITIVE_INFINITY;
-    const maxBytes = opts.maxBytes ?? 8 * 1024 * 1024;
-    const out: LogRecord[] = [];
-    let bytes = 0;
-    while (i >= 0 && i < count && out.length < maxCount) {
-      const chunk: number[] = [];
-      const idx: number[] = [];
-      for (; i >= 0 && i < count && chunk.length < 64 && out.length + chunk.length < maxCount; i += step) {
-        chunk.push(this.ix.at[i] as number);
-        idx.push(i + 1);
-      }
-      const recs = await this.readAt(chunk);
-      for (let k = 0; k < recs.length; k++) {
-        const r = recs[k] as LogRecord;
-        if (out.length > 0 && bytes + r.payload.length > maxBytes) return out;
-        bytes += r.payload.length;
-        out.push({ ...r, position: BigInt(idx[k] as number) });
-      }
+        payload: b.subarray(skip),
+      });
     }
     return out;
   }
 
-  read(from: bigint, opts?: ReadOptions): Promise<LogRecord[]> {
-    if (from < 1n) from = 1n;
-    return this.collect(from, 1, opts);
+  /** Up to 64 runs from shard position `p` on (downwards when `step` is -1), read at once. */
+  private async chunk(
+    p: number,
+    step: 1 | -1,
+    room: number,
+    maxBytes: number,
+  ): Promise<{ got: LogRecord[][]; short: boolean }> {
+    const reads: { pos: number; lane: number; n: number }[] = [];
+    const first = this.ix.runs.first;
+    let want = 0;
+    while (reads.length < 64 && first > 0 && p >= first && p <= this.ix.last && want < room) {
+      const r = this.ix.runs.runAt(p);
+      if (r === undefined) break;
+      if (step > 0) {
+        const n = Math.min(r.n, room - want, this.ix.last - p + 1);
+        reads.push({ pos: p, lane: r.lane, n });
+        want += n;
+        p += n;
+      } else {
+        reads.push({ pos: p, lane: r.lane, n: 1 });
+        want++;
+        p--;
+      }
+    }
+    const got = await Promise.all(reads.map((r) => this.readRun(r.pos, r.lane, r.n, maxBytes)));
+    // a run cut short by maxBytes ends the chunk
+    const k = reads.findIndex((r, i) => (got[i] as LogRecord[]).length < r.n);
+    return k < 0 ? { got, short: false } : { got: got.slice(0, k + 1), short: true };
   }
-  readBackward(from: bigint, opts?: ReadOptions): Promise<LogRecord[]> {
-    return this.collect(from, -1, opts);
+
+  private async collect(from: number, step: 1 | -1, opts: ReadOptions): Promise<LogRecord[]> {
+    const maxCount = opts.maxCount ?? Number.POSITIVE_INFINITY;
+    const maxBytes = opts.maxBytes ?? 8 * 1024 * 1024;
+    const out: LogRecord[] = [];
+    let bytes = 0;
+    let p = from;
+    while (out.length < maxCount) {
+      const at = p;
+      const { got, short } = await this.node.reading(this.ix, () =>
+        this.chunk(at, step, maxCount - out.length, maxBytes),
+      );
+      let n = 0;
+      for (const recs of got) {
+        for (const r of recs) {
+          if (out.length > 0 && bytes + r.payload.length > maxBytes) return out;
+          bytes += r.payload.length;
+          out.push(r);
+          n++;
+        }
+      }
+      // none left, or a run cut short by maxBytes: the budget is spent
+      if (n === 0 || short) return out;
+      p += step * n;
+    }
+    return out;
+  }
+
+  private below(from: bigint, what: string): void {
+    if (from >= 1n && from < this.first && this.ix.start > 1) {
+      throw storageFailure(
+        'PLX_STORAGE_COMPACTED',
+        `position ${from} of shard ${this.ix.n} is below the first stored record ${this.first}: it was compacted away (${what} from ${this.first})`,
+        { position: from, first: this.first, shard: this.ix.n },
+      );
+    }
+  }
+
+  async read(from: bigint, opts: ReadOptions = {}): Promise<LogRecord[]> {
+    if (from < 1n) from = 1n;
+    this.below(from, 'read');
+    return this.collect(Math.max(Number(from), this.ix.runs.first), 1, opts);
+  }
+  async readBackward(from: bigint, opts: ReadOptions = {}): Promise<LogRecord[]> {
+    const f = from > BigInt(this.ix.last) ? this.ix.last : Number(from);
+    if (f < 1) return [];
+    this.below(BigInt(f), 'readBackward');
+    return this.collect(f, -1, opts);
   }
   async truncateAfter(): Promise<void> {
     throw storageFailure('PLX_STORAGE_BAD_INPUT', 'a shard of a node-wide journal log cannot be truncated', {
       shard: this.ix.n,
     });
   }
-  async compactBefore(): Promise<void> {
-    throw storageFailure('PLX_STORAGE_BAD_INPUT', 'a shard of a node-wide journal log cannot be compacted', {
-      shard: this.ix.n,
-    });
+  /**
+   * Drops the shard's records below `position` from the view at once; the lane reclaims
+   * their space when it compacts (they may come back after a restart until then).
+   */
+  async compactBefore(position: bigint): Promise<void> {
+    if (typeof position !== 'bigint' || position < 0n) {
+      throw storageFailure(
+        'PLX_STORAGE_BAD_INPUT',
+        `compactBefore needs a position of 0 or more, got ${String(position)}`,
+        {
+          shard: this.ix.n,
+        },
+      );
+    }
+    this.node.compactShard(this.ix, Number(position));
   }
   /** The node log stays open: `NodeLog.close()` closes it. */
   async close(): Promise<void> {}
@@ -138,14 +453,36 @@ class ShardView implements LogStorage {
 export class NodeLog {
   private readonly shards = new Map<number, ShardIndex>();
   private readonly views = new Map<number, ShardView>();
+  private readonly lanes: Lane[];
+  private readonly deadRecords: number;
+  private closed = false;
+  /** Lane compactions that failed (the lane stays as it was; the next one tries again). */
+  compactionFailures = 0;
+  /** Lane compactions completed. */
+  compactions = 0;
 
-  private constructor(readonly stores: readonly LogStorage[]) {}
+  private constructor(
+    readonly stores: readonly LogStorage[],
+    compaction: NodeLogCompaction,
+  ) {
+    this.lanes = stores.map((s, i) => new Lane(i, s));
+    const d = compaction.deadRecords ?? DEFAULT_LANE_COMPACT_RECORDS;
+    if (!Number.isSafeInteger(d) || d < 0) {
+      throw storageFailure('PLX_STORAGE_BAD_INPUT', `deadRecords must be a whole number of 0 or more, got ${d}`, {});
+    }
+    this.deadRecords = d;
+  }
 
   /**
    * Opens (or creates) the node log in `dir` and indexes it by shard. A new directory gets
    * `lanes` lane stores (`lane-0/` ...; default 4); an existing one keeps its own.
    */
-  static async open(dir: string, opts: FileLogOptions = {}, lanes = DEFAULT_NODE_LOG_LANES): Promise<NodeLog> {
+  static async open(
+    dir: string,
+    opts: FileLogOptions = {},
+    lanes = DEFAULT_NODE_LOG_LANES,
+    compaction: NodeLogCompaction = {},
+  ): Promise<NodeLog> {
     await mkdir(dir, { recursive: true });
     const found = (await readdir(dir)).filter((n) => /^lane-[0-9]+$/.test(n)).length;
     const k = found > 0 ? found : lanes;
@@ -159,7 +496,7 @@ export class NodeLog {
         await mkdir(d, { recursive: true });
         stores.push(await openLog(d, opts));
       }
-      return await NodeLog.over(stores);
+      return await NodeLog.over(stores, compaction);
     } catch (e) {
       for (const st of stores) await st.close().catch(() => {});
       throw e;
@@ -167,52 +504,97 @@ export class NodeLog {
   }
 
   /** A node log over given lane stores (`MemoryLog`s in tests); they are indexed here. */
-  static async over(stores: LogStorage | readonly LogStorage[]): Promise<NodeLog> {
-    const nl = new NodeLog(Array.isArray(stores) ? stores : [stores as LogStorage]);
-    for (let lane = 0; lane < nl.stores.length; lane++) await nl.scan(lane);
+  static async over(stores: LogStorage | readonly LogStorage[], compaction: NodeLogCompaction = {}): Promise<NodeLog> {
+    const nl = new NodeLog(Array.isArray(stores) ? stores : [stores as LogStorage], compaction);
+    for (const lane of nl.lanes) await nl.scan(lane);
     return nl;
   }
 
-  private async scan(lane: number): Promise<void> {
-    const store = this.stores[lane] as LogStorage;
+  private async scan(lane: Lane): Promise<void> {
+    const store = lane.store;
     let from = store.first === 0n ? 1n : store.first;
     const last = store.last;
+    /** Store positions of first-format records per shard (they come before any other record of the lane). */
+    const old = new Map<ShardIndex, number[]>();
+    /** Records with their shard position, per shard, before the first-format ones are placed. */
+    const later = new Map<ShardIndex, PositionRuns>();
     while (from <= last) {
       const batch = await store.read(from, { maxBytes: 8 * 1024 * 1024 });
       if (batch.length === 0) break;
       for (const rec of batch) {
         const b = rec.payload;
-        if (b.length < HEADER) {
-          throw storageFailure(
+        const short = () =>
+          storageFailure(
             'PLX_STORAGE_CORRUPT',
             `record ${rec.position} of the node journal log is too short to be a shard record`,
-            {
-              position: rec.position,
-            },
+            { position: rec.position },
           );
-        }
+        if (b.length < OLD_HEADER) throw short();
         const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-        const n = dv.getUint32(0, true);
-        if (n % this.stores.length !== lane) {
+        const word = dv.getUint32(0, true);
+        const n = word & SHARD_BITS;
+        if (n % this.lanes.length !== lane.i || (word & F_POSITION && word & F_MARK)) {
           throw storageFailure(
             'PLX_STORAGE_CORRUPT',
-            `record ${rec.position} of lane ${lane} of the node journal log belongs to shard ${n}, which is not in that lane`,
-            { position: rec.position, lane, shard: n },
+            `record ${rec.position} of lane ${lane.i} of the node journal log belongs to shard ${n}, which is not in that lane`,
+            { position: rec.position, lane: lane.i, shard: n },
           );
         }
         const ix = this.index(n);
-        ix.at.push(Number(rec.position));
         const e = dv.getBigUint64(4, true);
         if (e > ix.highestEpoch) ix.highestEpoch = e;
+        if ((word & F_MARK) !== 0) {
+          if (b.length < MARK_BYTES) throw short();
+          ix.start = Math.max(ix.start, Number(dv.getBigUint64(12, true)));
+          ix.last = Math.max(ix.last, Number(dv.getBigUint64(20, true)));
+          ix.oldLast = Math.max(ix.oldLast, Number(dv.getBigUint64(28, true)));
+        } else if ((word & F_POSITION) !== 0) {
+          if (b.length < HEADER) throw short();
+          const p = Number(dv.getBigUint64(12, true));
+          let runs = later.get(ix);
+          if (runs === undefined) {
+            runs = new PositionRuns();
+            later.set(ix, runs);
+          }
+          runs.assign(p, Number(rec.position));
+          if (p > ix.last) ix.last = p;
+        } else {
+          let at = old.get(ix);
+          if (at === undefined) {
+            at = [];
+            old.set(ix, at);
+          }
+          at.push(Number(rec.position));
+        }
       }
       from = (batch[batch.length - 1]?.position ?? last) + 1n;
     }
+    let live = 0;
+    for (const ix of lane.shards) {
+      // First-format records count from 1, or (after a compaction dropped some) up to the
+      // last one's position as the marks keep it.
+      const at = old.get(ix) ?? [];
+      if (ix.oldLast === 0) ix.oldLast = at.length;
+      const base = ix.oldLast - at.length + 1;
+      for (let k = 0; k < at.length; k++) ix.runs.assign(base + k, at[k] as number);
+      if (ix.oldLast > ix.last) ix.last = ix.oldLast;
+      const runs = later.get(ix);
+      if (runs !== undefined) for (const e of runs.below(Number.MAX_SAFE_INTEGER)) ix.runs.assign(e.pos, e.lane);
+      ix.runs.dropBelow(ix.start);
+      ix.assigned = ix.last;
+      live += ix.runs.count;
+    }
+    lane.live = live;
+    lane.dead = Math.max(0, (store.first === 0n ? 0 : Number(store.last - store.first) + 1) - live);
+    lane.indexed.through = Number(last);
   }
 
   private index(n: number): ShardIndex {
     let ix = this.shards.get(n);
     if (ix === undefined) {
-      ix = new ShardIndex(n, this.stores[n % this.stores.length] as LogStorage);
+      const lane = this.lanes[n % this.lanes.length] as Lane;
+      ix = new ShardIndex(n, lane);
+      lane.shards.add(ix);
       this.shards.set(n, ix);
     }
     return ix;
@@ -222,6 +604,13 @@ export class NodeLog {
   shard(n: number): LogStorage {
     let v = this.views.get(n);
     if (v === undefined) {
+      if (!Number.isInteger(n) || n < 0 || n > SHARD_BITS) {
+        throw storageFailure(
+          'PLX_STORAGE_BAD_INPUT',
+          `a shard is a whole number from 0 to ${SHARD_BITS}, got ${n}`,
+          {},
+        );
+      }
       v = new ShardView(this, this.index(n));
       this.views.set(n, v);
     }
@@ -230,12 +619,47 @@ export class NodeLog {
 
   /** Whether shard `n` holds at least one record. */
   holds(n: number): boolean {
-    return (this.shards.get(n)?.at.length ?? 0) > 0;
+    return (this.shards.get(n)?.last ?? 0) > 0;
   }
 
   /** The shards holding at least one record. */
   heldShards(): number[] {
-    return [...this.shards.values()].filter((ix) => ix.at.length > 0).map((ix) => ix.n);
+    return [...this.shards.values()].filter((ix) => ix.last > 0).map((ix) => ix.n);
+  }
+
+  /** Records of the lanes, live and dead (for tools and tests). */
+  laneStats(): { live: number; dead: number; stored: number }[] {
+    return this.lanes.map((l) => ({
+      live: l.live,
+      dead: l.dead,
+      stored: l.store.first === 0n ? 0 : Number(l.store.last - l.store.first) + 1,
+    }));
+  }
+
+  /** The size of the in-memory index: runs and the shard positions they cover (for tools and tests). */
+  indexSize(): { runs: number; positions: number } {
+    let runs = 0;
+    let positions = 0;
+    for (const ix of this.shards.values()) {
+      runs += ix.runs.runs;
+      positions += ix.runs.count;
+    }
+    return { runs, positions };
+  }
+
+  /**
+   * Runs a read of shard positions mapped through the index; a read that missed a record
+   * because a compaction of the lane moved it (the index changed under it) runs again.
+   */
+  async reading<T>(ix: ShardIndex, fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const gen = ix.lane.gen;
+      try {
+        return await fn();
+      } catch (e) {
+        if (attempt >= 3 || ix.lane.gen === gen) throw e;
+      }
+    }
   }
 
   /** Appends of one shard, in call order; concurrent appends of the shards of a lane share its group commit. */
@@ -256,7 +680,7 @@ export class NodeLog {
         ),
       );
     }
-    const expected = BigInt(ix.at.length + ix.pending);
+    const expected = BigInt(ix.assigned);
     if (opts.expectedLast !== undefined && opts.expectedLast !== expected) {
       return Promise.reject(
         storageFailure(
@@ -267,53 +691,197 @@ export class NodeLog {
       );
     }
     const storeOpts = opts.batchId === undefined ? {} : { batchId: opts.batchId };
+    const first = ix.assigned + 1;
+    ix.assigned += payloads.length;
+    const word = (ix.n | F_POSITION) >>> 0;
     let appended: Promise<AppendResult>;
     if (ix.store.appendFramed !== undefined) {
-      // One buffer laid out as the store keeps it (record header gap, shard prefix, payload):
+      // One buffer laid out as the store keeps it (record header gap, shard header, payload):
       // the payload is copied once, and the store writes it as it is.
       let size = 0;
       for (const p of payloads) size += RECORD_HEADER_BYTES + HEADER + p.length;
       const bytes = Buffer.allocUnsafe(size);
       const lengths: number[] = [];
       let at = 0;
+      let pos = first;
       for (const p of payloads) {
         at += RECORD_HEADER_BYTES;
-        bytes.writeUInt32LE(ix.n, at);
+        bytes.writeUInt32LE(word, at);
         bytes.writeBigUInt64LE(epoch, at + 4);
+        bytes.writeBigUInt64LE(BigInt(pos++), at + 12);
         bytes.set(p, at + HEADER);
         at += HEADER + p.length;
         lengths.push(HEADER + p.length);
       }
       appended = ix.store.appendFramed({ bytes, lengths }, storeOpts);
     } else {
-      const framed = payloads.map((p) => {
-        const b = Buffer.allocUnsafe(HEADER + p.length);
-        b.writeUInt32LE(ix.n, 0);
-        b.writeBigUInt64LE(epoch, 4);
-        b.set(p, HEADER);
-        return b;
-      });
-      appended = ix.store.append(framed, storeOpts);
+      let pos = first;
+      appended = ix.store.append(
+        payloads.map((p) => positioned(word, epoch, pos++, p)),
+        storeOpts,
+      );
     }
     if (epoch > ix.highestEpoch) ix.highestEpoch = epoch;
     ix.pending++;
     return appended.then(
       (res) => {
         ix.pending--;
-        const first = ix.at.length + 1;
-        for (let p = Number(res.first); p <= Number(res.last); p++) ix.at.push(p);
-        return { first: BigInt(first), last: BigInt(ix.at.length), batchId: res.batchId };
+        const count = Number(res.last - res.first) + 1;
+        const at = Number(res.first);
+        for (let k = 0; k < count; k++) ix.runs.assign(first + k, at + k);
+        if (first + count - 1 > ix.last) ix.last = first + count - 1;
+        ix.lane.live += count;
+        ix.lane.indexed.add(at, at + count - 1);
+        return { first: BigInt(first), last: BigInt(first + count - 1), batchId: res.batchId };
       },
       (e) => {
         ix.pending--;
+        // Later appends of the shard failed with it (the store refuses everything after a failed write).
+        if (ix.pending === 0) ix.assigned = ix.last;
         throw e;
       },
     );
   }
 
+  /** Drops shard positions below `position` from the index; the lane reclaims them when it compacts. */
+  compactShard(ix: ShardIndex, position: number): void {
+    const p = Math.min(position, ix.last + 1);
+    if (p <= ix.start) return;
+    ix.start = p;
+    const dropped = ix.runs.dropBelow(p);
+    ix.lane.live -= dropped;
+    ix.lane.dead += dropped;
+    const lane = ix.lane;
+    if (this.deadRecords > 0 && lane.dead >= this.deadRecords && lane.dead >= lane.live && !this.closed) {
+      void this.compactLane(lane);
+    }
+  }
+
+  /** Compacts a lane (one compaction at a time per lane); resolves when it has finished. */
+  compactLane(lane: Lane | number): Promise<void> {
+    const l = typeof lane === 'number' ? (this.lanes[lane] as Lane) : lane;
+    if (l.compacting === undefined) {
+      l.compacting = this.runCompaction(l)
+        .then(
+          () => {
+            this.compactions++;
+          },
+          () => {
+            this.compactionFailures++;
+          },
+        )
+        .finally(() => {
+          l.compacting = undefined;
+        });
+    }
+    return l.compacting;
+  }
+
+  /**
+   * Copies every live record of the lane below its last position forward (with its shard
+   * position), writes a mark per shard, then compacts the store before the copies. A crash
+   * at any point leaves every live record in the lane (the originals until the copies are
+   * durable, the copies after); a later copy of a position replaces the earlier one.
+   */
+  private async runCompaction(lane: Lane): Promise<void> {
+    const store = lane.store;
+    // Every store position below the cut is indexed (a record acknowledged by the store whose
+    // append has not been indexed yet is above it).
+    const cut = lane.indexed.through + 1;
+    const deadBefore = lane.dead;
+    // What to copy: every live record below the cut, in store order.
+    const want: { ix: ShardIndex; pos: number; lane: number }[] = [];
+    for (const ix of lane.shards) for (const e of ix.runs.below(cut)) want.push({ ix, pos: e.pos, lane: e.lane });
+    want.sort((a, b) => a.lane - b.lane);
+    const copied: { ix: ShardIndex; pos: number; lane: number }[] = [];
+    let batch: Uint8Array[] = [];
+    let batchOf: { ix: ShardIndex; pos: number }[] = [];
+    let bytes = 0;
+    const flush = async () => {
+      if (batch.length === 0) return;
+      // Each shard's copies together, in position order: one run per shard and batch.
+      const order = batchOf.map((_, k) => k);
+      order.sort((x, y) => {
+        const a = batchOf[x] as { ix: ShardIndex; pos: number };
+        const b = batchOf[y] as { ix: ShardIndex; pos: number };
+        return a.ix.n - b.ix.n || a.pos - b.pos;
+      });
+      batch = order.map((k) => batch[k] as Uint8Array);
+      batchOf = order.map((k) => batchOf[k] as { ix: ShardIndex; pos: number });
+      const res = await store.append(batch);
+      const at = Number(res.first);
+      lane.indexed.add(at, Number(res.last));
+      for (let k = 0; k < batchOf.length; k++)
+        copied.push({ ...(batchOf[k] as { ix: ShardIndex; pos: number }), lane: at + k });
+      batch = [];
+      batchOf = [];
+      bytes = 0;
+    };
+    let w = 0;
+    let from = store.first === 0n ? 1 : Number(store.first);
+    while (w < want.length) {
+      const next = want[w] as { lane: number };
+      if (from < next.lane) from = next.lane;
+      const recs = await store.read(BigInt(from), { maxBytes: COPY_BATCH_BYTES });
+      if (recs.length === 0) throw storageFailure('PLX_STORAGE_CORRUPT', `lane ${lane.i} ends before ${from}`, {});
+      for (const rec of recs) {
+        const p = Number(rec.position);
+        while (w < want.length && (want[w] as { lane: number }).lane < p) w++;
+        const it = want[w];
+        if (it === undefined || it.lane !== p) continue;
+        w++;
+        const b = rec.payload;
+        const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+        const word = dv.getUint32(0, true);
+        const skip = (word & F_POSITION) !== 0 ? HEADER : OLD_HEADER;
+        batch.push(positioned((it.ix.n | F_POSITION) >>> 0, dv.getBigUint64(4, true), it.pos, b.subarray(skip)));
+        batchOf.push({ ix: it.ix, pos: it.pos });
+        bytes += b.length + 8;
+        if (bytes >= COPY_BATCH_BYTES || batch.length >= MAX_BATCH_RECORDS) await flush();
+      }
+      from = Number(recs[recs.length - 1]?.position ?? BigInt(from)) + 1;
+    }
+    let marks = 0;
+    // The marks: each shard's start, last and highest epoch outlive the records below the cut.
+    for (const ix of lane.shards) {
+      if (ix.last === 0 && ix.highestEpoch === 0n) continue;
+      const m = Buffer.allocUnsafe(MARK_BYTES);
+      m.writeUInt32LE((ix.n | F_MARK) >>> 0, 0);
+      m.writeBigUInt64LE(ix.highestEpoch, 4);
+      m.writeBigUInt64LE(BigInt(ix.start), 12);
+      m.writeBigUInt64LE(BigInt(ix.last), 20);
+      m.writeBigUInt64LE(BigInt(ix.oldLast), 28);
+      batch.push(m);
+      batchOf.push({ ix, pos: 0 });
+      bytes += MARK_BYTES;
+      marks++;
+    }
+    await flush();
+    // Point the index at the copies (a position compacted meanwhile stays dropped).
+    for (const c of copied) {
+      if (c.pos === 0 || c.pos < c.ix.start) continue;
+      c.ix.runs.assign(c.pos, c.lane);
+    }
+    lane.gen++;
+    await store.compactBefore(BigInt(cut));
+    lane.dead = Math.max(0, lane.dead - deadBefore) + marks;
+  }
+
   async close(): Promise<void> {
+    this.closed = true;
+    for (const l of this.lanes) await l.compacting;
     for (const st of this.stores) await st.close();
   }
+}
+
+/** A lane record with its shard position. */
+function positioned(word: number, epoch: bigint, pos: number, payload: Uint8Array): Uint8Array {
+  const b = Buffer.allocUnsafe(HEADER + payload.length);
+  b.writeUInt32LE(word, 0);
+  b.writeBigUInt64LE(epoch, 4);
+  b.writeBigUInt64LE(BigInt(pos), 12);
+  b.set(payload, HEADER);
+  return b;
 }
 
 /**
