@@ -16,7 +16,8 @@
 // With --mode latency (and --rounds N), the same connection carries 8-byte round trips
 // instead: this process sends 8 bytes, the other sends them back, one at a time; after
 // --rounds / 10 warm-up round trips, each is timed and the median is printed:
-//   BENCH {"case":"rtt","proto":...,"bytes":8,"rounds":...,"medianUs":...,"minUs":...}
+//   BENCH {"case":"rtt","proto":...,"bytes":8,"rounds":...,"medianUs":...,"minUs":...,"cpuUsPerRound":...}
+// (cpuUsPerRound: this process's CPU per timed round trip).
 // That is the floor of one SPERLI message each way (an 8-byte allreduce on 2 ranks).
 //
 // With --mode echo (and --echo-mib N, --rounds N), the other process sends N MiB and then
@@ -224,13 +225,16 @@ if (o.role === 'sender') {
         const msg = Buffer.alloc(RTT_BYTES, 2);
         let have = 0;
         let start = performance.now();
+        let cpu0;
         socket.on('data', (buf) => {
           have += buf.length;
           if (have < RTT_BYTES) return;
           have -= RTT_BYTES;
           const now = performance.now();
           times.push(now - start);
+          if (times.length === warmRounds) cpu0 = process.cpuUsage();
           if (times.length === warmRounds + rounds) {
+            const cpu = process.cpuUsage(cpu0);
             const kept = times.slice(warmRounds);
             result = {
               case: 'rtt',
@@ -240,6 +244,8 @@ if (o.role === 'sender') {
               rounds,
               medianUs: Number((median(kept) * 1000).toFixed(3)),
               minUs: Number((Math.min(...kept) * 1000).toFixed(3)),
+              // CPU of this side (the one that times) per round trip, user + system.
+              cpuUsPerRound: Number(((cpu.user + cpu.system) / rounds).toFixed(1)),
             };
             socket.end();
             res();

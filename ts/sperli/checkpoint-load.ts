@@ -6,6 +6,13 @@
  * time, answer the request (or kind 4) of the rank whose buddy copy it keeps. A file or
  * state that does not load is recorded as a failure for the outcome of the resume, not
  * thrown: the rank answers RESUME 2 and the resume goes on. A refused frame throws (H1610).
+ *
+ * A fetched file goes to the disk as it arrives, as a buddy copy does during a
+ * checkpoint (checkpoint-take.ts, keepBuddyCopy): each piece of a chunk is copied into a
+ * piece writer for the rank file's path as it comes off the connection, and into the
+ * file's bytes in memory (the resume decodes the state from them). The writer's
+ * temporary file takes the rank file's name only once the whole file has passed every
+ * check against its header and the COMMIT; a file that does not is discarded.
  */
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import { decodeRankFile } from '../codec/sperli-files.js';
@@ -25,6 +32,8 @@ import {
   servedRank,
 } from './checkpoint-frames.js';
 import { CHECKPOINT_STATE, type HeldCommit, type ResumeFailure } from './checkpoint-layout.js';
+import type { PieceWriter } from './checkpoint-store.js';
+import { ChunkSink } from './checkpoint-take.js';
 
 export const REQUEST = frameKey(FrameType.CKPT_DATA, CkptDataKind.request);
 export const NEED_NOTHING = frameKey(FrameType.CKPT_DATA, CkptDataKind.needNothing);
@@ -63,35 +72,121 @@ async function loadFile(a: Attempt, path: string, rank: number): Promise<{ file:
   return { file, state: decodeRankFile(file, expect).state };
 }
 
-/** The file of this rank from its buddy: kind 1, then kind 2 chunks or kind 3. */
+/**
+ * The bytes of a file as its chunks arrive, in one buffer that grows with them: doubled
+ * as needed (from 1 MiB), never past the total the chunks announce, so a total that is
+ * not true costs no more memory than the bytes that came.
+ */
+class FileBytes {
+  private buf = new Uint8Array(0);
+  private length = 0;
+
+  constructor(private readonly total: number) {}
+
+  append(bytes: Uint8Array): void {
+    const need = this.length + bytes.length;
+    if (need > this.buf.length) {
+      const cap = Math.min(this.total, Math.max(need, 2 * this.buf.length, 1 << 20));
+      const grown = new Uint8Array(cap);
+      grown.set(this.buf.subarray(0, this.length));
+      this.buf = grown;
+    }
+    this.buf.set(bytes, this.length);
+    this.length = need;
+  }
+
+  get bytes(): Uint8Array {
+    return this.length === this.buf.length ? this.buf : this.buf.subarray(0, this.length);
+  }
+}
+
+/**
+ * This rank's state from the file its buddy keeps: kind 1, then kind 2 chunks (or kind
+ * 3: no valid copy). Each piece of a chunk goes into the file's bytes and, at once, into
+ * a piece writer for this rank's file (ChunkSink, as a buddy copy is kept); the file is
+ * checked whole against its header and the COMMIT, and only a file that passes takes its
+ * place on the disk (a failed disk write only leaves it out: the resume holds either
+ * way). Undefined when the buddy has no copy or the file does not pass.
+ */
 async function fetchFromBuddy(a: Attempt): Promise<Uint8Array | undefined> {
   const { job, router, epoch } = a;
+  const held = a.held as HeldCommit;
   const buddy = buddyRank(job);
   await sendNotice(job.link, buddy, CkptDataKind.request, job.rank, epoch);
   const rx = new ChunkReceiver();
-  const parts: Uint8Array[] = [];
-  for (;;) {
-    const f = await router.take(buddy, ANSWER_CHUNK, NO_COPY);
-    expectEpoch(f, epoch);
-    const d = expectFileOf(f, job.rank);
-    if (d.kind === CkptDataKind.noCopy) {
-      if (parts.length > 0) {
-        throw orderError(buddy, 'CKPT_DATA kind 3 came in the middle of a file', { rule: 'kind', kind: d.kind });
+  let file: FileBytes | undefined;
+  let writer: PieceWriter | undefined;
+  let sink: ChunkSink | undefined;
+  const piece = (_at: number, bytes: Uint8Array): void => {
+    (file as FileBytes).append(bytes);
+    (sink as ChunkSink).take(bytes);
+  };
+  try {
+    for (;;) {
+      const f = await router.take(buddy, ANSWER_CHUNK, NO_COPY);
+      expectEpoch(f, epoch);
+      const d = expectFileOf(f, job.rank);
+      if (d.kind === CkptDataKind.noCopy) {
+        if (file !== undefined) {
+          throw orderError(buddy, 'CKPT_DATA kind 3 came in the middle of a file', { rule: 'kind', kind: d.kind });
+        }
+        return undefined;
       }
-      return undefined;
+      const complete = rx.accept(d);
+      if (file === undefined) {
+        file = new FileBytes(Number(d.total));
+        writer = await job.store.begin(job.layout.rankFile(epoch, job.rank)).catch(() => undefined);
+        // Without a writer (the disk refused it) the file is only kept in memory.
+        sink = new ChunkSink(writer ?? DISCARD);
+      }
+      if (f.incoming !== undefined) await f.incoming.drain(piece);
+      else piece(0, d.chunk);
+      if (complete) break;
     }
-    const complete = rx.accept(d);
-    parts.push(d.chunk);
-    if (complete) break;
+  } catch (e) {
+    await sink?.settled().catch(() => {});
+    await writer?.discard();
+    throw e;
   }
-  const file = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    file.set(p, at);
-    at += p.length;
+  const bytes = (file as FileBytes).bytes;
+  let state: Uint8Array | undefined;
+  try {
+    const expect = {
+      jobId: job.check.jobId,
+      epoch,
+      rank: job.rank,
+      size: job.size,
+      fileSha256: held.commit.hashes[job.rank] as Uint8Array,
+    };
+    state = decodeRankFile(bytes, expect).state;
+  } catch (e) {
+    if (!isPlexusError(e)) throw e;
   }
-  return file;
+  // Put the good file back in place; the resume holds either way.
+  let kept = false;
+  if (state !== undefined && writer !== undefined) {
+    try {
+      await (sink as ChunkSink).settled();
+      await writer.commit();
+      kept = true;
+    } catch {
+      // The file stays out of place; the state was loaded.
+    }
+  }
+  if (!kept) {
+    await sink?.settled().catch(() => {});
+    await writer?.discard();
+  }
+  return state;
 }
+
+/** A piece writer that keeps nothing, for a fetched file the disk would not take. */
+const DISCARD: PieceWriter = {
+  write: async () => {},
+  copy: () => {},
+  commit: async () => {},
+  discard: async () => {},
+};
 
 /** Answers the request of the rank this rank keeps a buddy copy for (or takes its kind 4). */
 async function serve(a: Attempt): Promise<void> {
@@ -130,9 +225,14 @@ async function obtain(a: Attempt): Promise<Uint8Array | undefined> {
     if (!isPlexusError(e)) throw e;
     ownError = e;
   }
-  let fetched: Uint8Array | undefined;
-  if (job.size > 1) fetched = await fetchFromBuddy(a);
-  else fetched = (await job.store.read(job.layout.buddyFile(epoch, job.rank)).catch(() => null)) ?? undefined;
+  if (job.size > 1) {
+    const state = await fetchFromBuddy(a);
+    if (state !== undefined) return state;
+    a.failures.push({ epoch, error: ownError });
+    return undefined;
+  }
+  // A job of one rank keeps its buddy copy beside its own file.
+  const fetched = (await job.store.read(job.layout.buddyFile(epoch, job.rank)).catch(() => null)) ?? undefined;
   if (fetched !== undefined) {
     try {
       const expect = {

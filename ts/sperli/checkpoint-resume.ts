@@ -265,7 +265,8 @@ export async function resumeState(job: CheckpointJob, decode: (bytes: Uint8Array
   const { link, rank } = job;
   const shelf = new CommitShelf(job.store, job.layout, job.check);
   const failures = shelf.failures;
-  const router = new FrameRouter(link, expectedFrames(job));
+  // Chunks of a fetched rank file are taken piece by piece (checkpoint-load.ts, fetchFromBuddy).
+  const router = new FrameRouter(link, expectedFrames(job), new Set([ANSWER_CHUNK]));
   const best = await shelf.next();
 
   if (rank === 0) {

@@ -118,7 +118,7 @@ async function begin(job: CheckpointJob, router: FrameRouter, epoch: bigint): Pr
  * whatever arrived while a write ran goes as one `writev` after it, so a file that comes
  * in many 1 MiB chunks takes few system calls and receiving never waits for the disk.
  */
-class ChunkSink {
+export class ChunkSink {
   private queue: Uint8Array[] = [];
   private running: Promise<void> | undefined;
   private failure: { error: unknown } | undefined;

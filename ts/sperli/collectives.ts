@@ -15,6 +15,7 @@ import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import { endsMessage, MAX_COLLECTIVE_DATA } from '../codec/sperli-frame.js';
 import {
   AbortReason,
+  COLLECTIVE_HEADER_SIZE,
   type CollectiveHeader,
   CollectiveOp,
   CollectivePhase,
@@ -22,6 +23,7 @@ import {
   matchCollective,
 } from '../codec/sperli-payloads.js';
 import {
+  backend,
   combine,
   ELEMENT_TYPE_NAMES,
   ELEMENT_WIDTH,
@@ -35,9 +37,14 @@ import {
   reduceAllowed,
 } from '../core/index.js';
 import { HeldBytes } from './comm-bytes.js';
+import type { Taker } from './comm-queues.js';
 import { IncomingFrame } from './comm-stream.js';
 import { GrowingBytes } from './growing-bytes.js';
 import { type FoldKind, PieceFold } from './reduce-fold.js';
+import { SEND_NOW_MAX } from './transport.js';
+
+/** A COLLECTIVE frame as the communicator queues it: whole, or still arriving. */
+export type CollectiveItem = Uint8Array | IncomingFrame;
 
 /** What the collectives need of the communicator. */
 export interface CollectiveLink {
@@ -53,10 +60,28 @@ export interface CollectiveLink {
   /** sendCollective of bytes still being filled: each part goes out as soon as it is final. */
   sendCollectiveGrowing(peer: number, header: CollectiveHeader, source: GrowingBytes): Promise<void>;
   /**
+   * sendCollective of a message of one frame (the 16 header bytes `head`, then `data`,
+   * at most SEND_NOW_MAX bytes together), handed to the transport before this returns,
+   * both copied; false, with nothing sent, when it cannot be (an earlier send to `peer`
+   * still waits, or the transport has no `sendNow`). Undefined when the transport took
+   * it with nothing to wait for; else a promise whose rejection the caller handles.
+   */
+  sendCollectiveNow(peer: number, head: Uint8Array, data: Uint8Array): Promise<void> | undefined | false;
+  /**
    * The next COLLECTIVE frame from `peer`, in arrival order: its whole payload, or a
    * large frame whose payload is still arriving (comm-stream.ts).
    */
-  nextCollective(peer: number): Promise<Uint8Array | IncomingFrame>;
+  nextCollective(peer: number): Promise<CollectiveItem>;
+  /** nextCollective when one is queued already (taken), else undefined. */
+  pollCollective(peer: number): CollectiveItem | undefined;
+  /**
+   * Hands the next COLLECTIVE frame from `peer` to `taker` in the call that delivers it
+   * (call it only when pollCollective found none); fails it at once when the job has
+   * stopped.
+   */
+  waitCollective(peer: number, taker: Taker<CollectiveItem>): void;
+  /** Puts back a frame taken from `peer`'s queue: it is the next one again. */
+  unshiftCollective(peer: number, item: CollectiveItem): void;
   /** Ends the job with ABORT `reason`; resolves to the error the call rejects with. */
   abort(reason: number, error: PlexusError): Promise<PlexusError>;
 }
@@ -126,6 +151,18 @@ const EMPTY = new Uint8Array(0);
 const REDUCE_RUN = 256 * 1024;
 /** An allreduce result from this size on is sent while the last contribution is still being folded. */
 const STREAMED_RESULT = 32 * 1024;
+/**
+ * Reduce and allreduce data up to this many bytes (one frame each way) take the small
+ * path (SmallReduce) when no other call is running.
+ */
+const SMALL_REDUCE = SEND_NOW_MAX - COLLECTIVE_HEADER_SIZE;
+/**
+ * a = a op b on the small path, by the process's backend like every reduction (the backend
+ * switch, not the caller, picks WebAssembly or the TypeScript twin: docs/core.md).
+ */
+function foldSmall(a: Uint8Array, b: Uint8Array, op: number, type: number): void {
+  backend().combine(a, b, op, type);
+}
 const noop = (): void => {};
 
 function describe(v: unknown): string {
@@ -283,8 +320,24 @@ type LengthFault = (got: number, more: boolean) => PlexusError;
 export class Collectives {
   private seq = 0n;
   private chain: Promise<unknown> = Promise.resolve();
+  /** Calls queued on `chain` that have not settled. */
+  private queued = 0;
+  private readonly settledOne = (): void => {
+    this.queued--;
+  };
+  /**
+   * The small call running outside `chain` (SmallReduce), while no call is queued on
+   * `chain`; the first call queued after it waits for it.
+   */
+  small: SmallReduce | undefined;
+  private readonly host: SmallHost;
 
-  constructor(private readonly link: CollectiveLink) {}
+  constructor(private readonly link: CollectiveLink) {
+    this.host = {
+      receiveResult: (root, h, length) => this.receiveExact(root, h, length, this.dataFault(root, h, length)),
+      reduceRest: (h, own, type, op, from) => this.reduceAtRoot(h, own, type, op, undefined, from),
+    };
+  }
 
   /** Collective calls made so far (the sequence number of the last one). */
   get sequence(): bigint {
@@ -293,30 +346,57 @@ export class Collectives {
 
   /** Settles once every call made so far has settled. */
   idle(): Promise<void> {
-    return this.chain.then(noop);
+    const small = this.small;
+    return (small !== undefined ? small.promise : this.chain).then(noop, noop);
   }
 
   /**
    * Takes the next sequence number, runs `prepare` (the checks every rank makes alone,
-   * before anything is sent) and queues the runner it returns behind earlier calls.
+   * before anything is sent) and queues the runner it returns behind earlier calls; or,
+   * when `prepare` started the call on the small path itself, returns that call.
    */
-  private call<T>(prepare: (seq: bigint) => () => Promise<T>): Promise<T> {
+  private call<T>(prepare: (seq: bigint) => (() => Promise<T>) | Promise<T>): Promise<T> {
     const seq = ++this.seq;
     let run: () => Promise<T>;
     try {
       const stopped = this.link.stopped();
       if (stopped !== undefined) throw stopped;
-      run = prepare(seq);
+      const r = prepare(seq);
+      if (typeof r !== 'function') return r;
+      run = r;
     } catch (e) {
       return Promise.reject(e);
     }
+    if (this.small !== undefined) {
+      this.chain = this.small.promise.then(noop, noop);
+      this.small = undefined;
+    }
+    this.queued++;
     const p = this.chain.then(() => {
       const stopped = this.link.stopped();
       if (stopped !== undefined) throw stopped;
       return run();
     });
-    this.chain = p.then(noop, noop);
+    this.chain = p.then(this.settledOne, this.settledOne);
     return p;
+  }
+
+  /**
+   * A reduce or allreduce on the small path (SmallReduce): data of at most SMALL_REDUCE
+   * bytes and no other call running or queued. Undefined when it cannot start; nothing
+   * was sent then.
+   */
+  private startSmall(
+    op: number,
+    root: number,
+    seq: bigint,
+    a: ReduceArgs,
+  ): Promise<ArrayBufferView | null> | undefined {
+    if (a.data.length > SMALL_REDUCE || this.queued !== 0 || this.small !== undefined) return undefined;
+    const call = new SmallReduce(this, this.link, this.host, op, root, seq, a);
+    if (!call.start()) return undefined;
+    if (!call.settled) this.small = call;
+    return call.promise;
   }
 
   private root(root: unknown, what: string): number {
@@ -461,13 +541,14 @@ export class Collectives {
     type: number,
     op: number,
     out?: GrowingBytes,
+    from?: SmallRest,
   ): Promise<Uint8Array<ArrayBuffer>> {
     const length = own.length;
     const size = this.link.size;
-    const result = (out?.bytes as Uint8Array<ArrayBuffer> | undefined) ?? filledLater(length);
+    const result = from?.result ?? (out?.bytes as Uint8Array<ArrayBuffer> | undefined) ?? filledLater(length);
     // Rank 0's contribution: the root's own array waits to be the left operand of rank 1's fold.
-    let ownFirst = h.root === 0;
-    for (let r = 0; r < size; r++) {
+    let ownFirst = from?.ownFirst ?? h.root === 0;
+    for (let r = from?.rank ?? 0; r < size; r++) {
       if (r === h.root) {
         if (r !== 0) foldOwn(result, own, op, type);
         continue;
@@ -537,6 +618,8 @@ export class Collectives {
     return this.call((seq) => {
       const r0 = this.root(root, 'reduce');
       const a = reduceArgs(data, typeOrOp, op, 'reduce');
+      const small = this.startSmall(CollectiveOp.reduce, r0, seq, a);
+      if (small !== undefined) return small;
       const h = header(CollectiveOp.reduce, CollectivePhase.toRoot, r0, seq, a.type, a.op);
       if (this.link.rank !== r0) {
         return async () => {
@@ -552,6 +635,8 @@ export class Collectives {
   allreduce(data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView> {
     return this.call((seq) => {
       const a = reduceArgs(data, typeOrOp, op, 'allreduce');
+      const small = this.startSmall(CollectiveOp.allreduce, 0, seq, a) as Promise<ArrayBufferView> | undefined;
+      if (small !== undefined) return small;
       const up = header(CollectiveOp.allreduce, CollectivePhase.toRoot, 0, seq, a.type, a.op);
       const down = header(CollectiveOp.allreduce, CollectivePhase.fromRoot, 0, seq, a.type, a.op);
       if (this.link.rank === 0) {
@@ -663,6 +748,262 @@ export class Collectives {
         return all;
       };
     });
+  }
+}
+
+/** Where a reduction at the root goes on from: the next rank, the result so far. */
+interface SmallRest {
+  readonly rank: number;
+  readonly result: Uint8Array<ArrayBuffer>;
+  readonly ownFirst: boolean;
+}
+
+/** The general code a small call hands over to when a frame is not the one it expects. */
+interface SmallHost {
+  /** Receives the result from `root` (its frame was put back first), with every check of the general path. */
+  receiveResult(root: number, h: CollectiveHeader, length: number): Promise<Uint8Array>;
+  /** Goes on with the reduction at the root from `from.rank` on (that rank's frame was put back first). */
+  reduceRest(
+    h: CollectiveHeader,
+    own: HeldBytes,
+    type: number,
+    op: number,
+    from: SmallRest,
+  ): Promise<Uint8Array<ArrayBuffer>>;
+}
+
+/**
+ * One reduce or allreduce of at most SMALL_REDUCE bytes, run while no other call runs:
+ * every message is one frame, written at once (`sendCollectiveNow`: no send queue, no
+ * promise per step), and each frame it waits for is handed over in the call that
+ * delivers it (`waitCollective`), so a rank goes from the frame's arrival to the result
+ * without a promise in between, and the call's own promise is the only one its caller
+ * waits on. The rules are the general path's: the arguments were checked (reduceArgs)
+ * before anything is sent, the sequence number was taken at the call, contributions are
+ * folded in ascending rank order with the root's own array at its rank (foldSmall). A frame is taken only when it is exactly the one
+ * expected (header bytes equal to the call's, one whole frame of the call's length);
+ * any other frame is put back and the general code (receiveExact, reduceAtRoot) takes it
+ * from there, with its checks, errors and ABORT.
+ */
+class SmallReduce implements Taker<CollectiveItem> {
+  readonly promise: Promise<ArrayBufferView | null>;
+  settled = false;
+  private resolve!: (v: ArrayBufferView | null) => void;
+  private reject!: (e: unknown) => void;
+  /** The call's collective header with phase 1 (towards the root). */
+  private readonly head = new Uint8Array(COLLECTIVE_HEADER_SIZE);
+  private readonly length: number;
+  /** At the root: the next rank whose contribution is folded, and the result so far. */
+  private rank = 0;
+  private result: Uint8Array<ArrayBuffer> = EMPTY as Uint8Array<ArrayBuffer>;
+  private ownFirst: boolean;
+
+  constructor(
+    private readonly owner: Collectives,
+    private readonly link: CollectiveLink,
+    private readonly host: SmallHost,
+    private readonly op: number,
+    private readonly root: number,
+    private readonly seq: bigint,
+    private readonly a: ReduceArgs,
+  ) {
+    this.promise = new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    this.length = a.data.length;
+    this.ownFirst = root === 0;
+    const h = this.head;
+    h[0] = op;
+    h[1] = a.type;
+    h[2] = a.op;
+    h[3] = CollectivePhase.toRoot;
+    h[4] = root & 0xff;
+    h[5] = (root >>> 8) & 0xff;
+    h[6] = (root >>> 16) & 0xff;
+    h[7] = root >>> 24;
+    if (seq <= 0xffff_ffffn) {
+      const n = Number(seq);
+      h[8] = n & 0xff;
+      h[9] = (n >>> 8) & 0xff;
+      h[10] = (n >>> 16) & 0xff;
+      h[11] = n >>> 24;
+    } else new DataView(h.buffer).setBigUint64(8, seq, true);
+  }
+
+  /** A send that was still handed over when it settles: the call fails if it fails (after the job has, in practice). */
+  private watch(sent: Promise<void>): void {
+    sent.then(undefined, (e: unknown) => this.fail(e));
+  }
+
+  /** Starts the call; false when it cannot run on the small path (nothing was sent). */
+  start(): boolean {
+    if (this.link.rank === this.root) {
+      this.step();
+      return true;
+    }
+    const sent = this.link.sendCollectiveNow(this.root, this.head, this.a.data.bytes);
+    if (sent === false) return false;
+    if (this.op === CollectiveOp.reduce) {
+      // The general path's reduce ends at a non-root once its contribution is handed over.
+      if (sent === undefined) this.done(null);
+      else
+        sent.then(
+          () => this.done(null),
+          (e: unknown) => this.fail(e),
+        );
+      return true;
+    }
+    if (sent !== undefined) this.watch(sent);
+    const item = this.link.pollCollective(this.root);
+    if (item !== undefined) this.take(item);
+    else this.link.waitCollective(this.root, this);
+    return true;
+  }
+
+  /** Taker: the frame waited for (called by the transport's delivery: it must not throw). */
+  item(item: CollectiveItem): void {
+    try {
+      this.take(item);
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  private take(item: CollectiveItem): void {
+    if (this.link.rank !== this.root) {
+      if (!this.expected(item, CollectivePhase.fromRoot)) {
+        this.link.unshiftCollective(this.root, item);
+        this.host.receiveResult(this.root, this.header(CollectivePhase.fromRoot), this.length).then(
+          (r) => this.done(viewLike(this.a.like, ownAligned(r))),
+          (e) => this.fail(e),
+        );
+        return;
+      }
+      const p = item as Uint8Array;
+      const r = new Uint8Array(p.buffer, p.byteOffset + COLLECTIVE_HEADER_SIZE, this.length);
+      this.done(viewLike(this.a.like, ownAligned(r)));
+      return;
+    }
+    if (this.fold(item)) {
+      this.rank++;
+      this.step();
+    }
+  }
+
+  /** Taker: the job failed or ended while the call waited. */
+  fail(error: unknown): void {
+    if (this.settled) return;
+    this.settle();
+    this.reject(error);
+  }
+
+  private done(v: ArrayBufferView | null): void {
+    if (this.settled) return;
+    this.settle();
+    this.resolve(v);
+  }
+
+  private settle(): void {
+    this.settled = true;
+    if (this.owner.small === this) this.owner.small = undefined;
+  }
+
+  /** At the root: folds every contribution already queued, in rank order, then waits for the next. */
+  private step(): void {
+    const size = this.link.size;
+    if (this.rank === 0) this.result = new Uint8Array(this.length);
+    for (; this.rank < size; this.rank++) {
+      const r = this.rank;
+      if (r === this.root) {
+        // The root's own array at its rank: the left operand of the next fold, or folded now.
+        if (r !== 0) foldSmall(this.result, this.a.data.bytes, this.a.op, this.a.type);
+        continue;
+      }
+      const item = this.link.pollCollective(r);
+      if (item === undefined) {
+        this.link.waitCollective(r, this);
+        return;
+      }
+      if (!this.fold(item)) return;
+    }
+    if (this.ownFirst) this.result.set(this.a.data.bytes);
+    this.finish();
+  }
+
+  /**
+   * Folds rank `this.rank`'s contribution into the result; false when the frame is not
+   * the expected one, which the general code then takes over with the rest of the call.
+   */
+  private fold(item: CollectiveItem): boolean {
+    if (!this.expected(item, CollectivePhase.toRoot)) {
+      this.link.unshiftCollective(this.rank, item);
+      void this.rest();
+      return false;
+    }
+    const p = item as Uint8Array;
+    const data = new Uint8Array(p.buffer, p.byteOffset + COLLECTIVE_HEADER_SIZE, this.length);
+    const result = this.result;
+    if (this.rank === 0) result.set(data);
+    else {
+      if (this.ownFirst) result.set(this.a.data.bytes);
+      foldSmall(result, data, this.a.op, this.a.type);
+    }
+    this.ownFirst = false;
+    return true;
+  }
+
+  /** The reduction from `this.rank` on through the general code, then the end of the call. */
+  private async rest(): Promise<void> {
+    try {
+      const from: SmallRest = { rank: this.rank, result: this.result, ownFirst: this.ownFirst };
+      const h = this.header(CollectivePhase.toRoot);
+      this.result = await this.host.reduceRest(h, this.a.data, this.a.type, this.a.op, from);
+      this.finish();
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  /** The result at the root: returned (reduce), or first sent to every other rank (allreduce). */
+  private finish(): void {
+    const result = this.result;
+    if (this.op === CollectiveOp.allreduce) {
+      const head = this.head;
+      head[3] = CollectivePhase.fromRoot;
+      let queued: Promise<void>[] | undefined;
+      for (let r = 0; r < this.link.size; r++) {
+        if (r === this.root) continue;
+        const sent = this.link.sendCollectiveNow(r, head, result);
+        if (sent === false) {
+          const h = this.header(CollectivePhase.fromRoot);
+          (queued ??= []).push(this.link.sendCollective(r, h, HeldBytes.of(result)));
+        } else if (sent !== undefined) (queued ??= []).push(sent);
+      }
+      if (queued !== undefined) {
+        // Sends still on their way: the call ends once they have been handed over, as on the general path.
+        Promise.all(queued).then(
+          () => this.done(viewLike(this.a.like, result)),
+          (e: unknown) => this.fail(e),
+        );
+        return;
+      }
+    }
+    this.done(viewLike(this.a.like, result));
+  }
+
+  /** Whether `item` is the call's frame of `phase`: one whole frame, header bytes equal to the call's. */
+  private expected(item: CollectiveItem, phase: number): boolean {
+    if (item instanceof IncomingFrame || item.length !== COLLECTIVE_HEADER_SIZE + this.length) return false;
+    const h = this.head;
+    if (item[3] !== phase) return false;
+    for (let i = 0; i < COLLECTIVE_HEADER_SIZE; i++) if (i !== 3 && item[i] !== h[i]) return false;
+    return true;
+  }
+
+  /** The call's collective header of `phase` for the general code. */
+  private header(phase: number): CollectiveHeader {
+    return header(this.op, phase, this.root, this.seq, this.a.type, this.a.op);
   }
 }
 

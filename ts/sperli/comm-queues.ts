@@ -26,6 +26,17 @@ interface Waiter<T> {
 }
 
 /**
+ * A consumer that takes the next item in the call that brings it (`FrameQueue.wait`):
+ * no promise between the arrival and the consumer.
+ */
+export interface Taker<T> {
+  /** The next item, handed over synchronously by `push`. */
+  item(item: T): void;
+  /** The queue failed (the job has failed or ended). */
+  fail(error: PlexusError): void;
+}
+
+/**
  * Items of one peer in arrival order, taken by one consumer at a time (the callers keep
  * to that: collectives run one after another).
  */
@@ -33,8 +44,15 @@ export class FrameQueue<T> {
   private items: T[] = [];
   private head = 0;
   private waiter: Waiter<T> | undefined;
+  private taker: Taker<T> | undefined;
 
   push(item: T): void {
+    const t = this.taker;
+    if (t !== undefined) {
+      this.taker = undefined;
+      t.item(item);
+      return;
+    }
     const w = this.waiter;
     if (w !== undefined) {
       this.waiter = undefined;
@@ -44,18 +62,37 @@ export class FrameQueue<T> {
     this.items.push(item);
   }
 
+  /** The next item if one is queued (taken), else undefined. */
+  poll(): T | undefined {
+    if (this.head === this.items.length) return undefined;
+    const item = this.items[this.head] as T;
+    this.items[this.head] = undefined as T;
+    this.head++;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    }
+    return item;
+  }
+
+  /**
+   * Hands the next item to `taker` when it arrives (call it only when `poll` found none);
+   * with `stopped` (the job has failed or ended), fails it at once.
+   */
+  wait(taker: Taker<T>, stopped: PlexusError | undefined): void {
+    if (stopped !== undefined) taker.fail(stopped);
+    else this.taker = taker;
+  }
+
+  /** Puts back an item taken by `poll` or a taker, to be the next one again. */
+  unshift(item: T): void {
+    if (this.head > 0) this.items[--this.head] = item;
+    else this.items.unshift(item);
+  }
+
   /** The next item; rejects with `stopped` when given (the job has failed or ended). */
   next(stopped: PlexusError | undefined): Promise<T> {
-    if (this.head < this.items.length) {
-      const item = this.items[this.head] as T;
-      this.items[this.head] = undefined as T;
-      this.head++;
-      if (this.head === this.items.length) {
-        this.items = [];
-        this.head = 0;
-      }
-      return Promise.resolve(item);
-    }
+    if (this.head < this.items.length) return Promise.resolve(this.poll() as T);
     if (stopped !== undefined) return Promise.reject(stopped);
     return new Promise<T>((resolve, reject) => {
       this.waiter = { resolve, reject };
@@ -69,6 +106,9 @@ export class FrameQueue<T> {
     const w = this.waiter;
     this.waiter = undefined;
     w?.reject(error);
+    const t = this.taker;
+    this.taker = undefined;
+    t?.fail(error);
   }
 }
 

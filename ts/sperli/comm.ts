@@ -22,7 +22,7 @@ import { HeldBytes } from './comm-bytes.js';
 import { ANY_SOURCE, ANY_TAG, FrameQueue, Mailbox, type Message } from './comm-queues.js';
 import type { IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
-import type { RankTransport, TransportFrame } from './transport.js';
+import { type RankTransport, SEND_NOW_MAX, type TransportFrame } from './transport.js';
 
 export type { ReduceArray, Reduced, ScatterData } from './collectives.js';
 export { ANY_SOURCE, ANY_TAG, type Message } from './comm-queues.js';
@@ -44,8 +44,6 @@ export interface Request<T> {
   /** Settles with the operation (the same promise every time). */
   wait(): Promise<T>;
 }
-
-const noop = (): void => {};
 
 function describe(v: unknown): string {
   if (v === null) return 'null';
@@ -70,6 +68,8 @@ export class Comm {
   private readonly checkpointFrames: FrameQueue<TransportFrame>[] = [];
   /** Per peer: the last queued send, settled either way. */
   private readonly sendQueue: Promise<void>[] = [];
+  /** Per peer: queued sends that have not settled yet. */
+  private readonly sendsOpen: number[] = [];
   private readonly collectives: Collectives;
   private open = 0;
   private readonly failureListeners: ((error: PlexusError) => void)[] = [];
@@ -102,6 +102,7 @@ export class Comm {
       this.collectiveFrames.push(new FrameQueue());
       this.checkpointFrames.push(new FrameQueue());
       this.sendQueue.push(Promise.resolve());
+      this.sendsOpen.push(0);
     }
     const link: CollectiveLink = {
       rank: this.rank,
@@ -109,7 +110,11 @@ export class Comm {
       stopped: () => this.stopped(),
       sendCollective: (peer, h, data) => this.sendCollective(peer, h, data),
       sendCollectiveGrowing: (peer, h, source) => this.sendCollectiveGrowing(peer, h, source),
+      sendCollectiveNow: (peer, head, data) => this.sendCollectiveNow(peer, head, data),
       nextCollective: (peer) => this.collectiveFrames[peer]!.next(this.stopped()),
+      pollCollective: (peer) => this.collectiveFrames[peer]!.poll(),
+      waitCollective: (peer, taker) => this.collectiveFrames[peer]!.wait(taker, this.stopped()),
+      unshiftCollective: (peer, item) => this.collectiveFrames[peer]!.unshift(item),
       abort: (reason, error) => this.abort(reason, error),
     };
     this.collectives = new Collectives(link);
@@ -436,12 +441,32 @@ export class Comm {
 
   /** Queues `job` behind every earlier send to `peer`; it does not run once the job has failed. */
   private enqueue(peer: number, job: () => Promise<void>): Promise<void> {
+    this.sendsOpen[peer]!++;
     const p = this.sendQueue[peer]!.then(() => {
       if (this.failure !== undefined) throw this.failure;
       return job();
     });
-    this.sendQueue[peer] = p.then(noop, noop);
+    const settled = (): void => {
+      this.sendsOpen[peer]!--;
+    };
+    this.sendQueue[peer] = p.then(settled, settled);
     return p;
+  }
+
+  /**
+   * A collective message of one small frame (collective header `head`, then `data`)
+   * handed to the transport before this returns, when no earlier send to `peer` is still
+   * queued and the transport can (`sendNow`); false when it cannot, and then nothing was
+   * sent. Undefined when the transport took it with nothing to wait for; else a promise
+   * that settles as sendCollective's would.
+   */
+  private sendCollectiveNow(peer: number, head: Uint8Array, data: Uint8Array): Promise<void> | undefined | false {
+    const t = this.transport;
+    if (t.sendNow === undefined || this.sendsOpen[peer] !== 0 || head.length + data.length > SEND_NOW_MAX) {
+      return false;
+    }
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    return t.sendNow(peer, FrameType.COLLECTIVE, head, data);
   }
 
   /** sendCollective of bytes still being filled: each frame goes out as its bytes become final. */

@@ -26,8 +26,8 @@ import {
   FrameType,
 } from '../codec/sperli-frame.js';
 
-/** Frames up to this payload size are written as one buffer. */
-const SMALL_FRAME = 4096;
+/** Frames up to this payload size are written as one buffer (sendNow's limit too). */
+const SMALL_FRAME = SEND_NOW_MAX;
 /**
  * Larger payloads are written in pieces of this size, each after the link has taken the
  * one before (its backpressure), so that encryption here and decryption at the peer
@@ -57,12 +57,21 @@ import {
   lostPeerError,
 } from './mesh-errors.js';
 import { type PieceEvent, PieceStream } from './mesh-stream.js';
-import type { RankTransport, TransportFrame } from './transport.js';
+import { type RankTransport, SEND_NOW_MAX, type TransportFrame } from './transport.js';
+
+/**
+ * What a Link's `write` may return when the link took the bytes and can take more at
+ * once: nothing to wait for, and it never rejects.
+ */
+export const TAKEN: Promise<void> = Promise.resolve();
 
 /** One ordered byte pipe to a peer, as its owner provides it. */
 export interface Link {
-  /** Writes bytes; resolves when the pipe can take more (its backpressure), rejects when it is gone. */
-  /** With `flushed`, resolves only once the link has taken the bytes (the caller may reuse them). */
+  /**
+   * Writes bytes; resolves when the pipe can take more (its backpressure), rejects when it
+   * is gone. May return TAKEN when the pipe can take more at once. With `flushed`,
+   * resolves only once the link has taken the bytes (the caller may reuse them).
+   */
   write(bytes: Uint8Array, flushed?: boolean): Promise<void>;
   /** Ends the pipe once everything written is on its way; resolves when it is closed. */
   end(): Promise<void>;
@@ -352,6 +361,37 @@ export class PeerLinks implements RankTransport {
     }
   }
 
+  /**
+   * RankTransport.sendNow: `sendPrefixed` of a frame of at most SMALL_FRAME payload bytes,
+   * copied into one buffer and handed to the link before this returns (behind a large
+   * frame in progress, if any), so the caller may reuse `prefix` and `payload` at once.
+   * Undefined when the link took the frame and can take more at once; else a promise the
+   * caller handles, as `send`'s.
+   */
+  sendNow(peer: number, type: number, prefix: Uint8Array, payload: Uint8Array): Promise<void> | undefined {
+    try {
+      checkSend(this.rank, this.size, peer, type, 0, payload, 0n, prefix);
+      if (prefix.length + payload.length > SMALL_FRAME) {
+        throw new RangeError(`sendNow takes at most ${SMALL_FRAME} payload bytes`);
+      }
+      if (this.failureError) throw this.failureError;
+      if (this.state === 'closed') throw closedError();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const p = this.peers[peer] as Peer;
+    if (p.bye || p.link === undefined) return Promise.reject(closedError(peer));
+    if (p.closed) return Promise.reject(lostPeerError(peer, 'close'));
+    const done = this.write(p, type, payload, 0, 0n, prefix);
+    if (done === TAKEN) return undefined;
+    return done.then(undefined, () => {
+      throw (
+        this.failureError ??
+        (p.bye || (this.state as State) === 'closed' ? closedError(peer) : lostPeerError(peer, 'close'))
+      );
+    });
+  }
+
   /** RankTransport.sendGrowing: a frame whose payload is sent as `source` fills. */
   async sendGrowing(
     peer: number,
@@ -454,6 +494,19 @@ export class PeerLinks implements RankTransport {
   }
 
   private write(p: Peer, type: number, payload: Uint8Array, tag = 0, epoch = 0n, prefix?: Uint8Array): Promise<void> {
+    const pre = prefix?.length ?? 0;
+    const length = pre + payload.length;
+    if (length <= SMALL_FRAME) {
+      // One buffer, one TLS record for small frames; made now, so the caller's bytes are
+      // free once this returns even when the frame waits behind a large one.
+      // Every byte is written below; a small Buffer comes from node's shared pool, with no
+      // backing store of its own to allocate and collect per frame.
+      const out = Buffer.allocUnsafe(FRAME_HEADER_SIZE + length);
+      this.header(p, type, tag, epoch, length, out);
+      if (prefix !== undefined) out.set(prefix, FRAME_HEADER_SIZE);
+      if (payload.length > 0) out.set(payload, FRAME_HEADER_SIZE + pre);
+      return this.writeSmall(p, out);
+    }
     if (p.busy) {
       // A large frame is on its way piece by piece: this frame follows it, never inside it.
       const queued = new Promise<void>((resolve, reject) => {
@@ -466,34 +519,40 @@ export class PeerLinks implements RankTransport {
       return queued;
     }
     const link = p.link as Link;
-    const pre = prefix?.length ?? 0;
-    const length = pre + payload.length;
     p.lastSent = this.clock();
-    let done: Promise<void>;
-    if (length <= SMALL_FRAME) {
-      // One buffer, one TLS record for small frames.
-      const out = new Uint8Array(FRAME_HEADER_SIZE + length);
-      this.header(p, type, tag, epoch, length, out);
-      if (prefix !== undefined) out.set(prefix, FRAME_HEADER_SIZE);
-      if (payload.length > 0) out.set(payload, FRAME_HEADER_SIZE + pre);
-      done = link.write(out);
-    } else {
-      // Large frames: the header (and prefix), then the caller's payload without a copy,
-      // piece by piece behind the link's backpressure. The last piece resolves once the
-      // link has taken it, so the caller's bytes are free again.
-      const head = new Uint8Array(FRAME_HEADER_SIZE + pre);
-      this.header(p, type, tag, epoch, length, head);
-      if (prefix !== undefined) head.set(prefix, FRAME_HEADER_SIZE);
-      p.busy = true;
-      done = this.writePieces(p, link, head, payload);
-      const release = (): void => {
-        p.busy = false;
-        this.runBacklog(p);
-      };
-      done.then(release, release);
-    }
+    // Large frames: the header (and prefix), then the caller's payload without a copy,
+    // piece by piece behind the link's backpressure. The last piece resolves once the
+    // link has taken it, so the caller's bytes are free again.
+    const head = new Uint8Array(FRAME_HEADER_SIZE + pre);
+    this.header(p, type, tag, epoch, length, head);
+    if (prefix !== undefined) head.set(prefix, FRAME_HEADER_SIZE);
+    p.busy = true;
+    const done = this.writePieces(p, link, head, payload);
+    const release = (): void => {
+      p.busy = false;
+      this.runBacklog(p);
+    };
+    done.then(release, release);
     // The transport's own frames are not awaited; a failed write shows as a closed link.
     done.catch(noop);
+    return done;
+  }
+
+  /** Writes a whole small frame (`out`, header included), after a large frame in progress. */
+  private writeSmall(p: Peer, out: Uint8Array): Promise<void> {
+    if (p.busy) {
+      const queued = new Promise<void>((resolve, reject) => {
+        p.backlog.push(() => {
+          this.writeSmall(p, out).then(resolve, reject);
+        });
+      });
+      queued.catch(noop);
+      return queued;
+    }
+    p.lastSent = this.clock();
+    const done = (p.link as Link).write(out);
+    // The transport's own frames are not awaited; a failed write shows as a closed link.
+    if (done !== TAKEN) done.catch(noop);
     return done;
   }
 
@@ -751,6 +810,7 @@ export function transportOf(links: PeerLinks): RankTransport {
     send: (peer, type, tag, payload, epoch) => links.send(peer, type, tag, payload, epoch),
     sendPrefixed: (peer, type, tag, prefix, payload, epoch) =>
       links.sendPrefixed(peer, type, tag, prefix, payload, epoch),
+    sendNow: (peer, type, prefix, payload) => links.sendNow(peer, type, prefix, payload),
     sendGrowing: (peer, type, prefix, source, start, end, last) =>
       links.sendGrowing(peer, type, prefix, source, start, end, last),
     onFrame: (handler) => links.onFrame(handler),

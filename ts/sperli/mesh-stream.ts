@@ -10,9 +10,11 @@
  */
 import {
   _outcomeOf,
+  type ConnectionExpectations,
   decodeFrameHeader,
+  encodeFrameHeader,
   FRAME_HEADER_SIZE,
-  type FrameContext,
+  FrameContext,
   type FrameHeader,
   FrameType,
 } from '../codec/sperli-frame.js';
@@ -45,6 +47,81 @@ function copyOf(b: Uint8Array, start: number, length: number): Uint8Array {
 
 const END: PieceEvent = { kind: 'end' };
 
+/** Payload bytes of the COLLECTIVE frames a connection may accept by comparing header bytes (see `Known`). */
+const KNOWN_MIN = 16;
+const KNOWN_MAX = 4096;
+
+/**
+ * The header every small COLLECTIVE frame of one connection carries, byte for byte,
+ * apart from its length: type 3, flags, service and membership epoch 0, the job id, the
+ * peer's rank as source and this rank as target, this incarnation, epoch 0 and tag 0.
+ * The full decoder accepts this header for every length in KNOWN_MIN ..= KNOWN_MAX
+ * (checked when it is made, with the connection's own expectations), so a frame whose
+ * header bytes 4 .. 52 equal these, of such a length, after the peer's HELLO, is one the
+ * decoder accepts: every check of docs/sperli.md holds for it. It is accepted without
+ * the header kernel. Any other header goes through the decoder.
+ */
+class Known {
+  readonly bytes: Uint8Array;
+  readonly header: FrameHeader;
+
+  private constructor(
+    readonly expect: ConnectionExpectations,
+    bytes: Uint8Array,
+  ) {
+    this.bytes = bytes;
+    this.header = {
+      length: 0,
+      type: FrameType.COLLECTIVE,
+      flags: 0,
+      service: 0,
+      membershipEpoch: 0,
+      jobId: expect.jobId,
+      sourceRank: expect.peerRank,
+      targetRank: expect.ownRank,
+      incarnation: expect.incarnation,
+      tag: 0,
+      epoch: 0n,
+    };
+  }
+
+  /** The known header of a connection that expects `expect`, or undefined if the decoder would not accept it. */
+  static of(expect: ConnectionExpectations): Known | undefined {
+    const make = (length: number) =>
+      encodeFrameHeader({
+        type: FrameType.COLLECTIVE,
+        jobId: expect.jobId,
+        sourceRank: expect.peerRank,
+        targetRank: expect.ownRank,
+        incarnation: expect.incarnation,
+        length,
+      });
+    const probe = new FrameContext(expect, { helloReceived: true });
+    for (const length of [KNOWN_MIN, KNOWN_MAX]) {
+      if (decodeFrameHeader(probe, make(length)).kind !== 'accept') return undefined;
+    }
+    return new Known(expect, make(0));
+  }
+
+  /** The accepted header of a frame of `length` payload bytes. */
+  withLength(length: number): FrameHeader {
+    const h = this.header;
+    return {
+      length,
+      type: h.type,
+      flags: 0,
+      service: 0,
+      membershipEpoch: 0,
+      jobId: h.jobId,
+      sourceRank: h.sourceRank,
+      targetRank: h.targetRank,
+      incarnation: h.incarnation,
+      tag: 0,
+      epoch: 0n,
+    };
+  }
+}
+
 /** COLLECTIVE and CKPT_DATA frames are the ones whose payload may be handed on in pieces. */
 function streamsPayload(type: number): boolean {
   return type === FrameType.COLLECTIVE || type === FrameType.CKPT_DATA;
@@ -62,6 +139,8 @@ export class PieceStream {
   private joined: Uint8Array | undefined;
   private got = 0;
   private want = 0;
+  /** The known COLLECTIVE header of the connection's current expectations (null: none). */
+  private known: Known | null | undefined;
 
   /** `ctx` is the connection's receive side (expected values and HELLO state). */
   constructor(private readonly ctx: FrameContext) {}
@@ -86,6 +165,11 @@ export class PieceStream {
     while (pos < chunk.length && !this.refused) {
       if (this.mode === 'header') {
         if (this.headFill === 0 && chunk.length - pos >= FRAME_HEADER_SIZE) {
+          const quick = this.knownFrame(chunk, pos, emit, transient);
+          if (quick > 0) {
+            pos += quick;
+            continue;
+          }
           const used = this.batch(chunk, pos, emit, transient);
           if (used > 0) {
             pos += used;
@@ -130,6 +214,34 @@ export class PieceStream {
         if (this.got === this.want) this.mode = 'header';
       }
     }
+  }
+
+  /**
+   * Takes the whole frame at chunk[pos ..] when its header is the connection's known
+   * small COLLECTIVE header (class Known) and the peer's HELLO has arrived; returns the
+   * bytes used, 0 when the frame is left to the decoder.
+   */
+  private knownFrame(chunk: Uint8Array, pos: number, emit: (event: PieceEvent) => void, transient: boolean): number {
+    if (!this.ctx.helloReceived || chunk[pos + 4] !== FrameType.COLLECTIVE) return 0;
+    const length =
+      ((chunk[pos] as number) |
+        ((chunk[pos + 1] as number) << 8) |
+        ((chunk[pos + 2] as number) << 16) |
+        ((chunk[pos + 3] as number) << 24)) >>>
+      0;
+    if (length < KNOWN_MIN || length > KNOWN_MAX || chunk.length - pos < FRAME_HEADER_SIZE + length) return 0;
+    let k = this.known;
+    if (k === undefined || (k !== null && k.expect !== this.ctx.expectations)) {
+      k = Known.of(this.ctx.expectations) ?? null;
+      this.known = k;
+    }
+    if (k === null) return 0;
+    const b = k.bytes;
+    for (let i = 5; i < FRAME_HEADER_SIZE; i++) if (chunk[pos + i] !== b[i]) return 0;
+    const start = pos + FRAME_HEADER_SIZE;
+    const payload = transient ? copyOf(chunk, start, length) : plainView(chunk, start, length);
+    emit({ kind: 'frame', header: k.withLength(length), payload });
+    return FRAME_HEADER_SIZE + length;
   }
 
   /** Judges the whole frames at chunk[pos ..] in one kernel call; returns the bytes used. */

@@ -44,7 +44,7 @@ import {
 } from '../crypto/x509.js';
 import { type RefusedHosts, refusedHosts } from './hosts.js';
 import { AbortReason, abortFor, badArgument, lostPeerError } from './mesh-errors.js';
-import { type Link, PeerLinks, transportOf } from './mesh-links.js';
+import { type Link, PeerLinks, TAKEN, transportOf } from './mesh-links.js';
 import { StaticReader } from './static-reader.js';
 import { verifyJoinToken } from './tokens.js';
 import type { RankTransport } from './transport.js';
@@ -224,7 +224,7 @@ class SocketLink implements Link {
       });
       return taken.then(() => this.drain ?? undefined);
     }
-    if (s.write(bytes)) return this.drain ?? Promise.resolve();
+    if (s.write(bytes)) return this.drain ?? TAKEN;
     this.drain ??= new Promise<void>((resolve, reject) => {
       this.drained = resolve;
       this.gone = reject;

@@ -11,6 +11,9 @@ import type { PlexusError } from '../core/errors.js';
 import type { IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
 
+/** The largest payload `RankTransport.sendNow` takes. */
+export const SEND_NOW_MAX = 4096;
+
 /** One accepted frame as the communicator sees it. */
 export interface TransportFrame {
   /** DATA, COLLECTIVE or a checkpoint type (docs/sperli.md frame type codes). */
@@ -47,6 +50,16 @@ export interface RankTransport {
     payload: Uint8Array,
     epoch?: bigint,
   ): Promise<void>;
+  /**
+   * Optional: `sendPrefixed` of one frame (tag 0, epoch 0) of at most SEND_NOW_MAX payload
+   * bytes that is handed to the connection before this returns, after every frame
+   * already handed over; `prefix` and `payload` are copied, so the caller may reuse them
+   * at once. Undefined when the connection took the frame and can take more at once
+   * (nothing to wait for); else a promise that settles as `send`'s, whose rejection the
+   * caller must handle. The communicator uses it for small collective messages when
+   * nothing else waits to be sent to `peer`.
+   */
+  sendNow?(peer: number, type: number, prefix: Uint8Array, payload: Uint8Array): Promise<void> | undefined;
   /**
    * Optional: `sendPrefixed` of the frame whose payload is `prefix` and then bytes
    * `start .. end` of `source`, which are still being filled: the header goes out once the
