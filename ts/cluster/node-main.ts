@@ -9,6 +9,8 @@
  *   {"cmd":"status","q":3}                                                   -> {"ev":"status",...}
  *   {"cmd":"route","q":4,"shard":n,"owner":node,"epoch":"e"}                -> a redirect, as if told
  *   {"cmd":"load","q":5,"pairs":n,"count":n,"mode":"oneway"|"rr","prefix":p} -> {"ev":"load","q":5,"ms",...}
+ *   {"cmd":"release","q":6,"shard":n,"ms":n}   -> gives up the lease on shard n, not claimed again for ms (5000)
+ *   {"cmd":"grant","q":7,"shard":n}            -> asks the authority for shard n's lease
  *   {"cmd":"stop"}                                                           -> drains and exits
  */
 import { createInterface } from 'node:readline';
@@ -178,6 +180,19 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
               ),
             })
             .then((verdict) => out({ ev: 'framed', q, verdict, epoch: `${epoch}` }), fail('framed'));
+        } else if (c.cmd === 'release') {
+          // Hands a shard over (for tests of moves): another member may take it now.
+          const shard = Number(c.shard);
+          cn.claimPausedUntil.set(shard, Date.now() + Number(c.ms ?? 5000));
+          const l = cn.membership.held().find((x) => x.shard === shard);
+          (l === undefined ? Promise.resolve() : cn.membership.release(shard, l.epoch)).then(
+            () => out({ ev: 'released', q, ok: l !== undefined }),
+            fail('released'),
+          );
+        } else if (c.cmd === 'grant') {
+          cn.membership
+            .grant(Number(c.shard))
+            .then((l) => out({ ev: 'granted', q, epoch: `${l.epoch}` }), fail('granted'));
         } else if (c.cmd === 'stop') {
           process.kill(process.pid, 'SIGTERM');
         }

@@ -108,6 +108,8 @@ export class ClusterNode {
   ) {}
 
   private stopped?: Promise<void>;
+  /** Shards this node does not claim until the given time (ms since the epoch): hand-overs in tests. */
+  readonly claimPausedUntil = new Map<number, number>();
 
   /** Drains the runtime (running macrosteps finish, outboxes flush), then leaves and closes. */
   stop(): Promise<void> {
@@ -179,6 +181,8 @@ export function startClaiming(
      * is claimed whatever its rank (the authority grants it to no other member), at once.
      */
     readonly holds?: (shard: number) => boolean;
+    /** Shards not to claim for now (e.g. just handed over). */
+    readonly skip?: (shard: number) => boolean;
   } = {},
 ): () => void {
   const started = Date.now();
@@ -195,7 +199,7 @@ export function startClaiming(
       const leased = new Set(v.leases.map((l) => l.shard));
       const now = Date.now();
       for (let s = 0; s < shardCount; s++) {
-        if (leased.has(s)) continue;
+        if (leased.has(s) || opts.skip?.(s) === true) continue;
         const mine = opts.holds?.(s) === true;
         if (!mine && (waiting || rankedOwner(alive, s) !== membership.self)) continue;
         if ((asked.get(s) ?? 0) > now - 200) continue;
@@ -433,7 +437,10 @@ export async function launchClusterNode(
     m,
     meta.shardCount,
     cfg.members.map((x) => x.id),
-    layout === 'per-node' ? { holds: (s) => holds(s) } : {},
+    {
+      ...(layout === 'per-node' ? { holds: (s: number) => holds(s) } : {}),
+      skip: (s: number) => (cn.claimPausedUntil.get(s) ?? 0) > Date.now(),
+    },
   );
   const stop = cn.stop.bind(cn);
   cn.stop = async () => {

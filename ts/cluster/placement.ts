@@ -7,7 +7,8 @@
  * are placed on the node that made them.
  */
 import { shardOf } from '../core/index.js';
-import type { Placement, PlacementDecision } from '../runtime/types.js';
+import type { Envelope, Placement, PlacementDecision } from '../runtime/types.js';
+import { FrameEnvelope, RouteOrder } from './route-order.js';
 import { type Membership, ownerOf, type View } from './types.js';
 
 /** The prefix of the reply addresses `Node.ask` makes: `plexus-reply:<node>/<n>/<uuid>`. */
@@ -33,6 +34,8 @@ export class ClusterPlacement implements Placement {
   private readonly unsubscribe: () => void;
   /** Redirects applied (for status and tests). */
   redirectCount = 0;
+  /** Where this node's unsettled frames to each target travel (the `cluster` processor's). */
+  readonly order = new RouteOrder();
 
   constructor(
     readonly membership: Membership,
@@ -80,6 +83,17 @@ export class ClusterPlacement implements Placement {
     return this.remote(owner);
   }
 
+  /**
+   * A message this node would deliver to one of its own actors waits while frames of this
+   * node to the same target are still on their way elsewhere (sent before the shard came
+   * here): they go first. Frames that arrive from the wire never wait (those frames may be
+   * the very ones).
+   */
+  localAfter(envelope: Envelope): Promise<void> | undefined {
+    if (envelope instanceof FrameEnvelope) return undefined;
+    return this.order.idle(envelope.target);
+  }
+
   epochOf(iri: string): bigint | undefined {
     return this.leaseEpoch(shardOf(iri, this.shardCount));
   }
@@ -95,6 +109,11 @@ export class ClusterPlacement implements Placement {
     const m = view.members.find((x) => x.id === owner);
     if (m === undefined || m.status === 'failed') return undefined;
     return owner;
+  }
+
+  /** Whether `node` is an alive member in the view. */
+  alive(node: string): boolean {
+    return this.membership.view().members.find((m) => m.id === node)?.status === 'alive';
   }
 
   /** The epoch of `shard`'s owner by the view or a newer redirect (0 when unknown). */

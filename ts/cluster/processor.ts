@@ -9,22 +9,32 @@
  * acknowledged or `deliveryDeadlineMs` passed; then `send` rejects and the runtime raises
  * `error.communication` at the sending actor.
  *
- * Receive: a frame of a stale token goes to the dead-letter log (answered `stale`). A frame
- * for an actor this node runs is delivered with `whenFull: 'wait'` and acknowledged only once
- * the macrostep that consumed it is durable (or it is a known duplicate). A frame for a shard
- * another node owns is forwarded there with `hops + 1` and the sending node is told the new
- * owner (a redirect); past `hopLimit` it is refused, dead-lettered, and the reason reaches the
- * sender. A frame for a shard without a live owner waits until one appears.
+ * Receive: a frame of a stale token goes to the dead-letter log (answered `stale`). Any other
+ * is handed to the runtime node as a `FrameEnvelope`, with `whenFull: 'wait'`, and
+ * acknowledged only once the macrostep that consumed it is durable (or it is a known
+ * duplicate). Where the node finds the target elsewhere, it gives the envelope back to this
+ * processor, which forwards the frame as it came (token, message id) with `hops + 1` and
+ * tells the sending node the new owner (a redirect); past `hopLimit` it is refused,
+ * dead-lettered, and the reason reaches the sender. A frame for a shard without a live owner
+ * waits in the node until one appears. Because every frame goes through the node, one that
+ * arrives while earlier messages of its target still wait in the node (in the actor's
+ * mailbox when the shard moved away, or held) goes after them.
+ *
+ * Order across routes: every DATA frame this node sends or forwards takes a place on its
+ * target's route (`RouteOrder`): while frames to a target travel to one node, a frame for
+ * another node waits until they are settled, and a message this node would deliver itself
+ * waits too (`ClusterPlacement.localAfter`).
  */
 import { randomBytes } from 'node:crypto';
 import type { ClusterFrame } from '../codec/cluster-frame.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import type { Wire } from '../net/types.js';
-import type { ActorEvent, Envelope, EventIOProcessor, NodeHandle, Outgoing } from '../runtime/types.js';
+import type { ActorEvent, DeliverOptions, EventIOProcessor, NodeHandle, Outgoing } from '../runtime/types.js';
 import type { ClusterConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
 import type { DeadLetters, EpochGate } from './fencing.js';
 import { type ClusterPlacement, REPLY_PREFIX } from './placement.js';
+import { FrameEnvelope, type RouteOrder, type Ticket } from './route-order.js';
 
 /** The target IRI of control frames between nodes (redirects and refusal reasons). */
 export const NOTICE_TARGET = 'plexus-cluster:notice';
@@ -80,6 +90,15 @@ function hex(b: Uint8Array): string {
   return Buffer.from(b).toString('hex');
 }
 
+/** How a forward of a `FrameEnvelope` ended when it was not stored: the frame's verdict. */
+class ForwardVerdict extends Error {
+  constructor(readonly verdict: 'stale' | 'refused') {
+    super(`the forwarded frame was answered ${verdict}`);
+  }
+}
+
+const WAIT: DeliverOptions = Object.freeze({ whenFull: 'wait' });
+
 export class ClusterProcessor implements EventIOProcessor {
   readonly type = 'cluster';
   readonly stats: ClusterStats = {
@@ -101,6 +120,8 @@ export class ClusterProcessor implements EventIOProcessor {
   private readonly reasons = new Map<string, { code: string; reason: string }>();
   private closed = false;
   private readonly nodeSender: string;
+  /** Where this node's unsettled frames to each target travel (shared with placement). */
+  private readonly order: RouteOrder;
 
   constructor(
     private readonly self: string,
@@ -111,6 +132,7 @@ export class ClusterProcessor implements EventIOProcessor {
     private readonly config: ClusterConfig,
   ) {
     this.nodeSender = `${NOTICE_SENDER}/${self}`;
+    this.order = placement.order;
     this.attached = new Promise((r) => {
       this.resolveAttached = r;
     });
@@ -140,6 +162,8 @@ export class ClusterProcessor implements EventIOProcessor {
 
   async send(out: Outgoing): Promise<void> {
     const env = out.envelope;
+    // A frame this node took in and must pass on (its target moved): forwarded as it came.
+    if (env instanceof FrameEnvelope) return this.forwardEnvelope(env);
     const from = out.from || env.event.origin || '';
     const { shard, epoch } = this.token(from, env.target);
     const payload = enc.encode(JSON.stringify({ node: this.self, id: env.id, event: env.event } satisfies Carried));
@@ -147,67 +171,121 @@ export class ClusterProcessor implements EventIOProcessor {
     // (an `ask` included: its reply address is new for every ask, and as a sender it would make
     // every ask a new pair on the wire; the address travels in the envelope's origin).
     const sender = from === '' || from.startsWith(REPLY_PREFIX) ? this.nodeSender : from;
+    const target = env.target;
     const end = Date.now() + this.config.deliveryDeadlineMs;
     let attempt = 0;
     let last: unknown;
+    /** This message's place in its target's line while it waits for a route. */
+    let ticket: Ticket | undefined;
+    /** The node of the last attempt when it went unanswered (the wire gave up on it). */
+    let follow: string | undefined;
     this.stats.sent++;
-    for (;;) {
-      if (attempt > 0) this.stats.retries++;
-      const decision = this.placement.decide(env.target);
-      try {
-        if (decision.kind === 'local') {
-          const node = this.node ?? (await this.attached);
-          await node.deliver(env, { whenFull: 'wait' });
-          return;
-        }
-        if (decision.kind === 'remote') {
-          const messageId = wireId();
-          const verdict = await this.wire.send(decision.node, {
-            shard,
-            epoch,
-            hops: 0,
-            messageId,
-            sender,
-            target: env.target,
-            payload,
-          });
-          if (verdict === 'stored' || verdict === 'duplicate') return;
-          if (verdict === 'stale') {
-            if (epoch > 0n) {
-              throw clusterError(
-                ClusterCode.FENCED,
-                `the frame to ${env.target} carried epoch ${epoch} of shard ${shard}, which a newer owner replaced: this node lost the sender's shard`,
-                { shard, epoch: `${epoch}` },
-              );
-            }
-            last = new Error(`node ${decision.node} called the frame stale`);
-          } else {
-            const r = this.reasons.get(hex(messageId));
-            this.reasons.delete(hex(messageId));
-            if (r !== undefined) throw new PlexusError(r.code, r.reason, { target: env.target });
-            last = new Error(`node ${decision.node} refused the frame to ${env.target}`);
+    try {
+      for (;;) {
+        if (attempt > 0) this.stats.retries++;
+        const decision = this.placement.decide(target);
+        try {
+          let dest = decision.kind === 'remote' ? decision.node : undefined;
+          if (follow !== undefined && dest !== undefined && this.placement.alive(follow)) dest = follow;
+          else if (follow !== undefined) {
+            // Not sending it there again: its place on the old route goes.
+            follow = undefined;
+            this.order.leave(target);
           }
-        } else {
-          last = new Error(`no live node owns the shard of ${env.target}`);
+          if (decision.kind === 'local' && dest === undefined) {
+            if (ticket !== undefined) this.order.pass(target, ticket);
+            ticket = undefined;
+            const node = this.node ?? (await this.attached);
+            await node.deliver(env, WAIT);
+            return;
+          }
+          if (dest !== undefined) {
+            if (follow !== undefined) {
+              // The last attempt went unanswered: its copy may still be on its way through that
+              // node (which forwards in order), so it goes there again while the node is alive,
+              // on the place it kept on the route (nothing in line went meanwhile).
+              if (ticket !== undefined) this.order.pass(target, ticket);
+              ticket = undefined;
+            } else if (ticket === undefined) {
+              // A place on the target's route: at once when the frames before it travel to
+              // the same node, else once they are settled.
+              if (!this.order.enter(target, dest)) {
+                ticket = this.order.line(target);
+                await this.order.ready(ticket);
+                continue;
+              }
+            } else if (this.order.take(target, ticket, dest)) ticket = undefined;
+            else {
+              await this.order.ready(ticket);
+              continue;
+            }
+            follow = undefined;
+            const messageId = wireId();
+            let verdict: string;
+            let kept = false;
+            try {
+              verdict = await this.wire.send(dest, {
+                shard,
+                epoch,
+                hops: 0,
+                messageId,
+                sender,
+                target,
+                payload,
+              });
+            } catch (e) {
+              // Unanswered: keep the place on the route for the next attempt.
+              follow = dest;
+              kept = true;
+              throw e;
+            } finally {
+              if (!kept) this.order.leave(target);
+            }
+            if (verdict === 'stored' || verdict === 'duplicate') return;
+            if (verdict === 'stale') {
+              if (epoch > 0n) {
+                throw clusterError(
+                  ClusterCode.FENCED,
+                  `the frame to ${target} carried epoch ${epoch} of shard ${shard}, which a newer owner replaced: this node lost the sender's shard`,
+                  { shard, epoch: `${epoch}` },
+                );
+              }
+              last = new Error(`node ${dest} called the frame stale`);
+            } else {
+              const r = this.reasons.get(hex(messageId));
+              this.reasons.delete(hex(messageId));
+              if (r !== undefined) throw new PlexusError(r.code, r.reason, { target });
+              last = new Error(`node ${dest} refused the frame to ${target}`);
+            }
+          } else {
+            // No live owner: keep this message's place in line, so that nothing sent later
+            // to the target goes first once an owner appears.
+            this.stats.held++;
+            ticket ??= this.order.line(target);
+            last = new Error(`no live node owns the shard of ${target}`);
+          }
+        } catch (e) {
+          if (isPlexusError(e) && FINAL.has(e.code)) {
+            this.stats.failed++;
+            throw e;
+          }
+          last = e;
         }
-      } catch (e) {
-        if (isPlexusError(e) && FINAL.has(e.code)) {
+        attempt++;
+        if (this.closed || Date.now() + this.config.retryBackoffMs > end) {
           this.stats.failed++;
-          throw e;
+          throw clusterError(
+            ClusterCode.DEADLINE,
+            `no node acknowledged message ${env.id} to ${target} within ${this.config.deliveryDeadlineMs} ms (${attempt} attempts): ${(last as Error)?.message ?? 'unknown'}`,
+            { target, attempts: attempt },
+            last,
+          );
         }
-        last = e;
+        await sleep(this.config.retryBackoffMs);
       }
-      attempt++;
-      if (this.closed || Date.now() + this.config.retryBackoffMs > end) {
-        this.stats.failed++;
-        throw clusterError(
-          ClusterCode.DEADLINE,
-          `no node acknowledged message ${env.id} to ${env.target} within ${this.config.deliveryDeadlineMs} ms (${attempt} attempts): ${(last as Error)?.message ?? 'unknown'}`,
-          { target: env.target, attempts: attempt },
-          last,
-        );
-      }
-      await sleep(this.config.retryBackoffMs);
+    } finally {
+      if (ticket !== undefined) this.order.pass(target, ticket);
+      if (follow !== undefined) this.order.leave(target);
     }
   }
 
@@ -233,60 +311,101 @@ export class ClusterProcessor implements EventIOProcessor {
     } catch {
       return 'refused';
     }
-    const env: Envelope = { id: carried.id, target: frame.target, event: carried.event };
-    for (;;) {
-      if (this.closed) return 'refused';
-      const d = this.placement.decide(frame.target);
-      if (d.kind === 'local') {
-        const node = this.node ?? (await this.attached);
-        try {
-          // The wire reads the pair's next frame once this one is in the mailbox (`taken`);
-          // its ACK waits for the durable macrostep.
-          await node.deliver(env, taken === undefined ? { whenFull: 'wait' } : { whenFull: 'wait', taken });
-        } catch (e) {
-          if (isPlexusError(e) && e.code === 'PLX_RUNTIME_BAD_INPUT') return 'refused';
-          if (isPlexusError(e) && (e.code === 'PLX_RUNTIME_NO_CHART' || e.code === 'PLX_RUNTIME_BAD_INPUT')) {
-            await this.tell(carried.node, {
-              kind: 'refused',
-              messageId: hex(frame.messageId),
-              code: e.code,
-              reason: e.message,
-            });
-          }
-          return 'refused';
-        }
-        this.stats.delivered++;
-        return 'stored';
+    if (this.closed) return 'refused';
+    // The node places it: into its actor's mailbox (the wire reads the pair's next frame once
+    // it is there, `taken`; its ACK waits for the durable macrostep), behind the messages of
+    // its target that wait in the node, or back to `send` to be forwarded.
+    const env = new FrameEnvelope(carried.id, frame.target, carried.event, frame, from, carried.node);
+    const node = this.node ?? (await this.attached);
+    try {
+      await node.deliver(env, taken === undefined ? WAIT : { whenFull: 'wait', taken });
+    } catch (e) {
+      if (e instanceof ForwardVerdict) return e.verdict;
+      if (isPlexusError(e) && e.code === 'PLX_RUNTIME_NO_CHART') {
+        await this.tell(carried.node, {
+          kind: 'refused',
+          messageId: hex(frame.messageId),
+          code: e.code,
+          reason: e.message,
+        });
       }
-      if (d.kind === 'remote') return this.forward(from, frame, carried, d.node);
-      // No live owner: hold the frame (its pair's next frame waits too) until one appears.
-      this.stats.held++;
-      await sleep(this.config.retryBackoffMs);
+      return 'refused';
     }
+    if (!env.forwarded) this.stats.delivered++;
+    return 'stored';
   }
 
-  private async forward(
-    from: string,
-    frame: ClusterFrame,
-    carried: Carried,
-    owner: string,
-  ): Promise<'stored' | 'stale' | 'refused'> {
-    const targetShard = this.placement.shardOf(frame.target);
+  /**
+   * Passes on a frame this node took in: to the target's owner as it came (token, message id)
+   * with `hops + 1`, on the target's route; one attempt (the first sender retries). Delivered
+   * here when this node owns the target by now; waits while no live node owns it.
+   */
+  private async forwardEnvelope(env: FrameEnvelope): Promise<void> {
+    const frame = env.frame;
+    const target = frame.target;
     if (frame.hops + 1 > this.config.hopLimit) {
       this.stats.hopRefusals++;
-      await this.deadLetters.record('hop-limit', from, frame, this.gate.epochOf(frame.shard));
-      await this.tell(carried.node, {
+      await this.deadLetters.record('hop-limit', env.from, frame, this.gate.epochOf(frame.shard));
+      await this.tell(env.node, {
         kind: 'refused',
         messageId: hex(frame.messageId),
         code: ClusterCode.HOP_LIMIT,
-        reason: `message ${carried.id} to ${frame.target} was forwarded ${frame.hops} times and the hop limit is ${this.config.hopLimit}; the nodes disagree on the owner of shard ${targetShard}`,
+        reason: `message ${env.id} to ${target} was forwarded ${frame.hops} times and the hop limit is ${this.config.hopLimit}; the nodes disagree on the owner of shard ${this.placement.shardOf(target)}`,
       });
-      return 'refused';
+      throw new ForwardVerdict('refused');
     }
+    let ticket: Ticket | undefined;
+    try {
+      for (;;) {
+        if (this.closed) throw new ForwardVerdict('refused');
+        const d = this.placement.decide(target);
+        if (d.kind === 'local') {
+          if (ticket !== undefined) this.order.pass(target, ticket);
+          ticket = undefined;
+          const node = this.node ?? (await this.attached);
+          await node.deliver(env, WAIT);
+          return;
+        }
+        if (d.kind === 'hold') {
+          this.stats.held++;
+          ticket ??= this.order.line(target);
+          await sleep(this.config.retryBackoffMs);
+          continue;
+        }
+        if (ticket === undefined) {
+          if (!this.order.enter(target, d.node)) {
+            ticket = this.order.line(target);
+            await this.order.ready(ticket);
+            continue;
+          }
+        } else if (this.order.take(target, ticket, d.node)) ticket = undefined;
+        else {
+          await this.order.ready(ticket);
+          continue;
+        }
+        let verdict: string;
+        try {
+          verdict = await this.forward(env, d.node);
+        } finally {
+          this.order.leave(target);
+        }
+        if (verdict === 'stale' || verdict === 'refused') throw new ForwardVerdict(verdict);
+        env.forwarded = true;
+        return;
+      }
+    } finally {
+      if (ticket !== undefined) this.order.pass(target, ticket);
+    }
+  }
+
+  /** One forward of `env`'s frame to `owner`, with a redirect to the sending node. */
+  private async forward(env: FrameEnvelope, owner: string): Promise<'stored' | 'stale' | 'refused'> {
+    const frame = env.frame;
+    const targetShard = this.placement.shardOf(frame.target);
     this.stats.forwarded++;
-    if (carried.node !== this.self) {
+    if (env.node !== this.self) {
       this.stats.redirectsSent++;
-      void this.tell(carried.node, {
+      void this.tell(env.node, {
         kind: 'redirect',
         shard: targetShard,
         owner,

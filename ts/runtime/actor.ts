@@ -291,6 +291,13 @@ export class Activation {
         e,
       );
       m.reject(err);
+      if (!this.host.isLocal(this.iri)) {
+        // The actor moved away (its shard's lease is gone, or a newer owner fenced the store):
+        // the messages behind this one were never tried; they go, in order, to wherever
+        // placement routes them now.
+        this.moved();
+        return;
+      }
       this.fail(err);
       return;
     }
@@ -381,6 +388,17 @@ export class Activation {
       item.timer = undefined;
     }
     this.phase = 'closed';
+    this.host.released(this, this.mailbox.drain());
+    this.markClosed();
+  }
+
+  /** Stops after a refused append once placement moved the actor: the mailbox is routed again. */
+  private moved(): void {
+    this.phase = 'closed';
+    this.cancelIdle();
+    for (const item of this.outbox.values()) {
+      if (item.timer !== undefined) this.host.clock.clearTimeout(item.timer);
+    }
     this.host.released(this, this.mailbox.drain());
     this.markClosed();
   }

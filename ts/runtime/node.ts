@@ -312,7 +312,13 @@ export class Node implements NodeHandle {
     });
   }
 
-  private place(m: Inbound, opts: DeliverOptions, internal: boolean, fromSend = false): void {
+  /**
+   * Routes one message. A target's messages keep their order on this node across placement
+   * changes: while its activation exists, every message goes into its mailbox (an activation
+   * that placement moved away hands them all back, in order, and they are routed again from
+   * there); while messages of the target are held, a new one goes after them.
+   */
+  private place(m: Inbound, opts: DeliverOptions, internal: boolean, fromSend = false, again = false): void {
     const target = m.envelope.target;
     if (this.closing) {
       // A send still in flight stays in its sender's journal and leaves from the next activation.
@@ -325,6 +331,28 @@ export class Node implements NodeHandle {
       return;
     }
     const decision = this.placement.decide(target);
+    if (decision.kind !== 'local') {
+      const actor = this.actors.get(target);
+      if (actor !== undefined) {
+        // Behind the messages still in the mailbox of an activation placement moved away.
+        if (actor.isClosing) void actor.closed.then(() => this.place(m, opts, internal, fromSend));
+        else actor.offer(m, true);
+        return;
+      }
+    }
+    if (!again && this.held.size > 0 && decision.kind !== 'hold' && this.held.has(target)) this.releaseHeld(target);
+    if (decision.kind === 'local' && this.placement.localAfter !== undefined) {
+      // Messages of this target that this node sent elsewhere are still on their way: they go first.
+      const after = this.placement.localAfter(m.envelope);
+      if (after !== undefined) {
+        const list = this.held.get(target);
+        if (list === undefined) {
+          this.held.set(target, [{ inbound: m, opts, fromSend }]);
+          void after.then(() => this.releaseHeld(target));
+        } else list.push({ inbound: m, opts, fromSend });
+        return;
+      }
+    }
     if (decision.kind === 'hold') {
       const list = this.held.get(target) ?? [];
       if (list.length >= this.config.mailboxBound && opts.whenFull !== 'wait' && !internal) {
@@ -393,10 +421,18 @@ export class Node implements NodeHandle {
   placementChanged(): void {
     const held = [...this.held.entries()];
     this.held.clear();
-    for (const [, list] of held) for (const h of list) this.place(h.inbound, h.opts, true, h.fromSend);
+    for (const [, list] of held) for (const h of list) this.place(h.inbound, h.opts, true, h.fromSend, true);
     for (const actor of this.actors.values()) {
       if (!actor.isClosing && !this.host.isLocal(actor.iri)) void actor.close('placement');
     }
+  }
+
+  /** Routes the held messages of `target` again, in order. */
+  private releaseHeld(target: string): void {
+    const list = this.held.get(target);
+    if (list === undefined) return;
+    this.held.delete(target);
+    for (const h of list) this.place(h.inbound, h.opts, true, h.fromSend, true);
   }
 
   private released(actor: Activation, requeue: Inbound[]): void {

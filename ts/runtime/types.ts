@@ -176,6 +176,12 @@ export interface Placement {
   subscribe?(listener: () => void): () => void;
   /** The fencing epoch to stamp on appends of this actor's shard (a cluster's lease epoch). */
   epochOf?(iri: string): bigint | undefined;
+  /**
+   * For a message placed `local`: a promise when it must wait before entering the mailbox
+   * (messages of its target this node sent elsewhere are still on their way: they go first);
+   * the node holds it, in order, until the promise resolves. Undefined: it goes at once.
+   */
+  localAfter?(envelope: Envelope): Promise<void> | undefined;
 }
 
 /** A send as a processor receives it: the envelope, the processor type and the send id. */
