@@ -50,9 +50,20 @@ export interface Attempt {
 }
 
 /** Reads and checks the rank file (or buddy copy) of `rank` at `path` against the COMMIT. */
-async function loadFile(a: Attempt, path: string, rank: number): Promise<{ file: Uint8Array; state: Uint8Array }> {
+/** What rank `rank`'s file at the attempt's epoch must be: its identity and the COMMIT's hash of it. */
+function expectedFile(a: Attempt, rank: number) {
   const { job, epoch } = a;
-  const held = a.held as HeldCommit;
+  return {
+    jobId: job.check.jobId,
+    epoch,
+    rank,
+    size: job.size,
+    fileSha256: (a.held as HeldCommit).commit.hashes[rank] as Uint8Array,
+  };
+}
+
+async function loadFile(a: Attempt, path: string, rank: number): Promise<{ file: Uint8Array; state: Uint8Array }> {
+  const { job } = a;
   let file: Uint8Array | null;
   try {
     file = await job.store.read(path);
@@ -62,14 +73,7 @@ async function loadFile(a: Attempt, path: string, rank: number): Promise<{ file:
   if (file === null) {
     throw sperliError(SperliCode.rankFile, 'missing', `rank file refused: ${path} does not exist`, { path });
   }
-  const expect = {
-    jobId: job.check.jobId,
-    epoch,
-    rank,
-    size: job.size,
-    fileSha256: held.commit.hashes[rank] as Uint8Array,
-  };
-  return { file, state: decodeRankFile(file, expect).state };
+  return { file, state: decodeRankFile(file, expectedFile(a, rank)).state };
 }
 
 /**
@@ -110,7 +114,6 @@ class FileBytes {
  */
 async function fetchFromBuddy(a: Attempt): Promise<Uint8Array | undefined> {
   const { job, router, epoch } = a;
-  const held = a.held as HeldCommit;
   const buddy = buddyRank(job);
   await sendNotice(job.link, buddy, CkptDataKind.request, job.rank, epoch);
   const rx = new ChunkReceiver();
@@ -151,14 +154,7 @@ async function fetchFromBuddy(a: Attempt): Promise<Uint8Array | undefined> {
   const bytes = (file as FileBytes).bytes;
   let state: Uint8Array | undefined;
   try {
-    const expect = {
-      jobId: job.check.jobId,
-      epoch,
-      rank: job.rank,
-      size: job.size,
-      fileSha256: held.commit.hashes[job.rank] as Uint8Array,
-    };
-    state = decodeRankFile(bytes, expect).state;
+    state = decodeRankFile(bytes, expectedFile(a, job.rank)).state;
   } catch (e) {
     if (!isPlexusError(e)) throw e;
   }
@@ -235,14 +231,7 @@ async function obtain(a: Attempt): Promise<Uint8Array | undefined> {
   const fetched = (await job.store.read(job.layout.buddyFile(epoch, job.rank)).catch(() => null)) ?? undefined;
   if (fetched !== undefined) {
     try {
-      const expect = {
-        jobId: job.check.jobId,
-        epoch,
-        rank: job.rank,
-        size: job.size,
-        fileSha256: a.held.commit.hashes[job.rank] as Uint8Array,
-      };
-      const state = decodeRankFile(fetched, expect).state;
+      const state = decodeRankFile(fetched, expectedFile(a, job.rank)).state;
       // Put the good file back in place; the resume holds either way.
       await job.store.write(job.layout.rankFile(epoch, job.rank), fetched).catch(() => {});
       return state;
