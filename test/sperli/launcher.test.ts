@@ -121,8 +121,9 @@ describe('ranks on other hosts', () => {
   it('are started through the remote-start command with {host} replaced, the job line on stdin', async () => {
     const log = join(tmp, 'remote.log');
     // A stand-in for `ssh {host}`: records the host and the command line it was given and
-    // the first bytes of its standard input, then fails so that the job ends.
-    const remote = `sh -c 'echo "host=$0 args=$*" >> ${log}; head -c 16 >> ${log}; echo >> ${log}; exit 7' {host}`;
+    // the first bytes of its standard input, then fails so that the job ends. Each host writes
+    // a file of its own: the two run at once, and their lines must not interleave.
+    const remote = `sh -c 'f=${log}.$0; echo "host=$0 args=$*" >> $f; head -c 16 >> $f; echo >> $f; exit 7' {host}`;
     const out: string[] = [];
     const r = await launch({
       command: ['node', 'job.mjs', 'a b'],
@@ -134,7 +135,8 @@ describe('ranks on other hosts', () => {
     });
     expect(r.exitCode).toBe(1);
     expect(r.ranks.map((x) => x.code)).toEqual([7, 7]);
-    const text = (await import('node:fs')).readFileSync(log, 'utf8');
+    const { readFileSync } = await import('node:fs');
+    const text = ['node-a.example', 'node-b.example'].map((h) => readFileSync(`${log}.${h}`, 'utf8')).join('');
     expect(text).toContain('host=node-a.example args=env SPERLI_SILENCE_MS=500 node job.mjs a b');
     expect(text).toContain('host=node-b.example');
     expect(text).toMatch(/\n[0-9a-f]{16}\n/);
