@@ -3,7 +3,7 @@
 // (add `--cpu-prof --cpu-prof-dir=DIR` after `node` for a profile of every rank).
 // Each rank runs ITERS/10 (at least 3) warm-up calls, then ITERS timed calls of a
 // Float64Array sum, and prints one line:
-//   CPU {"rank":r,"bytes":...,"iters":...,"medianUs":...,"minUs":...,"cpuUsPerCall":...,
+//   CPU {"rank":r,"bytes":...,"iters":...,"medianUs":...,"minUs":...,"meanUs":...,"p99Us":...,"cpuUsPerCall":...,
 //        "userUsPerCall":...,"systemUsPerCall":...,"gcMsTotal":...}
 // The result is checked once after the timed calls.
 import { PerformanceObserver, performance } from 'node:perf_hooks';
@@ -49,6 +49,8 @@ const line = {
   iters,
   medianUs: Number((times[iters >> 1] * 1000).toFixed(2)),
   minUs: Number((times[0] * 1000).toFixed(2)),
+  meanUs: Number(((times.reduce((a, b) => a + b, 0) / iters) * 1000).toFixed(2)),
+  p99Us: Number((times[Math.floor(iters * 0.99)] * 1000).toFixed(2)),
   cpuUsPerCall: Number(((cpu.user + cpu.system) / iters).toFixed(1)),
   userUsPerCall: Number((cpu.user / iters).toFixed(1)),
   systemUsPerCall: Number((cpu.system / iters).toFixed(1)),

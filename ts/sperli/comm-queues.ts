@@ -7,6 +7,7 @@
 
 import { MAX_PAYLOAD } from '../codec/sperli-frame.js';
 import type { PlexusError } from '../core/errors.js';
+import type { Spinner } from './spin.js';
 
 /** Matches a message from any rank in `recv` and `irecv`. */
 export const ANY_SOURCE = -1;
@@ -45,17 +46,25 @@ export class FrameQueue<T> {
   private head = 0;
   private waiter: Waiter<T> | undefined;
   private taker: Taker<T> | undefined;
+  private readonly spinner: Spinner | undefined;
+
+  /** A queue; with `spinner`, the event loop is kept polling while its consumer waits. */
+  constructor(spinner?: Spinner) {
+    this.spinner = spinner;
+  }
 
   push(item: T): void {
     const t = this.taker;
     if (t !== undefined) {
       this.taker = undefined;
+      this.spinner?.release();
       t.item(item);
       return;
     }
     const w = this.waiter;
     if (w !== undefined) {
       this.waiter = undefined;
+      this.spinner?.release();
       w.resolve(item);
       return;
     }
@@ -81,7 +90,10 @@ export class FrameQueue<T> {
    */
   wait(taker: Taker<T>, stopped: PlexusError | undefined): void {
     if (stopped !== undefined) taker.fail(stopped);
-    else this.taker = taker;
+    else {
+      this.taker = taker;
+      this.spinner?.hold();
+    }
   }
 
   /** Puts back an item taken by `poll` or a taker, to be the next one again. */
@@ -94,6 +106,7 @@ export class FrameQueue<T> {
   next(stopped: PlexusError | undefined): Promise<T> {
     if (this.head < this.items.length) return Promise.resolve(this.poll() as T);
     if (stopped !== undefined) return Promise.reject(stopped);
+    this.spinner?.hold();
     return new Promise<T>((resolve, reject) => {
       this.waiter = { resolve, reject };
     });
@@ -105,9 +118,11 @@ export class FrameQueue<T> {
     this.head = 0;
     const w = this.waiter;
     this.waiter = undefined;
+    if (w !== undefined) this.spinner?.release();
     w?.reject(error);
     const t = this.taker;
     this.taker = undefined;
+    if (t !== undefined) this.spinner?.release();
     t?.fail(error);
   }
 }
@@ -133,6 +148,12 @@ export class Mailbox {
   private readonly posted: Posted[] = [];
   /** Full frames of messages still open, by source, then tag. */
   private readonly partial = new Map<number, Map<number, Uint8Array[]>>();
+  private readonly spinner: Spinner | undefined;
+
+  /** A mailbox; with `spinner`, the event loop is kept polling while a receive waits. */
+  constructor(spinner?: Spinner) {
+    this.spinner = spinner;
+  }
 
   /** One DATA frame from `source`. */
   frame(source: number, tag: number, payload: Uint8Array): void {
@@ -176,6 +197,7 @@ export class Mailbox {
     }
     const p = this.posted[i] as Posted;
     this.posted.splice(i, 1);
+    this.spinner?.release();
     p.resolve(m);
   }
 
@@ -188,6 +210,7 @@ export class Mailbox {
       return Promise.resolve(m);
     }
     if (stopped !== undefined) return Promise.reject(stopped);
+    this.spinner?.hold();
     return new Promise<Message>((resolve, reject) => {
       this.posted.push({ source, tag, resolve, reject });
     });
@@ -198,6 +221,9 @@ export class Mailbox {
     const waiting = this.posted.splice(0);
     this.arrived.length = 0;
     this.partial.clear();
-    for (const p of waiting) p.reject(error);
+    for (const p of waiting) {
+      this.spinner?.release();
+      p.reject(error);
+    }
   }
 }

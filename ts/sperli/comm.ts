@@ -22,6 +22,7 @@ import { HeldBytes } from './comm-bytes.js';
 import { ANY_SOURCE, ANY_TAG, FrameQueue, Mailbox, type Message } from './comm-queues.js';
 import type { IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
+import { Spinner } from './spin.js';
 import { type RankTransport, SEND_NOW_MAX, type TransportFrame } from './transport.js';
 
 export type { ReduceArray, Reduced, ScatterData } from './collectives.js';
@@ -63,7 +64,10 @@ export class Comm {
   private failure: PlexusError | undefined;
   private ended: PlexusError | undefined;
   private finalizing: Promise<void> | undefined;
-  private readonly mailbox = new Mailbox();
+  private readonly mailbox: Mailbox;
+  private readonly spinner: Spinner;
+  /** How long (ms) a wait for a frame keeps the event loop polling before it sleeps (spin.ts). */
+  readonly spinMs: number;
   private readonly collectiveFrames: FrameQueue<Uint8Array | IncomingFrame>[] = [];
   private readonly checkpointFrames: FrameQueue<TransportFrame>[] = [];
   /** Per peer: the last queued send, settled either way. */
@@ -78,10 +82,18 @@ export class Comm {
 
   /**
    * A communicator on `transport`. `options.checkpoint` (the checkpoint directory and the
-   * job's id and keys, see `checkpointContextOf`) enables `checkpoint` and `resume`.
+   * job's id and keys, see `checkpointContextOf`) enables `checkpoint` and `resume`;
+   * `options.spinMs` (default 0) keeps the event loop polling for that long while a call
+   * waits for a frame (`init()` picks it, see spin.ts).
    */
-  constructor(transport: RankTransport, options: { readonly checkpoint?: CheckpointContext } = {}) {
+  constructor(
+    transport: RankTransport,
+    options: { readonly checkpoint?: CheckpointContext; readonly spinMs?: number } = {},
+  ) {
     this.transport = transport;
+    this.spinMs = options.spinMs ?? 0;
+    this.spinner = new Spinner(this.spinMs);
+    this.mailbox = new Mailbox(this.spinner);
     this.rank = transport.rank;
     this.size = transport.size;
     this.checkpoints = new Checkpointer(
@@ -99,8 +111,8 @@ export class Comm {
       options.checkpoint,
     );
     for (let r = 0; r < this.size; r++) {
-      this.collectiveFrames.push(new FrameQueue());
-      this.checkpointFrames.push(new FrameQueue());
+      this.collectiveFrames.push(new FrameQueue(this.spinner));
+      this.checkpointFrames.push(new FrameQueue(this.spinner));
       this.sendQueue.push(Promise.resolve());
       this.sendsOpen.push(0);
     }

@@ -142,3 +142,8 @@ export function refusedHosts(opts: RefusedHostsOptions = {}): RefusedHosts {
     },
   };
 }
+
+/** Whether a host names this machine (loopback addresses each count as a distinct host). */
+export function isLocalHost(name: string): boolean {
+  return name === 'localhost' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name);
+}

@@ -22,6 +22,7 @@ import {
   SILENCE_VARIABLE,
 } from './launcher.js';
 import { openMesh } from './mesh.js';
+import { ranksOnMachine, SPIN_VARIABLE, spinWindowMs } from './spin.js';
 
 export interface InitOptions {
   /** Where the job description comes from (default: standard input). */
@@ -35,6 +36,12 @@ export interface InitOptions {
    * SPERLI_CHECKPOINT_DIR from the launcher's --checkpoint-dir.
    */
   readonly checkpointDir?: string;
+  /**
+   * How long (ms, 0..1000) a call waiting for a frame keeps the event loop polling before
+   * it sleeps. Default: SPERLI_SPIN_MS when set, else 1 when the job's ranks on this
+   * machine fit its cores and 0 when they outnumber them.
+   */
+  readonly spinMs?: number;
 }
 
 /** Exit status of a rank whose job failed. */
@@ -122,9 +129,10 @@ export async function init(options: InitOptions = {}): Promise<Comm> {
     const envSilence = Number(process.env[SILENCE_VARIABLE]);
     const silenceMs =
       options.silenceMs ?? (Number.isInteger(envSilence) && envSilence > 0 ? envSilence : DEFAULT_SILENCE_MS);
+    const spinMs = spinWindowMs(options.spinMs ?? process.env[SPIN_VARIABLE], ranksOnMachine(desc.hosts, desc.rank));
     const transport = await openMesh(desc, { silenceMs, refused });
     const dir = options.checkpointDir ?? process.env[CHECKPOINT_DIR_VARIABLE];
-    const comm = dir ? new Comm(transport, { checkpoint: checkpointContextOf(desc, dir) }) : new Comm(transport);
+    const comm = new Comm(transport, dir ? { checkpoint: checkpointContextOf(desc, dir), spinMs } : { spinMs });
     const rank = desc.rank;
     if (exitOnFailure) comm.onFailure((e) => reportAndExit(rank, e));
     return comm;

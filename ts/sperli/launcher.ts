@@ -13,9 +13,12 @@ import type { HostEntry } from '../codec/sperli-jobdesc.js';
 import { encodeJobLine } from '../codec/sperli-jobdesc.js';
 import { PlexusError } from '../core/errors.js';
 import { jobIdHex } from '../crypto/x509.js';
-import { refusedHosts } from './hosts.js';
+import { isLocalHost, refusedHosts } from './hosts.js';
 import { makeJob } from './job.js';
 import { DEFAULT_SILENCE_MS } from './mesh.js';
+import { SPIN_VARIABLE, spinWindowMs } from './spin.js';
+
+export { isLocalHost } from './hosts.js';
 
 export { DEFAULT_SILENCE_MS };
 
@@ -49,6 +52,11 @@ export interface LaunchOptions {
   readonly checkpointDir?: string;
   /** How often a failed job is started again (incarnation + 1, same job id and keys). */
   readonly restartMax?: number;
+  /**
+   * The polling window of every rank in ms (SPERLI_SPIN_MS, 0..1000; see spin.ts); by
+   * default each rank picks its own.
+   */
+  readonly spinMs?: number;
 }
 
 export interface RankFailure {
@@ -99,11 +107,6 @@ export function parseHostsFile(text: string): { name: string; port?: number }[] 
     out.push(port === undefined ? { name: m[1] as string } : { name: m[1] as string, port });
   });
   return out;
-}
-
-/** Whether a host names this machine (loopback addresses each count as a distinct host). */
-export function isLocalHost(name: string): boolean {
-  return name === 'localhost' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name);
 }
 
 /** A free TCP port on a local address (bound and released). */
@@ -222,6 +225,13 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
   if (!Number.isInteger(restartMax) || restartMax < 0) {
     throw usage(`the restart limit must be a whole number >= 0, got ${restartMax}`);
   }
+  if (opts.spinMs !== undefined) {
+    try {
+      spinWindowMs(opts.spinMs, 1);
+    } catch (e) {
+      throw usage(`--spin-ms: ${(e as Error).message}`, { reason: 'spin' });
+    }
+  }
   const err = opts.stderr ?? ((t: string) => process.stderr.write(t));
   let { hosts, spares } = await resolveHosts(opts);
   const first = await makeJob({ hosts, incarnation: opts.incarnation ?? 1 });
@@ -284,12 +294,14 @@ async function runOnce(
       const rankEnv: NodeJS.ProcessEnv = { ...env, [SILENCE_VARIABLE]: String(silenceMs) };
       if (opts.denyFile) rankEnv[DENY_FILE_VARIABLE] = opts.denyFile;
       if (opts.checkpointDir) rankEnv[CHECKPOINT_DIR_VARIABLE] = opts.checkpointDir;
+      if (opts.spinMs !== undefined) rankEnv[SPIN_VARIABLE] = String(opts.spinMs);
       let child: ChildProcess;
       if (isLocalHost(host.name) || opts.remote === undefined) {
         child = spawn(opts.command[0] as string, opts.command.slice(1), { env: rankEnv, stdio: 'pipe' });
       } else {
         const ckpt = opts.checkpointDir ? ` ${CHECKPOINT_DIR_VARIABLE}=${shellQuote(opts.checkpointDir)}` : '';
-        const prefix = `env ${SILENCE_VARIABLE}=${silenceMs}${ckpt}`;
+        const spin = opts.spinMs === undefined ? '' : ` ${SPIN_VARIABLE}=${opts.spinMs}`;
+        const prefix = `env ${SILENCE_VARIABLE}=${silenceMs}${ckpt}${spin}`;
         const cmd = `${opts.remote.replaceAll('{host}', host.name)} ${prefix} ${opts.command.map(shellQuote).join(' ')}`;
         child = spawn('sh', ['-c', cmd], { env, stdio: 'pipe' });
       }

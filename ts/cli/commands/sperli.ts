@@ -25,11 +25,22 @@ const HELP = [
   '                       incarnation (same job id and keys); it resumes from its',
   '                       last COMMIT. A lost rank moves to a spare host when the',
   '                       hosts file lists more hosts than ranks (default 0)',
+  '      --spin-ms MS     how long a rank waiting for a message polls before it',
+  '                       sleeps, 0..1000 ms (default: 1 when the ranks on a machine',
+  '                       fit its cores, else 0; SPERLI_SPIN_MS sets it too)',
   '      --json           print the result as JSON on the last line',
   '',
   'Example:',
   '  plexus sperli launch -n 4 -- node examples/sperli/pi.mjs',
 ].join('\n');
+
+function spinMs(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+(\.\d+)?$/.test(v) || Number(v) > 1000) {
+    throw new UsageError('sperli', `--spin-ms takes a number of milliseconds from 0 to 1000, got "${v}"`);
+  }
+  return Number(v);
+}
 
 export const sperli: Command = {
   name: 'sperli',
@@ -53,6 +64,7 @@ export const sperli: Command = {
         remote: { type: 'string' },
         'checkpoint-dir': { type: 'string' },
         'restart-max': { type: 'string' },
+        'spin-ms': { type: 'string' },
         json: { type: 'boolean' },
       },
     });
@@ -74,6 +86,7 @@ export const sperli: Command = {
       remote: values.remote,
       checkpointDir: values['checkpoint-dir'],
       restartMax: num('restart-max', values['restart-max']),
+      spinMs: spinMs(values['spin-ms']),
     });
     const f = result.failure;
     if (f) {
