@@ -344,6 +344,37 @@ describe('side streams on the Raft port', () => {
     expect(leader.last).toBe(2n);
   });
 
+  it('large appends: a snapshot by bytes before snapshotEvery appends, keeping at most snapshotRetainBytes', async () => {
+    // 4 KiB appends: 1,000 appends would be 4 MiB; the byte limits decide long before.
+    const c = (cluster = await startCluster(3, {
+      snapshotEvery: 1000,
+      snapshotRetain: 500,
+      snapshotEveryBytes: 64 * 1024,
+      snapshotRetainBytes: 16 * 1024,
+      localWritebackMs: 20,
+    }));
+    const leader = await c.waitLeader();
+    const big = new Uint8Array(4096).fill(7);
+    let n = 0;
+    while (leader.status().snapshotsTaken === 0 && n < 200) {
+      await leader.append([big]);
+      n++;
+    }
+    await until(() => leader.status().snapshotsTaken >= 1, 5000, 'a snapshot');
+    // 64 KiB of entries is 16 of these appends: far fewer than snapshotEvery (1,000).
+    expect(n).toBeLessThan(40);
+    const st = leader.status();
+    // At most 16 KiB (3 appends) kept below the index the snapshot was computed at, not
+    // snapshotRetain (500, more than all there are); a few appends landed while it was taken.
+    expect(st.applied - st.snapshotIndex).toBeLessThanOrEqual(12);
+    expect(st.snapshotIndex).toBeGreaterThan(0);
+    // The others compact the same way, and every member still holds every record.
+    await until(() => c.ids.every((id) => (c.logs.get(id)?.status().snapshotsTaken ?? 0) >= 1), 5000, 'compaction');
+    await leader.append([text('after')]);
+    const all = await sameEverywhere(c.ids.map((id) => c.logs.get(id) as ReplicatedLog));
+    expect(all).toHaveLength(n + 1);
+  });
+
   it('checks the snapshot options', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-opts-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
@@ -353,7 +384,14 @@ describe('side streams on the Raft port', () => {
       members: [{ id: 1, raftAddress: '127.0.0.1:0', advertise: '127.0.0.1:1' }],
       logger: quiet,
     };
-    for (const bad of [{ snapshotEvery: -1 }, { snapshotRetain: 50_001 }, { catchUpChunkBytes: 0 }]) {
+    for (const bad of [
+      { snapshotEvery: -1 },
+      { snapshotRetain: 50_001 },
+      { catchUpChunkBytes: 0 },
+      { snapshotRetainBytes: -1 },
+      { snapshotEveryBytes: 1.5 },
+      { localWritebackMs: -5 },
+    ]) {
       const e = await ReplicatedLog.open({ ...base, ...bad }).catch((x) => x);
       expect(isPlexusError(e, 'PLX_CHRONACTA_HA_BAD_CONFIG')).toBe(true);
     }

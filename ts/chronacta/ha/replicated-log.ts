@@ -94,6 +94,13 @@ export interface ReplicatedLogOptions {
    * docs/chronacta-ha.md, "Durability of the local log".
    */
   readonly localFsync?: 'batch' | 'never';
+  /**
+   * With localFsync `never`: how often (ms) the member writes its local log back to the disk
+   * in the background (one fsync through the thread pool, never on the acknowledgement path),
+   * so that a Raft snapshot, which needs the log durable, finds little left to write. Default
+   * 1000; 0 leaves write-back to the kernel.
+   */
+  readonly localWritebackMs?: number;
   /** Segment size of both logs (tests use small ones). */
   readonly segmentBytes?: number;
   /**
@@ -115,6 +122,17 @@ export interface ReplicatedLogOptions {
    * 5,000; at most 50,000.
    */
   readonly snapshotRetain?: number;
+  /**
+   * At most this many bytes of entries kept below the applied index when compacting, whatever
+   * `snapshotRetain` says: a snapshot rewrites the entries it keeps into the Raft journal, and
+   * they stay in memory. Default 8 MiB.
+   */
+  readonly snapshotRetainBytes?: number;
+  /**
+   * Also take a snapshot once this many bytes of entries were applied since the last one,
+   * before `snapshotEvery` appends (large batches). Default 64 MiB; 0: appends only.
+   */
+  readonly snapshotEveryBytes?: number;
   /** Payload bytes per chunk of a catch-up transfer (a chunk always holds one record at least). Default 1 MiB, at most 32 MiB. */
   readonly catchUpChunkBytes?: number;
   /** How long a catch-up request waits for its chunk before the member tries again (elsewhere). Default 5,000 ms. */
@@ -316,6 +334,15 @@ export class ReplicatedLog implements LogStorage {
   private catchUpStream: Socket | undefined;
   private snapshotsTaken = 0;
   private snapshotPosition = 0;
+  /** A Raft snapshot being taken, off the apply path (`startSnapshot`). */
+  private snapshotting: Promise<void> | undefined;
+  /** Bytes of entries applied (all time), and where that stood at the last snapshot taken. */
+  private appliedBytes = 0;
+  private appliedBytesAtSnapshot = 0;
+  /** The background write-back of the local log (localWritebackMs), and the one running. */
+  private writebackTimer: NodeJS.Timeout | undefined;
+  private writingBack: Promise<void> | undefined;
+  private writtenBackTo = -1;
   /**
    * While a snapshot is installed and the local log lacks records below it, the member sends
    * no Raft message: to the others it looks down, so it neither acknowledges the snapshot nor
@@ -410,6 +437,21 @@ export class ReplicatedLog implements LogStorage {
           `snapshotRetain ${String(retain)} must be a whole number in 0..${MAX_RETAIN}`,
         );
       }
+      for (const [name, v] of [
+        ['snapshotRetainBytes', opts.snapshotRetainBytes],
+        ['snapshotEveryBytes', opts.snapshotEveryBytes],
+      ] as const) {
+        if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
+          throw haError(HaErrorCode.BAD_CONFIG, `${name} ${String(v)} must be a whole number of bytes, 0 or more`);
+        }
+      }
+      const writebackMs = opts.localWritebackMs ?? 1000;
+      if (!Number.isSafeInteger(writebackMs) || writebackMs < 0) {
+        throw haError(
+          HaErrorCode.BAD_CONFIG,
+          `localWritebackMs ${String(writebackMs)} must be a whole number, 0 or more`,
+        );
+      }
       const chunk = opts.catchUpChunkBytes ?? 1024 * 1024;
       if (!Number.isSafeInteger(chunk) || chunk < 1 || chunk > 32 * 1024 * 1024) {
         throw haError(HaErrorCode.BAD_CONFIG, `catchUpChunkBytes ${String(chunk)} must be a whole number in 1..32 MiB`);
@@ -490,6 +532,7 @@ export class ReplicatedLog implements LogStorage {
         log.startInstall(descriptor);
       }
       driver.start();
+      log.startWriteback();
       return log;
     } catch (e) {
       await transport?.close();
@@ -724,7 +767,10 @@ export class ReplicatedLog implements LogStorage {
     this.catchUp.close();
     await this.driver.stop();
     this.flushGroup();
+    clearInterval(this.writebackTimer);
     await this.installing?.catch(() => undefined);
+    await this.snapshotting;
+    await this.writingBack;
     for (const w of this.confWaiters.values()) w.reject(haError(HaErrorCode.STOPPED, 'the member closed'));
     this.confWaiters.clear();
     await this.transport.close();
@@ -1299,17 +1345,18 @@ export class ReplicatedLog implements LogStorage {
     }
   }
 
-  /**
-   * Takes a Raft snapshot `snapshotRetain` entries behind the applied index once
-   * `snapshotEvery` entries were applied since the last one, and compacts the Raft log
-   * before it. Runs at the end of an apply, after the local appends it made are done.
-   */
   /** localFsync 'never': makes the local log durable as far as it is written (see local-tail.ts). */
   private async syncLocal(): Promise<void> {
     if ((this.opts.localFsync ?? 'never') !== 'never') return;
     await syncLocalLog(join(this.opts.dir, 'log'), this.local.segmentFiles, this.syncedSegments);
   }
 
+  /**
+   * Takes a Raft snapshot `snapshotRetain` entries behind the applied index once
+   * `snapshotEvery` entries were applied since the last one, and compacts the Raft log
+   * before it. Started at the end of an apply (after the local appends it made are done)
+   * and not awaited there: applying goes on while the local log is made durable.
+   */
   private async maybeSnapshot(): Promise<void> {
     const every = this.opts.snapshotEvery ?? 10_000;
     if (every <= 0) return;
@@ -1321,13 +1368,38 @@ export class ReplicatedLog implements LogStorage {
     // what the Raft log holds in memory grows with the appends.
     const top = this.markAt(applied);
     if (!top) return;
-    const mark = this.markByFrames(top[4] - retain);
+    let mark = this.markByFrames(top[4] - retain);
+    const everyBytes = this.opts.snapshotEveryBytes ?? 64 * 1024 * 1024;
+    const byBytes = everyBytes > 0 && this.appliedBytes - this.appliedBytesAtSnapshot >= everyBytes;
+    if (!byBytes) {
+      if (!mark || mark[0] <= current) return;
+      if (mark[4] - (this.markAt(current)?.[4] ?? 0) < every) return;
+    }
+    // Keep at most snapshotRetainBytes of entries: a later snapshot point when the retained
+    // appends are large.
+    const retainBytes = this.opts.snapshotRetainBytes ?? 8 * 1024 * 1024;
+    const lo = Math.max(mark?.[0] ?? current, current);
+    const kept = this.raftStorage.entries(lo + 1, top[0] + 1);
+    let bytes = 0;
+    let from = top[0];
+    for (let i = kept.length - 1; i >= 0; i--) {
+      const e = kept[i] as Entry;
+      bytes += e.data.length;
+      if (bytes > retainBytes) break;
+      from = e.index - 1;
+    }
+    if (from > lo) {
+      const later = this.markAt(from);
+      if (later && later[0] > lo) mark = later;
+    }
     if (!mark || mark[0] <= current) return;
-    if (mark[4] - (this.markAt(current)?.[4] ?? 0) < every) return;
     const at = mark[0];
+    const bytesThen = this.appliedBytes;
     try {
       // The Raft entries up to `at` go away: the local records derived from them must be durable.
       await this.syncLocal();
+      // Meanwhile an installed snapshot may have covered `at` already.
+      if (this.closed || this.raftStorage.snapshot().metadata.index >= at) return;
       const meta = this.node.compact(at, new Uint8Array(0)).metadata;
       const data = encodeDescriptor({
         index: at,
@@ -1340,6 +1412,7 @@ export class ReplicatedLog implements LogStorage {
       });
       this.raftStorage.compact({ metadata: meta, data });
       this.snapshotsTaken++;
+      this.appliedBytesAtSnapshot = bytesThen;
       this.snapshotPosition = mark[1];
     } catch (err) {
       this.opts.logger?.warn('replicated log: taking a Raft snapshot failed; the log stays as it is', {
@@ -1405,8 +1478,57 @@ export class ReplicatedLog implements LogStorage {
     }
     const lastEntry = entries[entries.length - 1];
     if (lastEntry) this.raftApplied = lastEntry.index;
+    for (const e of entries) this.appliedBytes += e.data.length;
     this.observeLeadership();
-    await this.maybeSnapshot();
+    this.startSnapshot();
+  }
+
+  /**
+   * Starts `maybeSnapshot` unless one runs: the snapshot waits for the local log to be durable
+   * (an fsync of everything written since the last one), and applying goes on meanwhile.
+   */
+  private startSnapshot(): void {
+    if (this.snapshotting !== undefined || this.closed) return;
+    const p = this.maybeSnapshot()
+      .catch((err: unknown) => {
+        this.opts.logger?.warn('replicated log: taking a Raft snapshot failed; the log stays as it is', {
+          id: this.opts.id,
+          error: String(err),
+        });
+      })
+      .finally(() => {
+        if (this.snapshotting === p) this.snapshotting = undefined;
+      });
+    this.snapshotting = p;
+  }
+
+  /** localFsync 'never' and localWritebackMs > 0: writes the local log back every localWritebackMs. */
+  private startWriteback(): void {
+    const ms = this.opts.localWritebackMs ?? 1000;
+    if ((this.opts.localFsync ?? 'never') !== 'never' || ms === 0) return;
+    this.writebackTimer = setInterval(() => {
+      const tail = this.localTail;
+      if (this.writingBack !== undefined || this.closed || tail === this.writtenBackTo) return;
+      const p = this.syncLocal()
+        .then(
+          () => {
+            this.writtenBackTo = tail;
+          },
+          (err: unknown) => {
+            // A segment removed by a compaction meanwhile: the next round writes back what is there.
+            if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+            this.opts.logger?.warn('replicated log: background write-back of the local log failed', {
+              id: this.opts.id,
+              error: String(err),
+            });
+          },
+        )
+        .finally(() => {
+          if (this.writingBack === p) this.writingBack = undefined;
+        });
+      this.writingBack = p;
+    }, ms);
+    this.writebackTimer.unref();
   }
 
   private applyConfChange(e: Entry): void {
