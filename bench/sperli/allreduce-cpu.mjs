@@ -1,5 +1,5 @@
 // A rank program that times one allreduce size and prints where each rank's CPU goes:
-//   plexus sperli launch -n N -- node bench/sperli/allreduce-cpu.mjs BYTES ITERS
+//   plexus sperli launch -n N -- node bench/sperli/allreduce-cpu.mjs BYTES ITERS [into]
 // (add `--cpu-prof --cpu-prof-dir=DIR` after `node` for a profile of every rank).
 // Each rank runs ITERS/10 (at least 3) warm-up calls, then ITERS timed calls of a
 // Float64Array sum, and prints one line:
@@ -13,9 +13,12 @@ const comm = await init();
 const { rank, size } = comm;
 const bytes = Number(process.argv[2] ?? 16 * 2 ** 20);
 const iters = Number(process.argv[3] ?? 20);
+// With a third argument `into`, every call writes its result into one array (allreduce's `into`).
+const into = process.argv[4] === 'into' ? { into: null } : undefined;
 const n = Math.max(1, Math.floor(bytes / 8));
 const data = new Float64Array(n);
 for (let i = 0; i < n; i++) data[i] = rank + i * 0.5;
+if (into) into.into = new Float64Array(n);
 
 let gcMs = 0;
 let counting = false;
@@ -26,14 +29,14 @@ const gc = new PerformanceObserver((list) => {
 gc.observe({ entryTypes: ['gc'] });
 
 let sum;
-for (let i = 0; i < Math.max(3, Math.floor(iters / 10)); i++) sum = await comm.allreduce(data, 'sum');
+for (let i = 0; i < Math.max(3, Math.floor(iters / 10)); i++) sum = await comm.allreduce(data, 'sum', into);
 await comm.barrier();
 const times = new Float64Array(iters);
 counting = true;
 const cpu0 = process.cpuUsage();
 for (let i = 0; i < iters; i++) {
   const s = performance.now();
-  sum = await comm.allreduce(data, 'sum');
+  sum = await comm.allreduce(data, 'sum', into);
   times[i] = performance.now() - s;
 }
 const cpu = process.cpuUsage(cpu0);
@@ -47,6 +50,7 @@ const line = {
   rank,
   bytes,
   iters,
+  into: into !== undefined,
   medianUs: Number((times[iters >> 1] * 1000).toFixed(2)),
   minUs: Number((times[0] * 1000).toFixed(2)),
   meanUs: Number(((times.reduce((a, b) => a + b, 0) / iters) * 1000).toFixed(2)),

@@ -1,5 +1,5 @@
 // The SPERLI side of the SPERLI benchmark (bench/sperli.mjs), a rank program:
-//   plexus sperli launch -n N -- node bench/sperli/job.mjs BUDGET_MS [pingpong] [allreduce]
+//   plexus sperli launch -n N -- node bench/sperli/job.mjs BUDGET_MS [pingpong] [allreduce] [allreduce-new]
 //
 // The same cases, calibration and timing as bench/sperli/mpi-bench.c. Each case: a few
 // warm-up iterations, each timed by rank 0, which picks the number of timed iterations
@@ -93,14 +93,19 @@ if (cases.has('pingpong') && size >= 2) {
   }
 }
 
-if (cases.has('allreduce')) {
-  for (const bytes of [8, 64 << 10, 1 << 20, 16 << 20]) {
+// 'allreduce' writes each result into one array given with `into`, as mpi-bench.c passes
+// MPI_Allreduce its receive buffer; 'allreduce-new' takes a new result array every call.
+// Size by size, the two kinds in turns, so neither runs on a colder process than the other.
+for (const bytes of [8, 64 << 10, 1 << 20, 16 << 20]) {
+  for (const kind of ['allreduce', 'allreduce-new']) {
+    if (!cases.has(kind)) continue;
     const n = bytes / 8;
     const data = new Float64Array(n);
     for (let i = 0; i < n; i++) data[i] = rank + i * 0.5;
+    const into = kind === 'allreduce' ? { into: new Float64Array(n) } : undefined;
     let sum;
-    await measure('allreduce', bytes, async () => {
-      sum = await comm.allreduce(data, 'sum');
+    await measure(kind, bytes, async () => {
+      sum = await comm.allreduce(data, 'sum', into);
     });
     const base = (size * (size - 1)) / 2;
     for (let i = 0; i < n; i += Math.max(1, n >> 10)) {

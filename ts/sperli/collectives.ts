@@ -266,6 +266,44 @@ function reduceArgs(data: unknown, typeOrOp: unknown, op: unknown, what: string)
   return { data: HeldBytes.of(bytes), like: data, type, op: o };
 }
 
+/**
+ * `options.into` of allreduce (where the result goes, like MPI's receive buffer: an array of
+ * data's kind and byte length that does not overlap it) checked against the call's data
+ * (H1618 like every local argument), as bytes.
+ */
+function intoBytes(options: unknown, a: ReduceArgs, what: string): Uint8Array<ArrayBuffer> | undefined {
+  if (options === undefined || options === null) return undefined;
+  if (typeof options !== 'object')
+    throw refused('options', `${what}: options must be an object, got ${describe(options)}`);
+  const into = (options as { into?: unknown }).into;
+  if (into === undefined) return undefined;
+  if (!ArrayBuffer.isView(into) || !(into.buffer instanceof ArrayBuffer)) {
+    throw refused('into', `${what}: into must be a typed array over an ArrayBuffer, got ${describe(into)}`);
+  }
+  if (into.constructor !== a.like.constructor) {
+    throw refused('into', `${what}: into must be a ${a.like.constructor.name} like data, got ${describe(into)}`);
+  }
+  if (into.byteLength !== a.data.length) {
+    throw refused(
+      'into',
+      `${what}: into holds ${into.byteLength} bytes and data ${a.data.length}; they must be equal`,
+      {
+        into: into.byteLength,
+        length: a.data.length,
+      },
+    );
+  }
+  const d = a.data.bytes;
+  if (
+    into.buffer === d.buffer &&
+    into.byteOffset < d.byteOffset + d.length &&
+    d.byteOffset < into.byteOffset + into.byteLength
+  ) {
+    throw refused('into', `${what}: into overlaps data; give the result a buffer of its own`);
+  }
+  return new Uint8Array(into.buffer, into.byteOffset, into.byteLength);
+}
+
 function header(
   op: number,
   phase: number,
@@ -631,26 +669,43 @@ export class Collectives {
     });
   }
 
-  /** Reduces every rank's array at rank 0 and gives the result to every rank. */
-  allreduce(data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView> {
+  /**
+   * Reduces every rank's array at rank 0 and gives the result to every rank; with
+   * `options.into`, in that array (resolving to it) instead of a new one.
+   */
+  allreduce(data: ArrayBufferView, typeOrOp: unknown, op?: unknown, options?: unknown): Promise<ArrayBufferView> {
     return this.call((seq) => {
       const a = reduceArgs(data, typeOrOp, op, 'allreduce');
+      const into = intoBytes(options, a, 'allreduce');
+      const like = into === undefined ? a.like : (options as { into: ArrayBufferView }).into;
       const small = this.startSmall(CollectiveOp.allreduce, 0, seq, a) as Promise<ArrayBufferView> | undefined;
-      if (small !== undefined) return small;
+      if (small !== undefined) {
+        if (into === undefined) return small;
+        return small.then((r) => {
+          into.set(new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
+          return like;
+        });
+      }
       const up = header(CollectiveOp.allreduce, CollectivePhase.toRoot, 0, seq, a.type, a.op);
       const down = header(CollectiveOp.allreduce, CollectivePhase.fromRoot, 0, seq, a.type, a.op);
       if (this.link.rank === 0) {
         return async () => {
           const length = a.data.length;
           if (length < STREAMED_RESULT || this.link.size === 1) {
-            const result = await this.reduceAtRoot(up, a.data, a.type, a.op);
+            const result = await this.reduceAtRoot(
+              up,
+              a.data,
+              a.type,
+              a.op,
+              into === undefined ? undefined : new GrowingBytes(into),
+            );
             const held = HeldBytes.of(result);
             await this.toAll(0, down, () => held);
-            return viewLike(a.like, result);
+            return into === undefined ? viewLike(like, result) : like;
           }
           // The result goes out run by run while the last contribution is still arriving:
           // sending overlaps receiving, and nothing is sent before it is final.
-          const out = new GrowingBytes(filledLater(length));
+          const out = new GrowingBytes(into ?? filledLater(length));
           const sending = Promise.all(this.others(0).map((r) => this.link.sendCollectiveGrowing(r, down, out)));
           sending.catch(noop);
           try {
@@ -660,16 +715,24 @@ export class Collectives {
             throw e;
           }
           await sending;
-          return viewLike(a.like, out.bytes as Uint8Array<ArrayBuffer>);
+          return into === undefined ? viewLike(like, out.bytes as Uint8Array<ArrayBuffer>) : like;
         };
       }
       return async () => {
         const length = a.data.length;
+        const fault = this.dataFault(0, down, length);
+        if (into !== undefined) {
+          await Promise.all([
+            this.link.sendCollective(0, up, a.data),
+            this.receiveExact(0, down, length, fault, (at, chunk) => into.set(chunk, at)),
+          ]);
+          return like;
+        }
         const [, result] = await Promise.all([
           this.link.sendCollective(0, up, a.data),
-          this.receiveExact(0, down, length, this.dataFault(0, down, length)),
+          this.receiveExact(0, down, length, fault),
         ]);
-        return viewLike(a.like, ownAligned(result));
+        return viewLike(like, ownAligned(result));
       };
     });
   }

@@ -26,6 +26,11 @@ import { Spinner } from './spin.js';
 import { type RankTransport, SEND_NOW_MAX, type TransportFrame } from './transport.js';
 
 export type { ReduceArray, Reduced, ScatterData } from './collectives.js';
+
+/** Options of `allreduce`: `into` receives the result (data's kind and length, not overlapping it). */
+export interface AllreduceOptions<T extends ArrayBufferView = ArrayBufferView> {
+  readonly into?: T;
+}
 export { ANY_SOURCE, ANY_TAG, type Message } from './comm-queues.js';
 
 /** A local argument of a point-to-point call is refused. */
@@ -293,11 +298,22 @@ export class Comm {
     return this.collectives.reduce(root, data, typeOrOp, op);
   }
 
-  /** `reduce` at rank 0, with the result on every rank. */
-  allreduce<T extends ReduceArray>(data: T, op: ReduceOperation): Promise<Reduced<T>>;
-  allreduce<T extends ArrayBufferView>(data: T, type: ElementTypeArg, op: ReduceOperation): Promise<Reduced<T>>;
-  allreduce(data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView> {
-    return this.collectives.allreduce(data, typeOrOp, op);
+  /**
+   * `reduce` at rank 0, with the result on every rank: a new array, or `options.into` (an
+   * array of data's kind and length that does not overlap it, like MPI's receive buffer).
+   */
+  allreduce<T extends ReduceArray>(data: T, op: ReduceOperation, options?: AllreduceOptions<T>): Promise<Reduced<T>>;
+  allreduce<T extends ArrayBufferView>(
+    data: T,
+    type: ElementTypeArg,
+    op: ReduceOperation,
+    options?: AllreduceOptions<T>,
+  ): Promise<Reduced<T>>;
+  allreduce(data: ArrayBufferView, typeOrOp: unknown, third?: unknown, fourth?: unknown): Promise<ArrayBufferView> {
+    if (fourth === undefined && typeof third === 'object' && third !== null) {
+      return this.collectives.allreduce(data, typeOrOp, undefined, third);
+    }
+    return this.collectives.allreduce(data, typeOrOp, third, fourth);
   }
 
   /** The root gets every rank's block (all of one length) in rank order; the others get null. */

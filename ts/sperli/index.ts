@@ -19,7 +19,7 @@ export {
   checkpointContextOf,
   fileStore,
 } from './checkpoint.js';
-export { ANY_SOURCE, ANY_TAG, Comm } from './comm.js';
+export { type AllreduceOptions, ANY_SOURCE, ANY_TAG, Comm } from './comm.js';
 export * from './hosts.js';
 export { FAILURE_EXIT_CODE, type InitOptions, init } from './init.js';
 export { type Job, type MakeJobOptions, makeJob } from './job.js';
