@@ -19,11 +19,15 @@ const { rank, size } = comm;
 const budgetMs = Number(process.argv[2] ?? 1000);
 const cases = new Set(process.argv.slice(3));
 
-/** [warm-up, least, most] iterations by message size, as in mpi-bench.c. */
+/**
+ * [warm-up, least, most] iterations by message size, as in mpi-bench.c. Small cases warm up
+ * for 300 calls: enough for a rank's polling (docs/sperli.md, "Waiting for frames") to settle
+ * after the large messages of the case before.
+ */
 function bounds(bytes) {
   if (bytes >= 16 << 20) return [3, 8, 40];
   if (bytes >= 1 << 20) return [5, 20, 400];
-  return [50, 100, 5000];
+  return [300, 100, 5000];
 }
 
 function median(xs) {

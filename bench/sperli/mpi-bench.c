@@ -35,7 +35,7 @@ static void bounds(long bytes, int *warm, int *least, int *most) {
   } else if (bytes >= (1L << 20)) {
     *warm = 5, *least = 20, *most = 400;
   } else {
-    *warm = 50, *least = 100, *most = 5000;
+    *warm = 300, *least = 100, *most = 5000;
   }
 }
 
