@@ -1,6 +1,6 @@
 /**
  * `allreduce(data, op, { into })`: the result written into a given array (MPI's receive
- * buffer) on every rank, on the small path (one frame) and the general one (streamed
+ * buffer) on every rank (and `reduce`'s at the root), on the small path (one frame) and the general one (streamed
  * results of several frames), on both in-memory transports and across real processes;
  * a bad `into` is refused on the rank alone (H1618) before anything is sent.
  */
@@ -51,6 +51,28 @@ describe('allreduce into a given array', () => {
       expect(new Set(results).size).toBe(1);
     },
   );
+
+  it.each(TRANSPORTS)('%s: reduce into a given array at the root; the others get null', async (kind) => {
+    const results = await runOn(kind, 3, async (comm) => {
+      const out: unknown[] = [];
+      for (const n of [2, 40_000]) {
+        const data = new Int32Array(n).fill(comm.rank + 1);
+        const into = new Int32Array(n);
+        const got = await comm.reduce(1, data, 'sum', { into });
+        out.push(got === null ? null : got === into ? into[n - 1] : 'another array');
+      }
+      const bytes = new Uint8Array([1 << comm.rank]);
+      const into = new Uint8Array(1);
+      const got = await comm.reduce(2, bytes, 'u8', 'bor', { into });
+      out.push(got === null ? null : got === into ? into[0] : 'another array');
+      return out;
+    });
+    expect(results).toEqual([
+      [null, null, null],
+      [6, 6, null],
+      [null, null, 7],
+    ]);
+  });
 
   it('a bad `into` is refused on the rank alone (H1618, reason into), and the job goes on', async () => {
     const results = await runOn('memory-transport', 2, async (comm) => {

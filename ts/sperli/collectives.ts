@@ -651,13 +651,31 @@ export class Collectives {
     });
   }
 
-  /** Reduces every rank's array into the root's result; the other ranks get null. */
-  reduce(root: number, data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView | null> {
+  /**
+   * Reduces every rank's array into the root's result; the other ranks get null. With
+   * `options.into` (checked on every rank, used at the root) the root's result goes there.
+   */
+  reduce(
+    root: number,
+    data: ArrayBufferView,
+    typeOrOp: unknown,
+    op?: unknown,
+    options?: unknown,
+  ): Promise<ArrayBufferView | null> {
     return this.call((seq) => {
       const r0 = this.root(root, 'reduce');
       const a = reduceArgs(data, typeOrOp, op, 'reduce');
+      const into = intoBytes(options, a, 'reduce');
+      const like = into === undefined ? a.like : (options as { into: ArrayBufferView }).into;
       const small = this.startSmall(CollectiveOp.reduce, r0, seq, a);
-      if (small !== undefined) return small;
+      if (small !== undefined) {
+        if (into === undefined) return small;
+        return small.then((r) => {
+          if (r === null) return null;
+          into.set(new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
+          return like;
+        });
+      }
       const h = header(CollectiveOp.reduce, CollectivePhase.toRoot, r0, seq, a.type, a.op);
       if (this.link.rank !== r0) {
         return async () => {
@@ -665,7 +683,11 @@ export class Collectives {
           return null;
         };
       }
-      return async () => viewLike(a.like, await this.reduceAtRoot(h, a.data, a.type, a.op));
+      if (into === undefined) return async () => viewLike(a.like, await this.reduceAtRoot(h, a.data, a.type, a.op));
+      return async () => {
+        await this.reduceAtRoot(h, a.data, a.type, a.op, new GrowingBytes(into));
+        return like;
+      };
     });
   }
 

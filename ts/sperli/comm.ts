@@ -284,18 +284,33 @@ export class Comm {
 
   /**
    * Reduces the arrays of every rank with `op` in ascending rank order; the root gets
-   * the result (an array of the type passed in), the others null. The element type comes
-   * from the array type, or is given before `op`.
+   * the result (an array of the type passed in, or `options.into` as in `allreduce`), the
+   * others null. The element type comes from the array type, or is given before `op`.
    */
-  reduce<T extends ReduceArray>(root: number, data: T, op: ReduceOperation): Promise<Reduced<T> | null>;
+  reduce<T extends ReduceArray>(
+    root: number,
+    data: T,
+    op: ReduceOperation,
+    options?: AllreduceOptions<T>,
+  ): Promise<Reduced<T> | null>;
   reduce<T extends ArrayBufferView>(
     root: number,
     data: T,
     type: ElementTypeArg,
     op: ReduceOperation,
+    options?: AllreduceOptions<T>,
   ): Promise<Reduced<T> | null>;
-  reduce(root: number, data: ArrayBufferView, typeOrOp: unknown, op?: unknown): Promise<ArrayBufferView | null> {
-    return this.collectives.reduce(root, data, typeOrOp, op);
+  reduce(
+    root: number,
+    data: ArrayBufferView,
+    typeOrOp: unknown,
+    third?: unknown,
+    fourth?: unknown,
+  ): Promise<ArrayBufferView | null> {
+    if (fourth === undefined && typeof third === 'object' && third !== null) {
+      return this.collectives.reduce(root, data, typeOrOp, undefined, third);
+    }
+    return this.collectives.reduce(root, data, typeOrOp, third, fourth);
   }
 
   /**
