@@ -7,19 +7,9 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { runOn, TRANSPORTS } from '../helpers/comm-memory.js';
 import { ROOT } from '../helpers/paths.js';
-
-async function refusal(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a refusal');
-}
+import { refusal } from '../helpers/refusal.js';
 
 describe('allreduce into a given array', () => {
   it.each(TRANSPORTS.flatMap((t) => [1, 2, 3, 4].map((n) => [t, n] as const)))(

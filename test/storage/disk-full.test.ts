@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { type FileLog, openLog } from '../../ts/storage/file-log.js';
 import { verifyLog } from '../../ts/storage/verify.js';
+import { refusal } from '../helpers/refusal.js';
 
 let mnt = '';
 let mounted = false;
@@ -69,16 +70,6 @@ async function fill(name: string): Promise<string> {
     await fh.close();
   }
   return path;
-}
-
-async function refusal(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a refusal');
 }
 
 function payload(position: number, size: number): Uint8Array {

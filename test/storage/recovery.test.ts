@@ -7,10 +7,10 @@ import { appendFile, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { crc32c } from '../../ts/core/index.js';
 import { type FileLogOptions, openLog } from '../../ts/storage/file-log.js';
 import { verifyLog } from '../../ts/storage/verify.js';
+import { refusal } from '../helpers/refusal.js';
 
 const SEG = '00000000000000000001.seg';
 const HEADER = 32;
@@ -56,16 +56,6 @@ async function write(batches: number[][], opts: FileLogOptions = {}): Promise<nu
   }
   await log.close();
   return offsets;
-}
-
-async function refusal(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a refusal');
 }
 
 async function flipByte(file: string, offset: number): Promise<void> {

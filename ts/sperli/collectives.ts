@@ -269,9 +269,9 @@ function reduceArgs(data: unknown, typeOrOp: unknown, op: unknown, what: string)
 /**
  * `options.into` of allreduce (where the result goes, like MPI's receive buffer: an array of
  * data's kind and byte length that does not overlap it) checked against the call's data
- * (H1618 like every local argument), as bytes.
+ * (H1618 like every local argument).
  */
-function intoBytes(options: unknown, a: ReduceArgs, what: string): Uint8Array<ArrayBuffer> | undefined {
+function intoOf(options: unknown, a: ReduceArgs, what: string): Into | undefined {
   if (options === undefined || options === null) return undefined;
   if (typeof options !== 'object')
     throw refused('options', `${what}: options must be an object, got ${describe(options)}`);
@@ -301,7 +301,23 @@ function intoBytes(options: unknown, a: ReduceArgs, what: string): Uint8Array<Ar
   ) {
     throw refused('into', `${what}: into overlaps data; give the result a buffer of its own`);
   }
-  return new Uint8Array(into.buffer, into.byteOffset, into.byteLength);
+  return { bytes: new Uint8Array(into.buffer, into.byteOffset, into.byteLength), view: into };
+}
+
+/** Where a reduce or allreduce puts its result when the caller gave `into`. */
+interface Into {
+  readonly bytes: Uint8Array<ArrayBuffer>;
+  /** The caller's array itself: what the call resolves to. */
+  readonly view: ArrayBufferView;
+}
+
+/** A small call's result (a new array; null on a non-root rank of reduce) copied into `into`. */
+function copiedInto<T extends ArrayBufferView | null>(small: Promise<T>, into: Into): Promise<ArrayBufferView | T> {
+  return small.then((r) => {
+    if (r === null) return r;
+    into.bytes.set(new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
+    return into.view;
+  });
 }
 
 function header(
@@ -665,17 +681,9 @@ export class Collectives {
     return this.call((seq) => {
       const r0 = this.root(root, 'reduce');
       const a = reduceArgs(data, typeOrOp, op, 'reduce');
-      const into = intoBytes(options, a, 'reduce');
-      const like = into === undefined ? a.like : (options as { into: ArrayBufferView }).into;
+      const into = intoOf(options, a, 'reduce');
       const small = this.startSmall(CollectiveOp.reduce, r0, seq, a);
-      if (small !== undefined) {
-        if (into === undefined) return small;
-        return small.then((r) => {
-          if (r === null) return null;
-          into.set(new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
-          return like;
-        });
-      }
+      if (small !== undefined) return into === undefined ? small : copiedInto(small, into);
       const h = header(CollectiveOp.reduce, CollectivePhase.toRoot, r0, seq, a.type, a.op);
       if (this.link.rank !== r0) {
         return async () => {
@@ -685,8 +693,8 @@ export class Collectives {
       }
       if (into === undefined) return async () => viewLike(a.like, await this.reduceAtRoot(h, a.data, a.type, a.op));
       return async () => {
-        await this.reduceAtRoot(h, a.data, a.type, a.op, new GrowingBytes(into));
-        return like;
+        await this.reduceAtRoot(h, a.data, a.type, a.op, new GrowingBytes(into.bytes));
+        return into.view;
       };
     });
   }
@@ -698,16 +706,9 @@ export class Collectives {
   allreduce(data: ArrayBufferView, typeOrOp: unknown, op?: unknown, options?: unknown): Promise<ArrayBufferView> {
     return this.call((seq) => {
       const a = reduceArgs(data, typeOrOp, op, 'allreduce');
-      const into = intoBytes(options, a, 'allreduce');
-      const like = into === undefined ? a.like : (options as { into: ArrayBufferView }).into;
+      const into = intoOf(options, a, 'allreduce');
       const small = this.startSmall(CollectiveOp.allreduce, 0, seq, a) as Promise<ArrayBufferView> | undefined;
-      if (small !== undefined) {
-        if (into === undefined) return small;
-        return small.then((r) => {
-          into.set(new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
-          return like;
-        });
-      }
+      if (small !== undefined) return into === undefined ? small : copiedInto(small, into);
       const up = header(CollectiveOp.allreduce, CollectivePhase.toRoot, 0, seq, a.type, a.op);
       const down = header(CollectiveOp.allreduce, CollectivePhase.fromRoot, 0, seq, a.type, a.op);
       if (this.link.rank === 0) {
@@ -719,15 +720,15 @@ export class Collectives {
               a.data,
               a.type,
               a.op,
-              into === undefined ? undefined : new GrowingBytes(into),
+              into === undefined ? undefined : new GrowingBytes(into.bytes),
             );
             const held = HeldBytes.of(result);
             await this.toAll(0, down, () => held);
-            return into === undefined ? viewLike(like, result) : like;
+            return into === undefined ? viewLike(a.like, result) : into.view;
           }
           // The result goes out run by run while the last contribution is still arriving:
           // sending overlaps receiving, and nothing is sent before it is final.
-          const out = new GrowingBytes(into ?? filledLater(length));
+          const out = new GrowingBytes(into?.bytes ?? filledLater(length));
           const sending = Promise.all(this.others(0).map((r) => this.link.sendCollectiveGrowing(r, down, out)));
           sending.catch(noop);
           try {
@@ -737,7 +738,7 @@ export class Collectives {
             throw e;
           }
           await sending;
-          return into === undefined ? viewLike(like, out.bytes as Uint8Array<ArrayBuffer>) : like;
+          return into === undefined ? viewLike(a.like, out.bytes as Uint8Array<ArrayBuffer>) : into.view;
         };
       }
       return async () => {
@@ -746,15 +747,15 @@ export class Collectives {
         if (into !== undefined) {
           await Promise.all([
             this.link.sendCollective(0, up, a.data),
-            this.receiveExact(0, down, length, fault, (at, chunk) => into.set(chunk, at)),
+            this.receiveExact(0, down, length, fault, (at, chunk) => into.bytes.set(chunk, at)),
           ]);
-          return like;
+          return into.view;
         }
         const [, result] = await Promise.all([
           this.link.sendCollective(0, up, a.data),
           this.receiveExact(0, down, length, fault),
         ]);
-        return viewLike(like, ownAligned(result));
+        return viewLike(a.like, ownAligned(result));
       };
     });
   }

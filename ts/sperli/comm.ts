@@ -58,6 +58,14 @@ function describe(v: unknown): string {
   return `a ${typeof v}`;
 }
 
+/**
+ * The operation and options of `reduce`/`allreduce` after their (type or) operation: an
+ * object in third place is the options of the form without a type.
+ */
+function opAndOptions(third: unknown, fourth: unknown): [op: unknown, options: unknown] {
+  return fourth === undefined && typeof third === 'object' && third !== null ? [undefined, third] : [third, fourth];
+}
+
 function badArgument(message: string, details: Record<string, unknown>): PlexusError {
   return new PlexusError(BAD_ARGUMENT, message, details);
 }
@@ -307,10 +315,8 @@ export class Comm {
     third?: unknown,
     fourth?: unknown,
   ): Promise<ArrayBufferView | null> {
-    if (fourth === undefined && typeof third === 'object' && third !== null) {
-      return this.collectives.reduce(root, data, typeOrOp, undefined, third);
-    }
-    return this.collectives.reduce(root, data, typeOrOp, third, fourth);
+    const [op, options] = opAndOptions(third, fourth);
+    return this.collectives.reduce(root, data, typeOrOp, op, options);
   }
 
   /**
@@ -325,10 +331,8 @@ export class Comm {
     options?: AllreduceOptions<T>,
   ): Promise<Reduced<T>>;
   allreduce(data: ArrayBufferView, typeOrOp: unknown, third?: unknown, fourth?: unknown): Promise<ArrayBufferView> {
-    if (fourth === undefined && typeof third === 'object' && third !== null) {
-      return this.collectives.allreduce(data, typeOrOp, undefined, third);
-    }
-    return this.collectives.allreduce(data, typeOrOp, third, fourth);
+    const [op, options] = opAndOptions(third, fourth);
+    return this.collectives.allreduce(data, typeOrOp, op, options);
   }
 
   /** The root gets every rank's block (all of one length) in rank order; the others get null. */
