@@ -3,7 +3,8 @@
  * the messages the transport receives, and handles each Ready in the order the core asks
  * (docs/raft.md): persist the snapshot, entries and hard state (and wait until they are
  * durable), send the messages, apply the snapshot and committed entries, serve read
- * states, then `advance()`. Readies are handled one at a time, never overlapping.
+ * states, then `advance()`. A leader applies the committed entries it wrote in earlier
+ * Readies before it writes the current one's. Readies are handled one at a time, never overlapping.
  *
  * `propose` resolves once the entry is committed and applied, with its index; it fails
  * with PLX_RAFT_NOT_LEADER on a follower, and with PLX_RAFT_PROPOSAL_LOST when another
@@ -92,6 +93,8 @@ export class RaftDriver {
   private failure: unknown;
 
   private persisted: { term: number; vote: number };
+  /** The last log index written durably by the Readies this driver handled (0 before the first). */
+  private durableLast = 0;
 
   constructor(private readonly opts: RaftDriverOptions) {
     this.node = opts.node;
@@ -227,6 +230,20 @@ export class RaftDriver {
       this.opts.send(early);
       this.opts.flushSends?.();
     }
+    // A leader applies the committed entries it already holds durably (written by earlier
+    // Readies) before it writes this Ready's: their clients need not wait for that write too.
+    // Followers write first, so that their acknowledgements leave as early as they can.
+    let committed = rd.committedEntries;
+    if (committed.length > 0 && !rd.snapshot && !termOrVote && !rd.softState && this.node.role === 'leader') {
+      const first = rd.entries[0];
+      const bound = first === undefined ? this.durableLast : Math.min(this.durableLast, first.index - 1);
+      let k = 0;
+      while (k < committed.length && (committed[k] as Entry).index <= bound) k++;
+      if (k > 0) {
+        await this.applyCommitted(k === committed.length ? committed : committed.slice(0, k));
+        committed = committed.slice(k);
+      }
+    }
     if (rd.snapshot) st.applySnapshot(rd.snapshot);
     if (rd.entries.length > 0) st.append(rd.entries);
     if (hs) st.setHardState(hs);
@@ -237,6 +254,9 @@ export class RaftDriver {
     // entries it skips as duplicates.
     if ((rd.snapshot || rd.entries.length > 0 || termOrVote) && st.sync) await st.sync();
     if (hs) this.persisted = { term: hs.term, vote: hs.vote };
+    const last = rd.entries[rd.entries.length - 1];
+    if (last !== undefined) this.durableLast = last.index;
+    else if (rd.snapshot) this.durableLast = rd.snapshot.metadata.index;
     if (late.length > 0) this.opts.send(late);
     if (rd.softState) this.opts.onSoftState?.(rd.softState);
     if (rd.snapshot) {
@@ -249,17 +269,7 @@ export class RaftDriver {
         }
       }
     }
-    if (rd.committedEntries.length > 0) {
-      await this.opts.applier.apply(rd.committedEntries);
-      for (const e of rd.committedEntries) {
-        this.applied = e.index;
-        const w = this.waiters.get(e.index);
-        if (!w) continue;
-        this.waiters.delete(e.index);
-        if (e.term === w.term) w.resolve(e.index);
-        else w.reject(lost(`entry ${e.index} was taken by term ${e.term}: leadership changed`, { index: e.index }));
-      }
-    }
+    if (committed.length > 0) await this.applyCommitted(committed);
     for (const rs of rd.readStates) {
       const key = Buffer.from(rs.context).toString('hex');
       const r = this.reads.get(key);
@@ -269,6 +279,19 @@ export class RaftDriver {
       else this.waitApplied(rs.index).then(() => r.resolve(rs.index), r.reject);
     }
     this.node.advance();
+  }
+
+  /** Applies committed entries, then settles the proposals waiting for them. */
+  private async applyCommitted(entries: readonly Entry[]): Promise<void> {
+    await this.opts.applier.apply(entries);
+    for (const e of entries) {
+      this.applied = e.index;
+      const w = this.waiters.get(e.index);
+      if (!w) continue;
+      this.waiters.delete(e.index);
+      if (e.term === w.term) w.resolve(e.index);
+      else w.reject(lost(`entry ${e.index} was taken by term ${e.term}: leadership changed`, { index: e.index }));
+    }
   }
 
   private get timeoutMs(): number {
