@@ -31,6 +31,8 @@ const PAYLOAD = 100;
 const REPEATS = Number(process.env.CLUSTER_BENCH_REPEATS ?? 3);
 const CASE_MS = Number(process.env.CLUSTER_BENCH_MS ?? 2000);
 const MOLECULER_INFLIGHT = 16;
+// The polling window of the second pair of wires (Http2Wire `spinMs`; the default is 0, off).
+const POLL_MS = Number(process.env.CLUSTER_BENCH_POLL_MS ?? 1);
 // Optional wire tuning for experiments (the defaults of Http2Wire otherwise).
 const TUNING = {
   ...(process.env.CLUSTER_BENCH_STREAM_CAP ? { streamCap: Number(process.env.CLUSTER_BENCH_STREAM_CAP) } : {}),
@@ -58,19 +60,26 @@ async function serve(credsFile) {
   (async () => {
     for (;;) await mailbox.next();
   })();
-  const wire = new Http2Wire({
-    ...TUNING,
-    self: 'b',
-    cluster: 'bench',
-    tls: creds.b,
-    resolve: () => undefined,
-    isMember: (n) => n === 'a' || n === 'b',
-  });
-  wire.onFrame(async (_from, f) => {
-    await mailbox.put(f);
-    return 'stored';
-  });
-  const wireAddress = await wire.listen();
+  /** A listening wire of node b whose frames go into the mailbox. */
+  const listening = async (extra) => {
+    const w = new Http2Wire({
+      ...TUNING,
+      ...extra,
+      self: 'b',
+      cluster: 'bench',
+      tls: creds.b,
+      resolve: () => undefined,
+      isMember: (n) => n === 'a' || n === 'b',
+    });
+    w.onFrame(async (_from, f) => {
+      await mailbox.put(f);
+      return 'stored';
+    });
+    return w.listen();
+  };
+  const wireAddress = await listening({});
+  // The same, polling for POLL_MS while frames and ACKs are due (docs/cluster.md, "Polling").
+  const pollingAddress = await listening({ spinMs: POLL_MS });
 
   const raw = tls.createServer(
     {
@@ -116,7 +125,7 @@ async function serve(credsFile) {
   });
   broker.createService({ name: 'bench', actions: { frame: (ctx) => ctx.params.p.length } });
   await broker.start();
-  process.send({ wireAddress, rawPort: raw.address().port, molPort });
+  process.send({ wireAddress, pollingAddress, rawPort: raw.address().port, molPort });
   process.on('message', (m) => {
     if (m === 'cpu') process.send({ cpu: process.cpuUsage() });
   });
@@ -258,10 +267,19 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
       resolve: (n) => (n === 'b' ? ready.wireAddress : undefined),
       isMember: (n) => n === 'a' || n === 'b',
     });
+    const polling = new Http2Wire({
+      ...TUNING,
+      spinMs: POLL_MS,
+      self: 'a',
+      cluster: 'bench',
+      tls: creds.a,
+      resolve: (n) => (n === 'b' ? ready.pollingAddress : undefined),
+      isMember: (n) => n === 'a' || n === 'b',
+    });
     const payload = new Uint8Array(PAYLOAD).fill(7);
     const raw = await rawClient(ready.rawPort, creds);
     const mol = await moleculerClient(ready.molPort);
-    const results = { plexus: new Map(), onePair: new Map(), raw: new Map() };
+    const results = { plexus: new Map(), onePair: new Map(), polling: new Map(), raw: new Map() };
     const molResults = [];
     const cpu = new Map(); // `${kind}/${n}` -> CPU microseconds per frame, both processes
     const noteCpu = (kind, n) => {
@@ -272,10 +290,12 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     for (const n of INFLIGHT) {
       results.plexus.set(n, []);
       results.onePair.set(n, []);
+      results.polling.set(n, []);
       results.raw.set(n, []);
     }
     // Warm up both paths.
     await pump(16, 300, () => wire.send('b', { shard: 1, epoch: 1n, sender: 'vt:s/0', target: 'vt:t/0', payload }));
+    await pump(16, 300, () => polling.send('b', { shard: 1, epoch: 1n, sender: 'vt:s/0', target: 'vt:t/0', payload }));
     await pump(16, 300, () => raw.send());
     await pump(16, 300, () => mol.send());
     for (let rep = 0; rep < REPEATS; rep++) {
@@ -295,6 +315,8 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
           results.onePair.get(n).push(await pump(n, CASE_MS, () => wire.send('b', sends[0])));
           noteCpu('onePair', n);
         }
+        results.polling.get(n).push(await pump(n, CASE_MS, () => polling.send('b', sends[k++ % n])));
+        noteCpu('polling', n);
         if (ONLY_WIRE) continue;
         results.raw.get(n).push(await pump(n, CASE_MS, () => raw.send()));
         noteCpu('raw', n);
@@ -307,19 +329,28 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     raw.close();
     await mol.close();
     await wire.close();
+    await polling.close();
     const entries = [];
     const targets = [];
     const lines = [
       `cluster transport: acknowledged 100-byte frames/s, 2 processes on loopback (median of ${REPEATS})`,
-      `${'in flight'.padEnd(10)} ${'Http2Wire, n pairs'.padStart(19)} ${'ratio'.padStart(6)} ${'Http2Wire, 1 pair'.padStart(18)} ${'ratio'.padStart(6)} ${'raw TLS 1.3 socket'.padStart(19)}`,
+      `${'in flight'.padEnd(10)} ${'Http2Wire, n pairs'.padStart(19)} ${'ratio'.padStart(6)} ${'Http2Wire, 1 pair'.padStart(18)} ${'ratio'.padStart(6)} ${`n pairs, polling ${POLL_MS} ms`.padStart(24)} ${'raw TLS 1.3 socket'.padStart(19)}`,
     ];
     for (const n of INFLIGHT) {
       const p = median(results.plexus.get(n));
       const o = median(results.onePair.get(n));
+      const q = median(results.polling.get(n));
       const r = median(results.raw.get(n));
       lines.push(
-        `${String(n).padEnd(10)} ${p.toFixed(0).padStart(19)} ${(p / r).toFixed(2).padStart(6)} ${o.toFixed(0).padStart(18)} ${(o / r).toFixed(2).padStart(6)} ${r.toFixed(0).padStart(19)}`,
+        `${String(n).padEnd(10)} ${p.toFixed(0).padStart(19)} ${(p / r).toFixed(2).padStart(6)} ${o.toFixed(0).padStart(18)} ${(o / r).toFixed(2).padStart(6)} ${q.toFixed(0).padStart(24)} ${r.toFixed(0).padStart(19)}`,
       );
+      entries.push({
+        suite: 'cluster',
+        case: `frames 100B, ${n} in flight, ${n} pairs`,
+        impl: `plexus Http2Wire (HTTP/2, mTLS 1.3), polling ${POLL_MS} ms`,
+        opsPerSec: q,
+        bytesPerSec: q * PAYLOAD,
+      });
       entries.push({
         suite: 'cluster',
         case: `frames 100B, ${n} in flight, ${n} pairs`,
@@ -360,16 +391,18 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     for (const n of INFLIGHT) {
       const c = (kind) => median(cpu.get(`${kind}/${n}`) ?? []).toFixed(1);
       lines.push(
-        `${String(n).padEnd(10)} n pairs ${c('plexus')}, 1 pair ${c('onePair')}, raw TLS ${c('raw')}` +
+        `${String(n).padEnd(10)} n pairs ${c('plexus')}, 1 pair ${c('onePair')}, n pairs polling ${c('polling')}, raw TLS ${c('raw')}` +
           (n === MOLECULER_INFLIGHT ? `, moleculer ${c('moleculer')}` : ''),
       );
     }
     const m = molResults.length ? median(molResults) : Number.NaN;
     const p16 = median(results.plexus.get(MOLECULER_INFLIGHT) ?? []);
     const o16 = median(results.onePair.get(MOLECULER_INFLIGHT) ?? []);
+    const q16 = median(results.polling.get(MOLECULER_INFLIGHT) ?? []);
     lines.push(
       `moleculer 0.15 TCP transporter, request/reply, ${MOLECULER_INFLIGHT} in flight: ${m.toFixed(0)}/s ` +
-        `(Http2Wire ${MOLECULER_INFLIGHT} pairs ${(p16 / m).toFixed(1)}x, 1 pair ${(o16 / m).toFixed(1)}x)`,
+        `(Http2Wire ${MOLECULER_INFLIGHT} pairs ${(p16 / m).toFixed(1)}x, 1 pair ${(o16 / m).toFixed(1)}x, ` +
+        `${MOLECULER_INFLIGHT} pairs polling ${POLL_MS} ms ${(q16 / m).toFixed(1)}x)`,
     );
     entries.push({
       suite: 'cluster',

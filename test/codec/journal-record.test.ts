@@ -17,23 +17,14 @@ import {
   peekJournalRecord,
   type SnapshotRecord,
 } from '../../ts/codec/journal-record.js';
-import { backend, isPlexusError, kernels, type PlexusError, useBackend } from '../../ts/core/index.js';
+import { backend, isPlexusError, kernels, useBackend } from '../../ts/core/index.js';
+import { thrownRefusal } from '../helpers/refusal.js';
 
 const FUZZ_SEED = process.env.PLEXUS_FUZZ_SEED;
 function seedOption(): { seed?: number } {
   if (FUZZ_SEED === 'random') return {};
   if (FUZZ_SEED === undefined) return { seed: 0x6a6f75 };
   return { seed: Number(FUZZ_SEED) };
-}
-
-function refusal(f: () => unknown): PlexusError {
-  try {
-    f();
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a refusal');
 }
 
 const MACRO: MacrostepRecord = {
@@ -145,13 +136,13 @@ describe.each(kernels().map((k) => k.name))('journal record (%s)', (name) => {
     for (const rec of [MACRO, SNAP]) {
       const b = encodeJournalRecord(rec);
       for (let n = 0; n < b.length; n++) {
-        const e = refusal(() => decodeJournalRecord(b.subarray(0, n)));
+        const e = thrownRefusal(() => decodeJournalRecord(b.subarray(0, n)));
         expect(e.code).toBe('PLX_JOURNAL_BAD_RECORD');
         expect(['cut', 'length']).toContain(e.details.reason);
       }
       const longer = new Uint8Array(b.length + 1);
       longer.set(b);
-      expect(refusal(() => decodeJournalRecord(longer)).details.reason).toBe('length');
+      expect(thrownRefusal(() => decodeJournalRecord(longer)).details.reason).toBe('length');
     }
   });
 
@@ -160,7 +151,7 @@ describe.each(kernels().map((k) => k.name))('journal record (%s)', (name) => {
     const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
     dv.setUint32(0, MAX_JOURNAL_BODY + 1, true);
     b[4] = 9; // a bad kind too: the length is judged first
-    const e = refusal(() => decodeJournalRecord(b));
+    const e = thrownRefusal(() => decodeJournalRecord(b));
     expect(e.code).toBe('PLX_JOURNAL_BAD_RECORD');
     expect(e.details.reason).toBe('length');
   });
@@ -179,11 +170,11 @@ describe.each(kernels().map((k) => k.name))('journal record (%s)', (name) => {
     for (const [reason, change] of cases) {
       const b = encodeJournalRecord(MACRO);
       change(new DataView(b.buffer, b.byteOffset, b.byteLength));
-      expect(refusal(() => decodeJournalRecord(b)).details.reason, reason).toBe(reason);
+      expect(thrownRefusal(() => decodeJournalRecord(b)).details.reason, reason).toBe(reason);
     }
     const s = encodeJournalRecord(SNAP);
     new DataView(s.buffer).setUint16(6, 1, true); // the state flag on a snapshot
-    expect(refusal(() => decodeJournalRecord(s)).details.reason).toBe('flags');
+    expect(thrownRefusal(() => decodeJournalRecord(s)).details.reason).toBe('flags');
   });
 
   it('refuses counts that cannot fit in the bytes that remain, without allocating by them', () => {
@@ -191,33 +182,33 @@ describe.each(kernels().map((k) => k.name))('journal record (%s)', (name) => {
     const b = encodeJournalRecord(rec);
     const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
     dv.setUint32(b.length - 4, 4000, true); // send count 4000 in 0 remaining bytes
-    expect(refusal(() => decodeJournalRecord(b)).details.reason).toBe('cut');
+    expect(thrownRefusal(() => decodeJournalRecord(b)).details.reason).toBe('cut');
     dv.setUint32(b.length - 4, 0xffff_ffff, true);
-    expect(refusal(() => decodeJournalRecord(b)).details.reason).toBe('count');
+    expect(thrownRefusal(() => decodeJournalRecord(b)).details.reason).toBe('count');
     const s = encodeJournalRecord({ ...SNAP, pending: [] });
     new DataView(s.buffer).setUint32(s.length - 4, 0x7fff_ffff, true);
-    expect(refusal(() => decodeJournalRecord(s)).details.reason).toBe('cut');
+    expect(thrownRefusal(() => decodeJournalRecord(s)).details.reason).toBe('cut');
   });
 
   it('refuses bad UTF-8, bad JSON, an empty IRI and trailing bytes inside the body', () => {
     const b = encodeJournalRecord(MACRO);
     const bad = b.slice();
     bad[34] = 0xff; // inside the IRI
-    expect(refusal(() => decodeJournalRecord(bad)).details.reason).toBe('utf8');
+    expect(thrownRefusal(() => decodeJournalRecord(bad)).details.reason).toBe('utf8');
     const j = b.slice();
     j[57] = 0x7d; // '}' where the event JSON begins
-    expect(refusal(() => decodeJournalRecord(j)).details.reason).toBe('json');
+    expect(thrownRefusal(() => decodeJournalRecord(j)).details.reason).toBe('json');
     const empty = encodeJournalRecord({ ...MACRO, iri: 'x' });
     const e = new Uint8Array(empty.length - 1);
     e.set(empty.subarray(0, 32));
     e.set(empty.subarray(35), 34);
     new DataView(e.buffer).setUint16(32, 0, true);
     new DataView(e.buffer).setUint32(0, e.length - 32, true);
-    expect(refusal(() => decodeJournalRecord(e)).details.reason).toBe('iri');
+    expect(thrownRefusal(() => decodeJournalRecord(e)).details.reason).toBe('iri');
     const trailing = new Uint8Array(b.length + 3);
     trailing.set(b);
     new DataView(trailing.buffer).setUint32(0, trailing.length - 32, true);
-    expect(refusal(() => decodeJournalRecord(trailing)).details.reason).toBe('trailing');
+    expect(thrownRefusal(() => decodeJournalRecord(trailing)).details.reason).toBe('trailing');
   });
 
   it('answers arbitrary bytes and mutated records with a record or PLX_JOURNAL_BAD_RECORD only (fuzz)', () => {
@@ -245,7 +236,7 @@ describe.each(kernels().map((k) => k.name))('journal record (%s)', (name) => {
   });
 
   it('refuses to encode what it could not decode', () => {
-    const bad = (r: unknown) => refusal(() => encodeJournalRecord(r as JournalRecord)).code;
+    const bad = (r: unknown) => thrownRefusal(() => encodeJournalRecord(r as JournalRecord)).code;
     expect(bad({ ...MACRO, seq: 0 })).toBe('PLX_JOURNAL_BAD_INPUT');
     expect(bad({ ...MACRO, dispatchedThrough: 8 })).toBe('PLX_JOURNAL_BAD_INPUT');
     expect(bad({ ...MACRO, iri: '' })).toBe('PLX_JOURNAL_BAD_INPUT');

@@ -38,6 +38,7 @@ import {
   SIGNATURE_LENGTH,
 } from '../../ts/codec/sperli-payloads.js';
 import { isPlexusError, type PlexusError, sha256 } from '../../ts/core/index.js';
+import { thrownRefusal } from '../helpers/refusal.js';
 import { type VectorRecord, vectors, verdictOf } from '../helpers/sperli-vectors.js';
 
 const JOB = Uint8Array.from({ length: 16 }, (_, i) => 0x10 + i);
@@ -52,19 +53,8 @@ function fakeSign(message: Uint8Array): Uint8Array {
 }
 const verify: Verify = (m, s) => hex(s.subarray(0, 32)) === hex(sha256(m)) && s.subarray(32).every((x) => x === 0xaa);
 
-/** The error a call throws (fails the test when it does not throw a PlexusError). */
-function refusal(f: () => unknown): PlexusError {
-  try {
-    f();
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a refusal, got none');
-}
-
 function refused(f: () => unknown, code: string, reason: string, rule?: string): PlexusError {
-  const e = refusal(f);
+  const e = thrownRefusal(f);
   expect(e.code).toBe(code);
   expect(e.details.reason).toBe(reason);
   if (rule !== undefined) expect(e.details.rule).toBe(rule);
@@ -452,9 +442,9 @@ describe('every payload decoder (properties)', () => {
       for (let n = 0; n < p.length; n++) {
         // the data of COLLECTIVE and the chunk of CKPT_DATA run to the end of the payload
         if ((name === 'COLLECTIVE' && n >= 16) || (name === 'CKPT_DATA' && n >= 24)) continue;
-        expect(isPlexusError(refusal(() => decode(p.subarray(0, n)))), `${name} cut at ${n}`).toBe(true);
+        expect(isPlexusError(thrownRefusal(() => decode(p.subarray(0, n)))), `${name} cut at ${n}`).toBe(true);
       }
-      if (closed) expect(refusal(() => decode(Buffer.concat([p, Uint8Array.of(0)]))).code, name).toBe('H1610');
+      if (closed) expect(thrownRefusal(() => decode(Buffer.concat([p, Uint8Array.of(0)]))).code, name).toBe('H1610');
     }
   });
 

@@ -11,3 +11,14 @@ export async function refusal(p: Promise<unknown>): Promise<PlexusError> {
   }
   throw new Error('expected a refusal');
 }
+
+/** The PlexusError `f` throws; anything else thrown is rethrown, and returning fails. */
+export function thrownRefusal(f: () => unknown): PlexusError {
+  try {
+    f();
+  } catch (e) {
+    if (isPlexusError(e)) return e;
+    throw e;
+  }
+  throw new Error('expected a refusal');
+}

@@ -36,7 +36,7 @@ export interface Http2Net {
 /** One listening Http2Wire per node of cluster `c1`, each admitting every node not excluded. */
 export async function http2Net(
   nodes: readonly string[],
-  tuning: WireTuning & { poolSize?: number } = {},
+  tuning: WireTuning & { poolSize?: number; spinMs?: number } = {},
 ): Promise<Http2Net> {
   const wires = new Map<string, Http2Wire>();
   const addresses = new Map<string, string>();

@@ -31,6 +31,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import * as http2 from 'node:http2';
+import { performance } from 'node:perf_hooks';
 import type { TLSSocket } from 'node:tls';
 import {
   ACK_RUN_SIZE,
@@ -51,6 +52,7 @@ import {
 } from '../codec/cluster-frame.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { fnv1a64 } from '../core/index.js';
+import { Spinner } from '../core/spinner.js';
 import { nodeName, nodeOfPeer } from './ca.js';
 import { ADMIT_DUPLICATE, Receiver } from './receiver.js';
 import type {
@@ -104,6 +106,8 @@ const MAX_INBOUND_UNACKED = 4096;
 interface InboundEntry {
   readonly frame: ClusterFrame;
   status: number;
+  /** When it was taken from the stream (performance.now()), for the answer time the poller goes by. */
+  readonly at: number;
 }
 
 export interface Http2WireOptions extends WireTuning {
@@ -124,6 +128,37 @@ export interface Http2WireOptions extends WireTuning {
    * a read and an ACK write per connection per round: on a lossless link one is fastest.
    */
   readonly poolSize?: number;
+  /**
+   * How long (ms) the event loop keeps polling its sockets instead of sleeping while frames
+   * wait for their ACKs, and after ACKs went out while the sender's next frames are due
+   * (docs/cluster.md, "Polling"). Pays for frames answered at once (in-memory mailboxes),
+   * costs CPU with durable actor messages. Default: PLEXUS_WIRE_SPIN_MS, else 0 (off).
+   */
+  readonly spinMs?: number;
+}
+
+/** The environment variable that sets every wire's polling window (ms; 0 turns polling off). */
+export const WIRE_SPIN_VARIABLE = 'PLEXUS_WIRE_SPIN_MS';
+/** The polling window when neither the option nor the variable sets one (ms): off. */
+export const DEFAULT_WIRE_SPIN_MS = 0;
+/** The longest polling window accepted (ms). */
+export const MAX_WIRE_SPIN_MS = 1000;
+
+/** The wire's polling window: the option, else PLEXUS_WIRE_SPIN_MS, else 0 (off); a bad value is refused. */
+export function wireSpinMs(
+  option: number | undefined,
+  env: string | undefined = process.env[WIRE_SPIN_VARIABLE],
+): number {
+  const given = option !== undefined ? option : env !== undefined && env !== '' ? Number(env) : DEFAULT_WIRE_SPIN_MS;
+  if (typeof given !== 'number' || !Number.isFinite(given) || given < 0 || given > MAX_WIRE_SPIN_MS) {
+    const shown = option !== undefined ? String(option) : `${WIRE_SPIN_VARIABLE}="${env}"`;
+    throw new PlexusError(
+      'PLX_WIRE_BAD_OPTION',
+      `the wire's polling window (spinMs or ${WIRE_SPIN_VARIABLE}) must be a number of ms from 0 to ${MAX_WIRE_SPIN_MS}, got ${shown}`,
+      { reason: 'spinMs' },
+    );
+  }
+  return given;
 }
 
 interface Pending {
@@ -134,6 +169,10 @@ interface Pending {
   readonly deadline: number;
   readonly resolve: (v: DeliveryVerdict) => void;
   readonly reject: (e: unknown) => void;
+  /** When it was queued (performance.now()), for the ACK time the poller goes by. */
+  readonly queuedAt: number;
+  /** Whether it holds the wire's spinner (released when it settles). */
+  readonly held: boolean;
 }
 
 /**
@@ -191,6 +230,7 @@ class OutStream {
       this.head = 0;
     }
     this.inflightBytes -= p.bytes.length;
+    if (p.held) this.owner.spinner.release();
     return p;
   }
 
@@ -220,7 +260,27 @@ class AckSink {
     this.flush();
   };
 
-  constructor(readonly stream: http2.ServerHttp2Stream) {}
+  /** Whether this sink holds the wire's spinner: it sent ACKs and no frame came since. */
+  private holding = false;
+
+  constructor(
+    readonly stream: http2.ServerHttp2Stream,
+    private readonly spinner: Spinner,
+    /** Whether to poll for the sender's next frames after ACKs go out. */
+    private readonly pollAfterAcks: () => boolean,
+  ) {}
+
+  /** Frames came on one of the connection's streams: the wait that the last ACKs began is over. */
+  arrived(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    this.spinner.release();
+  }
+
+  /** The ACK stream closed: nothing waits on it any more. */
+  closed(): void {
+    this.arrived();
+  }
 
   get open(): boolean {
     return !this.stream.destroyed && !this.stream.closed && this.stream.writable;
@@ -253,7 +313,13 @@ class AckSink {
     this.buf = undefined;
     this.at = 0;
     this.lastSid = -1;
-    if (this.open) this.stream.write(out);
+    if (!this.open) return;
+    this.stream.write(out);
+    // The sender's next frames usually follow its ACKs closely: poll for them for a while.
+    if (!this.holding && this.pollAfterAcks()) {
+      this.holding = true;
+      this.spinner.hold();
+    }
   }
 }
 
@@ -308,6 +374,20 @@ export class Http2Wire implements Wire {
   private readonly poolSize: number;
   private sweep: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Keeps the event loop polling while frames wait for ACKs, or frames for the ACKs sent (internal). */
+  readonly spinner: Spinner;
+  /** Half the polling window (ms): frames poll for their ACKs while `ackMs` is below it. */
+  private readonly spinHalfMs: number;
+  /** The recent time from queueing a frame to its ACK (ms), a moving average. */
+  ackMs = 0;
+  /** The recent time from taking a received frame to answering it (ms), a moving average. */
+  answerMs = 0;
+  /**
+   * A receiver polls for the sender's next frames after its ACKs only while it answers
+   * frames within half the window: frames answered after an fsync (durable actor messages)
+   * come back slowly, and polling for them would only take CPU from the work they wait for.
+   */
+  private readonly pollAfterAcks = (): boolean => this.answerMs < this.spinHalfMs;
   /** Frames handed to the frame handler and not yet answered, over all streams. */
   inboundInHandler = 0;
 
@@ -323,6 +403,9 @@ export class Http2Wire implements Wire {
     this.hopLimit = opts.hopLimit ?? 4;
     this.streamCap = Math.max(1, opts.streamCap ?? DEFAULT_STREAM_CAP);
     this.poolSize = Math.max(1, opts.poolSize ?? 1);
+    const spinMs = wireSpinMs(opts.spinMs);
+    this.spinner = new Spinner(spinMs);
+    this.spinHalfMs = spinMs / 2;
     this.sweep = setInterval(() => this.sweepDeadlines(), Math.max(10, Math.min(250, this.backoff * 5)));
     this.sweep.unref();
   }
@@ -449,9 +532,10 @@ export class Http2Wire implements Wire {
     stream.respond({ ':status': 200 });
     const session = stream.session as unknown as { plexusAcks?: AckSink } | undefined;
     if (!session) return;
-    const sink = new AckSink(stream);
+    const sink = new AckSink(stream, this.spinner, this.pollAfterAcks);
     session.plexusAcks = sink;
     stream.on('close', () => {
+      sink.closed();
       if (session.plexusAcks === sink) session.plexusAcks = undefined;
     });
     stream.on('data', () => {});
@@ -494,6 +578,7 @@ export class Http2Wire implements Wire {
         if (gone()) continue;
         emitted = true;
         const sink = session?.plexusAcks;
+        this.answerMs += (performance.now() - e.at - this.answerMs) / 8;
         if (sink?.open) {
           sink.push(stream.id ?? 0, e.status as AckStatusCode);
           continue;
@@ -554,7 +639,7 @@ export class Http2Wire implements Wire {
             });
             if (gone()) return;
           }
-          const entry: InboundEntry = { frame, status: -1 };
+          const entry: InboundEntry = { frame, status: -1, at: performance.now() };
           order.push(entry);
           const slot = receiver.admit(frame.messageId, 0);
           if (slot >= 0) {
@@ -604,6 +689,7 @@ export class Http2Wire implements Wire {
       }
     };
     stream.on('data', (chunk: Buffer) => {
+      session?.plexusAcks?.arrived();
       reader.push(chunk);
       if (reader.bufferedBytes > READ_AHEAD_BYTES && !paused) {
         paused = true;
@@ -756,7 +842,9 @@ export class Http2Wire implements Wire {
       const seq = st.base + st.acked++;
       // Frames before the head were settled already (their deadline passed): skip them.
       if (st.head === st.queue.length || st.queue[st.head]!.seq !== seq) continue;
-      st.shift().resolve(verdict);
+      const p = st.shift();
+      this.ackTook(p);
+      p.resolve(verdict);
     }
     this.wakeRoomWaiters(st);
   }
@@ -767,8 +855,15 @@ export class Http2Wire implements Wire {
     const b = st.queue[st.head]!.bytes;
     for (let i = 24; i < 40; i++) if (b[i] !== f[i]) return;
     st.acked++;
-    st.shift().resolve(ackStatusName(f[7]!));
+    const p = st.shift();
+    this.ackTook(p);
+    p.resolve(ackStatusName(f[7]!));
     this.wakeRoomWaiters(st);
+  }
+
+  /** Folds an acknowledged frame's ACK time into `ackMs` (an average over about the last 8). */
+  private ackTook(p: Pending): void {
+    this.ackMs += (performance.now() - p.queuedAt - this.ackMs) / 8;
   }
 
   private wakeRoomWaiters(st: OutStream): void {
@@ -928,7 +1023,13 @@ export class Http2Wire implements Wire {
     resolve: (v: DeliveryVerdict) => void,
     reject: (e: unknown) => void,
   ): void {
-    st.queue.push({ seq: st.nextSeq++, bytes, deadline, resolve, reject });
+    // Poll for the ACK while the frame is in flight (released when it settles, in `shift`),
+    // when ACKs lately came within half the polling window: not for ACKs that wait for a
+    // receiver's fsync, which would only burn the CPU the receiver needs.
+    const queuedAt = performance.now();
+    const held = this.ackMs < this.spinHalfMs;
+    if (held) this.spinner.hold();
+    st.queue.push({ seq: st.nextSeq++, bytes, deadline, resolve, reject, queuedAt, held });
     st.inflightBytes += bytes.length;
     if (st.batchBytes >= BATCH_BYTES) this._flushStream(st);
     else if (!st.flushScheduled) {
