@@ -24,7 +24,8 @@
 //
 // PLEXUS_BENCH_CHRONACTA_HA_SAMPLES, PLEXUS_BENCH_CHRONACTA_HA_SAMPLE_MS,
 // PLEXUS_BENCH_CHRONACTA_HA_CLIENTS (comma-separated) and PLEXUS_BENCH_CHRONACTA_HA_LOADERS
-// (load processes sharing each case's clients, default 2) change the windows.
+// (load processes sharing each case's clients, default 2) change the windows;
+// PLEXUS_BENCH_CHRONACTA_HA_GROUP_COMMIT_BYTES=N starts the members with --group-commit-bytes N.
 //
 // Every process started here runs in its own process group, killed when the suite ends,
 // when it runs past its time limit, and when this process exits or is interrupted.
@@ -84,6 +85,9 @@ async function freePorts(n) {
   }
   return out;
 }
+
+/** `--group-commit-bytes` of the members (PLEXUS_BENCH_CHRONACTA_HA_GROUP_COMMIT_BYTES; default: not given, off). */
+const GROUP_COMMIT_BYTES = process.env.PLEXUS_BENCH_CHRONACTA_HA_GROUP_COMMIT_BYTES ?? '';
 
 function findEtcd() {
   const bin = process.env.PLEXUS_BENCH_ETCD ?? 'etcd';
@@ -150,7 +154,17 @@ async function startChronacta(root, cli, dir, log) {
   const members = [1, 2, 3].map((id) => {
     const d = startDaemon(
       process.execPath,
-      [cli, 'chronacta', 'serve', '--cluster', '--data', join(dir, `node-${id}`), '--metrics-port', '0'],
+      [
+        cli,
+        'chronacta',
+        'serve',
+        '--cluster',
+        '--data',
+        join(dir, `node-${id}`),
+        '--metrics-port',
+        '0',
+        ...(GROUP_COMMIT_BYTES ? ['--group-commit-bytes', GROUP_COMMIT_BYTES] : []),
+      ],
       /"event":"serving","address":"([^"]+)"/,
       { cwd: root },
     );

@@ -6,12 +6,12 @@
  * duplicates frame by frame.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AppliedBatch, ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import { type AppliedBatch, type ReplicatedLog, SOLO_FRAME_BYTES } from '../../ts/chronacta/ha/replicated-log.js';
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { type Cluster, snapshot, startCluster, text, until } from './helpers.js';
 
-/** Group commit is off by default (mixed-version clusters); these tests turn it on. */
+/** Group commit is off unless configured (cluster.json of `cluster init` sets it); these tests turn it on. */
 const GROUP = 128 * 1024;
 
 let cluster: Cluster | undefined;
@@ -44,6 +44,28 @@ describe('group commit of concurrent appends', () => {
     expect(after.appendGroupsProposed - before.appendGroupsProposed).toBe(8);
     expect(after.appendsGrouped - before.appendsGrouped).toBe(8);
     expect(await sameEverywhere(c)).toHaveLength(9);
+  });
+
+  it('gives an append of SOLO_FRAME_BYTES of frames or more an entry of its own; smaller ones around it still group', async () => {
+    const c = (cluster = await startCluster(3, { groupCommitBytes: GROUP }));
+    const leader = await c.waitLeader();
+    await leader.append([text('first')]);
+    const before = leader.status();
+    const big = 'B'.repeat(SOLO_FRAME_BYTES);
+    const results = await Promise.all([
+      leader.append([text('a')]),
+      leader.append([text('b')]),
+      leader.append([text(big)]),
+      leader.append([text('d')]),
+      leader.append([text('e')]),
+    ]);
+    expect(results.map((r) => r.first)).toEqual([2n, 3n, 4n, 5n, 6n]);
+    const after = leader.status();
+    // [a, b], [big], [d, e]
+    expect(after.appendGroupsProposed - before.appendGroupsProposed).toBe(3);
+    expect(after.appendsGrouped - before.appendsGrouped).toBe(5);
+    const all = await sameEverywhere(c);
+    expect(all.map((r) => r.split('|')[3])).toEqual(['first', 'a', 'b', big, 'd', 'e']);
   });
 
   it('proposes the appends of one turn as one entry, each with its own positions, batch id and outcome', async () => {

@@ -61,7 +61,19 @@ export interface ClusterFile {
   readonly leader: string;
   /** Cluster mode: ids of members removed from the cluster; ids are never reused. */
   readonly removed?: readonly string[];
+  /**
+   * Cluster mode: the members' group commit (`groupCommitBytes` of the replicated log), when
+   * `plexus chronacta cluster init` made the cluster: every member then runs a plexus that
+   * applies several appends per Raft entry. Absent (off) in clusters made before, until the
+   * operator sets it once every member runs such a version. `--group-commit-bytes` overrides it.
+   */
+  readonly groupCommitBytes?: number;
 }
+
+/** The group commit size `cluster init` records in cluster.json (bytes of frames per Raft entry). */
+export const DEFAULT_GROUP_COMMIT_BYTES = 131_072;
+/** The largest group commit size accepted (in cluster.json or `--group-commit-bytes`). */
+export const MAX_GROUP_COMMIT_BYTES = 1_048_576;
 
 export interface NodeFile {
   /** The data format: 1, or 2 with `clusterId`. */
@@ -179,8 +191,13 @@ function checkCluster(file: string, v: unknown): ClusterFile {
   if (o.removed !== undefined && (!Array.isArray(o.removed) || o.removed.some((r) => typeof r !== 'string'))) {
     bad(file, '"removed" must be an array of member ids');
   }
+  const g = o.groupCommitBytes;
+  if (g !== undefined && (!Number.isSafeInteger(g) || g < 0 || g > MAX_GROUP_COMMIT_BYTES)) {
+    bad(file, `"groupCommitBytes" must be a whole number from 0 to ${MAX_GROUP_COMMIT_BYTES}`);
+  }
   return {
     ...(o.removed !== undefined ? { removed: o.removed } : {}),
+    ...(g !== undefined ? { groupCommitBytes: g } : {}),
     version: 1,
     clusterId: o.clusterId,
     mode: o.mode,
@@ -257,6 +274,8 @@ export interface NodeHaConfig {
   readonly members: readonly HaMember[];
   /** node.json says the node joins a running cluster: open the replicated log with `join: true`. */
   readonly join?: true;
+  /** cluster.json's `groupCommitBytes`, when it has one. */
+  readonly groupCommitBytes?: number;
 }
 
 /**
@@ -287,6 +306,7 @@ export function haConfigOf(prep: PreparedDataDir): NodeHaConfig {
     id: self.id,
     members: config.members,
     ...(prep.node.join === true ? { join: true as const } : {}),
+    ...(prep.cluster.groupCommitBytes !== undefined ? { groupCommitBytes: prep.cluster.groupCommitBytes } : {}),
   };
 }
 
@@ -306,6 +326,7 @@ export function clusterFiles(
       epoch: 0,
       members: members.map((m) => ({ id: String(m.id), address: m.advertise, raftAddress: m.raftAddress })),
       leader: '',
+      groupCommitBytes: DEFAULT_GROUP_COMMIT_BYTES,
     },
     node: { version: DATA_FORMAT, id: String(id), advertiseAddress: self.advertise, clusterId },
   };
@@ -370,6 +391,7 @@ export function membershipFile(file: ClusterFile, view: MembershipView): Cluster
     members,
     leader: view.leader === 0 ? '' : String(view.leader),
     ...(removed.size > 0 ? { removed: [...removed].sort((a, b) => Number(a) - Number(b)) } : {}),
+    ...(file.groupCommitBytes !== undefined ? { groupCommitBytes: file.groupCommitBytes } : {}),
   };
 }
 

@@ -120,6 +120,18 @@ export class ChronactaMetrics {
     registers: [this.registry],
   });
   private appendEntriesSeen = 0;
+  readonly replicationAppendGroups = new Counter({
+    name: 'chronacta_replication_append_groups_total',
+    help: 'On a leader: Raft entries it proposed carrying appends (group commit puts several in one)',
+    registers: [this.registry],
+  });
+  readonly replicationGroupedAppends = new Counter({
+    name: 'chronacta_replication_grouped_appends_total',
+    help: 'On a leader: appends it proposed, counted in the entries of chronacta_replication_append_groups_total',
+    registers: [this.registry],
+  });
+  private groupsSeen = 0;
+  private groupedSeen = 0;
 
   /** Sets the cluster gauges from the store's replication state (standalone: leader, epoch 0). */
   refreshCluster(store: EventStore): void {
@@ -137,6 +149,14 @@ export class ChronactaMetrics {
     if (s.appendEntriesApplied > this.appendEntriesSeen) {
       this.replicationAppendEntries.inc(s.appendEntriesApplied - this.appendEntriesSeen);
       this.appendEntriesSeen = s.appendEntriesApplied;
+    }
+    if (s.appendGroupsProposed > this.groupsSeen) {
+      this.replicationAppendGroups.inc(s.appendGroupsProposed - this.groupsSeen);
+      this.groupsSeen = s.appendGroupsProposed;
+    }
+    if (s.appendsGrouped > this.groupedSeen) {
+      this.replicationGroupedAppends.inc(s.appendsGrouped - this.groupedSeen);
+      this.groupedSeen = s.appendsGrouped;
     }
   }
 

@@ -125,6 +125,8 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
       ...(options.logger ? { logger: options.logger } : {}),
       // node.json of `cluster join-files`: an empty member the leader adds, never bootstrapping.
       ...(ha.join === true ? { join: true } : {}),
+      // cluster.json's group commit, unless the caller chose one.
+      ...(ha.groupCommitBytes !== undefined ? { groupCommitBytes: ha.groupCommitBytes } : {}),
       ...options.replication,
       id: ha.id,
       members: ha.members,

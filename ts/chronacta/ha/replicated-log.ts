@@ -228,10 +228,19 @@ interface FrameGroup {
   batchId: Uint8Array;
   readonly frames: Uint8Array[];
   bytes: number;
+  /** A large append proposed as an entry of its own (SOLO_FRAME_BYTES). */
+  readonly solo: boolean;
   readonly done: Promise<number>;
   resolve(index: number): void;
   reject(err: unknown): void;
 }
+
+/**
+ * An append whose frame has at least this many bytes is proposed as an entry of its own, even
+ * with group commit: it is a large entry already, so grouping saves little per event, and
+ * laying it end to end with others would copy its bytes once more.
+ */
+export const SOLO_FRAME_BYTES = 4096;
 
 function concatFrames(frames: readonly Uint8Array[], bytes: number): Uint8Array {
   const out = new Uint8Array(bytes);
@@ -630,7 +639,8 @@ export class ReplicatedLog implements LogStorage {
    */
   private gather(frame: Uint8Array, term: number, first: number, last: number, batchId: Uint8Array): Promise<number> {
     let g = this.group;
-    if (g && (g.term !== term || g.bytes + frame.length > (this.opts.groupCommitBytes ?? 0))) {
+    const solo = frame.length >= SOLO_FRAME_BYTES;
+    if (g && (solo || g.solo || g.term !== term || g.bytes + frame.length > (this.opts.groupCommitBytes ?? 0))) {
       this.flushGroup();
       g = undefined;
     }
@@ -641,7 +651,7 @@ export class ReplicatedLog implements LogStorage {
         resolve = res;
         reject = rej;
       });
-      g = { term, first, last, batchId, frames: [], bytes: 0, done, resolve, reject };
+      g = { term, first, last, batchId, frames: [], bytes: 0, solo, done, resolve, reject };
       this.group = g;
       if (!this.driver.wake()) this.flushGroup();
     }

@@ -8,6 +8,7 @@ import {
   dataPaths,
   haConfigOf,
   joinFiles,
+  MAX_GROUP_COMMIT_BYTES,
   prepareDataDir,
   writeClusterFiles,
 } from '../../chronacta/layout.js';
@@ -33,7 +34,7 @@ const HELP = [
   '        {"event":"serving","address",...} once it serves; stops on SIGINT or SIGTERM.',
   '  serve --cluster [--data DIR] [--metrics-port N] [--tick-ms N]',
   '        [--readiness-max-replication-lag N] [--max-read-lag N]',
-  '        [--max-read-staleness-ms N]',
+  '        [--max-read-staleness-ms N] [--group-commit-bytes N]',
   '        Serves a cluster member: DIR/cluster/cluster.json (mode "cluster") lists the',
   '        members, node.json names this one; gRPC binds the port of its advertise',
   '        address, Raft its raftAddress. Only the leader takes writes; a follower',
@@ -45,6 +46,12 @@ const HELP = [
   '        has applied up to it minus --max-read-lag positions (default 0); otherwise',
   '        it refuses with PLX_CHRONACTA_STALE_READ naming the leader. cluster.json is',
   '        rewritten (epoch + 1) whenever the membership the member applied changes.',
+  '        --group-commit-bytes N (0 to 1048576, 0 is off): as leader, propose the',
+  '        appends that arrive while a Raft write is under way as one entry of up to',
+  '        N bytes. Default: cluster.json\'s "groupCommitBytes" (131072 in clusters',
+  '        made by `cluster init` of this version; absent, so off, in older ones: set',
+  '        it only once every member runs a plexus that applies several appends per',
+  '        entry, this one or later).',
   '  cluster init --members N --root DIR [--base-port P] [--cluster-id ID]',
   '        [--advertise A1,A2,...] [--raft R1,R2,...] [--force]',
   '        Writes the cluster files of N members on loopback into DIR/node-1 ..',
@@ -214,6 +221,7 @@ async function serve(args: string[]): Promise<number> {
       'readiness-max-replication-lag': { type: 'string' },
       'max-read-lag': { type: 'string' },
       'max-read-staleness-ms': { type: 'string' },
+      'group-commit-bytes': { type: 'string' },
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
@@ -222,14 +230,22 @@ async function serve(args: string[]): Promise<number> {
   const maxLag = num('readiness-max-replication-lag', values['readiness-max-replication-lag']);
   const maxReadLag = num('max-read-lag', values['max-read-lag']);
   const maxReadStalenessMs = num('max-read-staleness-ms', values['max-read-staleness-ms']);
+  const groupCommitBytes = num('group-commit-bytes', values['group-commit-bytes']);
   if (
     !clustered &&
-    (tickMs !== undefined || maxLag !== undefined || maxReadLag !== undefined || maxReadStalenessMs !== undefined)
+    (tickMs !== undefined ||
+      maxLag !== undefined ||
+      maxReadLag !== undefined ||
+      maxReadStalenessMs !== undefined ||
+      groupCommitBytes !== undefined)
   ) {
     throw new UsageError(
       'chronacta',
-      '--tick-ms, --readiness-max-replication-lag, --max-read-lag and --max-read-staleness-ms go with --cluster',
+      '--tick-ms, --readiness-max-replication-lag, --max-read-lag, --max-read-staleness-ms and --group-commit-bytes go with --cluster',
     );
+  }
+  if (groupCommitBytes !== undefined && groupCommitBytes > MAX_GROUP_COMMIT_BYTES) {
+    throw new UsageError('chronacta', `--group-commit-bytes takes 0 to ${MAX_GROUP_COMMIT_BYTES}`);
   }
   if (maxReadStalenessMs !== undefined && (maxReadStalenessMs < 1 || maxReadStalenessMs > 3_600_000)) {
     throw new UsageError('chronacta', '--max-read-staleness-ms takes 1 to 3600000');
@@ -253,7 +269,10 @@ async function serve(args: string[]): Promise<number> {
     ...(clustered
       ? {
           cluster: true,
-          replication: tickMs !== undefined ? { tickMs } : {},
+          replication: {
+            ...(tickMs !== undefined ? { tickMs } : {}),
+            ...(groupCommitBytes !== undefined ? { groupCommitBytes } : {}),
+          },
           ...(maxLag !== undefined ? { readinessMaxReplicationLag: maxLag } : {}),
           ...(maxReadLag !== undefined ? { maxReadLag } : {}),
           ...(maxReadStalenessMs !== undefined ? { maxReadStalenessMs } : {}),
