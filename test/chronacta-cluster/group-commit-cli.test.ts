@@ -31,7 +31,19 @@ async function counter(metrics: string, name: string): Promise<number> {
   return line === undefined ? 0 : Number(line.slice(name.length + 1));
 }
 
-/** 64 concurrent appends to the leader, each to a new stream; their results. */
+/** The leader's chronacta_replication_grouped_appends_total, once it counts at least `n`. */
+function groupedAppends(metrics: string, n: number): Promise<number> {
+  return until(
+    async () => {
+      const g = await counter(metrics, 'chronacta_replication_grouped_appends_total');
+      return g >= n ? g : undefined;
+    },
+    10_000,
+    `the leader to count ${n} appends`,
+  );
+}
+
+/** `n` concurrent appends to the leader, each to a new stream; their results. */
 async function appendMany(c: ThreeMembers, n: number) {
   const leader = await c.leader();
   const results = await Promise.all(
@@ -52,14 +64,7 @@ describe('group commit from cluster.json and --group-commit-bytes', () => {
     const positions = results.map((r) => Number(r.firstPosition)).sort((a, b) => a - b);
     expect(new Set(positions).size).toBe(n);
     for (const r of results) expect(r.lastPosition).toBe(r.firstPosition);
-    const grouped = await until(
-      async () => {
-        const g = await counter(leader.metrics, 'chronacta_replication_grouped_appends_total');
-        return g >= n ? g : undefined;
-      },
-      10_000,
-      'the leader to count the appends it grouped',
-    );
+    const grouped = await groupedAppends(leader.metrics, n);
     const groups = await counter(leader.metrics, 'chronacta_replication_append_groups_total');
     expect(groups).toBeGreaterThan(0);
     expect(groups).toBeLessThan(grouped);
@@ -88,14 +93,7 @@ describe('group commit from cluster.json and --group-commit-bytes', () => {
       const n = 32;
       const { leader, results } = await appendMany(off, n);
       expect(new Set(results.map((r) => r.firstPosition)).size).toBe(n);
-      const grouped = await until(
-        async () => {
-          const g = await counter(leader.metrics, 'chronacta_replication_grouped_appends_total');
-          return g >= n ? g : undefined;
-        },
-        10_000,
-        'the leader to count its appends',
-      );
+      const grouped = await groupedAppends(leader.metrics, n);
       expect(await counter(leader.metrics, 'chronacta_replication_append_groups_total')).toBe(grouped);
     } finally {
       await off.close();
