@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
-import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
+import { clusterFiles, DEFAULT_GROUP_COMMIT_BYTES, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { migrateDataDir } from '../../ts/chronacta/migrate.js';
 import { type ChronactaServer, startServer } from '../../ts/chronacta/server.js';
 import { isPlexusError } from '../../ts/core/errors.js';
@@ -186,8 +186,10 @@ async function startFormatOneMembers(): Promise<Members> {
     dirs.set(m.id, dir);
     addresses.set(m.id, m.advertise);
     const { cluster: clusterFile, node } = clusterFiles('rolling', ha, m.id);
+    // The files of a cluster made before format 2 and before cluster.json had groupCommitBytes.
+    const { groupCommitBytes: _new, ...olderCluster } = clusterFile;
     await writeClusterFiles(dir, {
-      cluster: clusterFile,
+      cluster: olderCluster,
       node: { version: 1, id: node.id, advertiseAddress: node.advertiseAddress },
     });
   }
@@ -303,6 +305,8 @@ async function heldBy(s: ChronactaServer): Promise<string[]> {
 
 /** Small Raft snapshot intervals: the chaos run takes snapshots every few hundred appends. */
 const CHAOS_SNAPSHOTS = { snapshotEvery: 100, snapshotRetain: 25 } as const;
+/** Group commit as clusters made by `cluster init` run it (cluster.json `groupCommitBytes`). */
+const CHAOS_GROUP_COMMIT = { groupCommitBytes: DEFAULT_GROUP_COMMIT_BYTES } as const;
 
 function idOf(c: Cluster, log: ReplicatedLog): number | undefined {
   return [...c.logs].find(([, l]) => l === log)?.[0];
@@ -325,7 +329,13 @@ class Lifecycle {
   readonly applied = new Map<number, Map<bigint, string>>();
   readonly conflicts: string[] = [];
   readonly below: string[] = [];
-  private readonly retired = { snapshotsTaken: 0, snapshotsInstalled: 0, recordsCaughtUp: 0 };
+  private readonly retired = {
+    snapshotsTaken: 0,
+    snapshotsInstalled: 0,
+    recordsCaughtUp: 0,
+    appendsGrouped: 0,
+    appendGroupsProposed: 0,
+  };
   agreed = 0;
   compacted = 0;
   private highestAgreed = 1n;
@@ -373,6 +383,8 @@ class Lifecycle {
     this.retired.snapshotsTaken += s.snapshotsTaken;
     this.retired.snapshotsInstalled += s.snapshotsInstalled;
     this.retired.recordsCaughtUp += s.recordsCaughtUp;
+    this.retired.appendsGrouped += s.appendsGrouped;
+    this.retired.appendGroupsProposed += s.appendGroupsProposed;
   }
 
   totals(c: Cluster) {
@@ -382,6 +394,8 @@ class Lifecycle {
       n.snapshotsTaken += s.snapshotsTaken;
       n.snapshotsInstalled += s.snapshotsInstalled;
       n.recordsCaughtUp += s.recordsCaughtUp;
+      n.appendsGrouped += s.appendsGrouped;
+      n.appendGroupsProposed += s.appendGroupsProposed;
       if (log.compactionLimit > n.compactionLimit) n.compactionLimit = log.compactionLimit;
     }
     return n;
@@ -580,8 +594,11 @@ describe('replicated log under sustained load', () => {
     'TestHACommercialLongChaosUnderLoad',
     async () => {
       const life = new Lifecycle();
-      const c = (cluster = await startCluster(3, { segmentBytes: 4096, ...CHAOS_SNAPSHOTS }, undefined, (id, log) =>
-        life.watch(id, log),
+      const c = (cluster = await startCluster(
+        3,
+        { segmentBytes: 4096, ...CHAOS_SNAPSHOTS, ...CHAOS_GROUP_COMMIT },
+        undefined,
+        (id, log) => life.watch(id, log),
       ));
       await c.waitLeader();
       const acked: Acked[] = [];
@@ -680,11 +697,14 @@ describe('replicated log under sustained load', () => {
         `chaos: ${faults.length} faults, ${acked.length} appends acknowledged, ${unknown.size} unknown; ` +
           `${n.snapshotsTaken} snapshots taken, ${n.snapshotsInstalled} installed ` +
           `(${n.recordsCaughtUp} records caught up), ${life.agreed} compactions agreed ` +
-          `(cutoff ${n.compactionLimit}), ${life.compacted} local compactions`,
+          `(cutoff ${n.compactionLimit}), ${life.compacted} local compactions; ` +
+          `${n.appendsGrouped} appends proposed in ${n.appendGroupsProposed} Raft entries`,
       );
       if (process.env.CHRONACTA_CHAOS_VERBOSE === '1') console.log(faults.join('\n'));
       expect(n.snapshotsTaken).toBeGreaterThan(0);
       expect(n.snapshotsInstalled).toBeGreaterThan(0);
+      // The faults hit grouped entries too: the writers' appends shared Raft entries.
+      expect(n.appendGroupsProposed).toBeLessThan(n.appendsGrouped);
       // A longer run also agrees compaction cutoffs (the smoke run's few faults may not get one).
       if (chaosEnv('DURATION') || chaosEnv('FULL')) expect(life.agreed).toBeGreaterThan(0);
     },
