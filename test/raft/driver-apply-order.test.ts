@@ -8,6 +8,7 @@ import { RaftDriver } from '../../ts/raft/net/driver.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Message } from '../../ts/raft/types.js';
+import { memoryWriter } from './harness.js';
 
 const stops: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -52,17 +53,11 @@ async function cluster() {
     nodes.set(id, node);
     const driver = new RaftDriver({
       node,
-      storage: {
-        append: (es) => storage.append(es),
-        setHardState: (h) => storage.setHardState(h),
-        applySnapshot: (s) => storage.applySnapshot(s),
-        compact: (s) => storage.compact(s),
-        sync: () => {
-          if (id !== 1) return Promise.resolve();
-          syncs++;
-          return holds.shift()?.p ?? Promise.resolve();
-        },
-      },
+      storage: memoryWriter(storage, () => {
+        if (id !== 1) return Promise.resolve();
+        syncs++;
+        return holds.shift()?.p ?? Promise.resolve();
+      }),
       send: deliver,
       applier: { apply: (es) => void (applied.get(id) as number[]).push(...es.map((e) => e.index)) },
       tickMs: 60_000,

@@ -8,6 +8,7 @@ import { isPlexusError } from '../../ts/core/errors.js';
 import { RaftDriver } from '../../ts/raft/net/driver.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
+import { memoryWriter } from './harness.js';
 
 const stops: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -23,13 +24,7 @@ async function lone(timeoutMs: number) {
   const applied: number[] = [];
   const driver = new RaftDriver({
     node,
-    storage: {
-      append: (es) => storage.append(es),
-      setHardState: (h) => storage.setHardState(h),
-      applySnapshot: (s) => storage.applySnapshot(s),
-      compact: (s) => storage.compact(s),
-      sync: () => held ?? Promise.resolve(),
-    },
+    storage: memoryWriter(storage, () => held ?? Promise.resolve()),
     send: () => undefined,
     applier: { apply: (es) => void applied.push(...es.map((e) => e.index)) },
     tickMs: 60_000, // no tick during the test: deadlines do not depend on ticks

@@ -6,7 +6,7 @@
 import { isPlexusError } from '../../ts/core/errors.js';
 import { decodeConfChange } from '../../ts/raft/confchange.js';
 import { RaftNode } from '../../ts/raft/node.js';
-import { MemoryRaftStorage } from '../../ts/raft/storage.js';
+import { MemoryRaftStorage, type RaftStorageWriter } from '../../ts/raft/storage.js';
 import type { Entry, Message, RaftOptions, Ready } from '../../ts/raft/types.js';
 import { SimRandom } from '../../ts/sim/rng.js';
 
@@ -232,4 +232,18 @@ export class TestCluster {
     for (const t of this.nodes.values()) if (t.node?.status().role === 'leader') return t.id;
     return 0;
   }
+}
+
+/** The driver's storage seam over a MemoryRaftStorage, with `sync` supplied by the test. */
+export function memoryWriter(
+  storage: MemoryRaftStorage,
+  sync: () => Promise<void>,
+): RaftStorageWriter & { sync(): Promise<void> } {
+  return {
+    append: (es) => storage.append(es),
+    setHardState: (h) => storage.setHardState(h),
+    applySnapshot: (s) => storage.applySnapshot(s),
+    compact: (s) => storage.compact(s),
+    sync,
+  };
 }

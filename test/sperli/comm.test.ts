@@ -4,6 +4,7 @@ import { isPlexusError, PlexusError } from '../../ts/core/errors.js';
 import { allocShared, backend } from '../../ts/core/index.js';
 import { ANY_SOURCE, ANY_TAG, type Comm, type Message } from '../../ts/sperli/comm.js';
 import { memoryJob, runJob, runOn, TRANSPORTS } from '../helpers/comm-memory.js';
+import { thrownRefusal } from '../helpers/refusal.js';
 import { randomBytes, rng } from '../helpers/rng.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
@@ -17,16 +18,6 @@ async function rejection(p: Promise<unknown> | (() => unknown)): Promise<PlexusE
     throw e;
   }
   throw new Error('nothing was refused');
-}
-
-function thrown(f: () => unknown): PlexusError {
-  try {
-    f();
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('nothing was thrown');
 }
 
 /** Lets every queued frame be delivered. */
@@ -272,11 +263,11 @@ describe('point to point: refused arguments', () => {
       const e = await rejection(a.send(1, tag, bytes));
       expect(e.code).toBe('PLX_SPERLI_BAD_ARGUMENT');
       expect(e.details.reason).toBe('tag');
-      expect(thrown(() => a.isend(1, tag, bytes)).code).toBe('PLX_SPERLI_BAD_ARGUMENT');
+      expect(thrownRefusal(() => a.isend(1, tag, bytes)).code).toBe('PLX_SPERLI_BAD_ARGUMENT');
     }
     for (const tag of [-2, 2 ** 31]) {
       expect((await rejection(a.recv(1, tag))).code).toBe('PLX_SPERLI_BAD_ARGUMENT');
-      expect(thrown(() => a.irecv(1, tag)).details.reason).toBe('tag');
+      expect(thrownRefusal(() => a.irecv(1, tag)).details.reason).toBe('tag');
     }
     for (const dest of [-1, 2, 0.5, ANY_SOURCE]) {
       expect((await rejection(a.send(dest, 0, bytes))).details.reason).toBe('rank');
@@ -371,8 +362,10 @@ describe('checkpoint frames', () => {
     expect(frame).toMatchObject({ type: FrameType.CKPT_ACK, tag: 0, epoch: 4n });
     expect(frame.payload).toEqual(new Uint8Array(32).fill(7));
     expect(str(await b.recv(0, 3))).toBe('data first');
-    expect(thrown(() => a.sendCheckpointFrame(1, FrameType.DATA, new Uint8Array(0), 0n)).details.reason).toBe('type');
-    expect(thrown(() => a.sendCheckpointFrame(0, FrameType.CKPT_ACK, new Uint8Array(32), 0n)).code).toBe(
+    expect(thrownRefusal(() => a.sendCheckpointFrame(1, FrameType.DATA, new Uint8Array(0), 0n)).details.reason).toBe(
+      'type',
+    );
+    expect(thrownRefusal(() => a.sendCheckpointFrame(0, FrameType.CKPT_ACK, new Uint8Array(32), 0n)).code).toBe(
       'PLX_SPERLI_BAD_ARGUMENT',
     );
   });

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { REFUSED_HOSTS_VARIABLE, RESERVED_HOSTS, refusedHosts } from '../../ts/sperli/hosts.js';
+import { thrownRefusal } from '../helpers/refusal.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plexus-hosts-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -12,16 +12,6 @@ function denyFile(name: string, text: string): string {
   const p = join(dir, name);
   writeFileSync(p, text);
   return p;
-}
-
-function thrown(f: () => void): PlexusError {
-  try {
-    f();
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('nothing was thrown');
 }
 
 describe('refused hosts: the reserved names', () => {
@@ -138,7 +128,7 @@ describe('refused hosts: the deny file', () => {
   });
 
   it('refuses a deny file that exists but cannot be read, rather than refusing fewer hosts', () => {
-    const e = thrown(() => refusedHosts({ denyFile: dir }));
+    const e = thrownRefusal(() => refusedHosts({ denyFile: dir }));
     expect(e.code).toBe('PLX_SPERLI_DENY_FILE');
     expect(e.details.file).toBe(dir);
   });
@@ -154,7 +144,7 @@ describe('refused hosts: assertAllowed', () => {
   });
 
   it('throws H1610 with reason refused-host, naming the host and where it was refused from', () => {
-    const e = thrown(() => h.assertAllowed('A.Example.com', 'host of rank 3'));
+    const e = thrownRefusal(() => h.assertAllowed('A.Example.com', 'host of rank 3'));
     expect(e.code).toBe('H1610');
     expect(e.details).toMatchObject({
       reason: 'refused-host',
@@ -166,11 +156,11 @@ describe('refused hosts: assertAllowed', () => {
     expect(e.message).toContain('host of rank 3 A.Example.com');
     expect(e.message).toContain(REFUSED_HOSTS_VARIABLE);
 
-    const r = thrown(() => h.assertAllowed('host-a.invalid', 'host of rank 0'));
+    const r = thrownRefusal(() => h.assertAllowed('host-a.invalid', 'host of rank 0'));
     expect(r.details).toMatchObject({ reason: 'refused-host', source: 'reserved', name: 'host-a.invalid' });
     expect(r.message).toContain('reserved');
 
-    const f = thrown(() => h.assertAllowed('x.filed.example', 'dialled host'));
+    const f = thrownRefusal(() => h.assertAllowed('x.filed.example', 'dialled host'));
     expect(f.details).toMatchObject({ reason: 'refused-host', source: 'deny-file', file, name: 'filed.example' });
     expect(f.message).toContain(file);
   });

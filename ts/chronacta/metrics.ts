@@ -119,7 +119,6 @@ export class ChronactaMetrics {
     help: "Replicated batches (committed Raft entries) applied to this node's log",
     registers: [this.registry],
   });
-  private appendEntriesSeen = 0;
   readonly replicationAppendGroups = new Counter({
     name: 'chronacta_replication_append_groups_total',
     help: 'On a leader: Raft entries it proposed carrying appends (group commit puts several in one)',
@@ -130,8 +129,16 @@ export class ChronactaMetrics {
     help: 'On a leader: appends it proposed, counted in the entries of chronacta_replication_append_groups_total',
     registers: [this.registry],
   });
-  private groupsSeen = 0;
-  private groupedSeen = 0;
+  /** What each counter that follows a replicated-log total has counted so far. */
+  private readonly followed = new Map<Counter, number>();
+
+  /** Moves `counter` up to `total`, a count the replicated log keeps (it never goes down). */
+  private follow(counter: Counter, total: number): void {
+    const seen = this.followed.get(counter) ?? 0;
+    if (total <= seen) return;
+    counter.inc(total - seen);
+    this.followed.set(counter, total);
+  }
 
   /** Sets the cluster gauges from the store's replication state (standalone: leader, epoch 0). */
   refreshCluster(store: EventStore): void {
@@ -146,18 +153,9 @@ export class ChronactaMetrics {
     this.clusterLeader.set(s.role === 'leader' ? 1 : 0);
     this.clusterEpoch.set(s.term);
     this.replicationLag.set(replicationLagOf(s));
-    if (s.appendEntriesApplied > this.appendEntriesSeen) {
-      this.replicationAppendEntries.inc(s.appendEntriesApplied - this.appendEntriesSeen);
-      this.appendEntriesSeen = s.appendEntriesApplied;
-    }
-    if (s.appendGroupsProposed > this.groupsSeen) {
-      this.replicationAppendGroups.inc(s.appendGroupsProposed - this.groupsSeen);
-      this.groupsSeen = s.appendGroupsProposed;
-    }
-    if (s.appendsGrouped > this.groupedSeen) {
-      this.replicationGroupedAppends.inc(s.appendsGrouped - this.groupedSeen);
-      this.groupedSeen = s.appendsGrouped;
-    }
+    this.follow(this.replicationAppendEntries, s.appendEntriesApplied);
+    this.follow(this.replicationAppendGroups, s.appendGroupsProposed);
+    this.follow(this.replicationGroupedAppends, s.appendsGrouped);
   }
 
   /** The hooks the store reports through. */

@@ -106,7 +106,7 @@ const MAX_INBOUND_UNACKED = 4096;
 interface InboundEntry {
   readonly frame: ClusterFrame;
   status: number;
-  /** When it was taken from the stream (performance.now()), for the answer time the poller goes by. */
+  /** When it was taken from the stream (performance.now(); 0 with polling off), for the answer time the poller goes by. */
   readonly at: number;
 }
 
@@ -169,7 +169,7 @@ interface Pending {
   readonly deadline: number;
   readonly resolve: (v: DeliveryVerdict) => void;
   readonly reject: (e: unknown) => void;
-  /** When it was queued (performance.now()), for the ACK time the poller goes by. */
+  /** When it was queued (performance.now(); 0 with polling off), for the ACK time the poller goes by. */
   readonly queuedAt: number;
   /** Whether it holds the wire's spinner (released when it settles). */
   readonly held: boolean;
@@ -378,6 +378,8 @@ export class Http2Wire implements Wire {
   readonly spinner: Spinner;
   /** Half the polling window (ms): frames poll for their ACKs while `ackMs` is below it. */
   private readonly spinHalfMs: number;
+  /** Whether polling is on (`spinMs` > 0): only then are ACK and answer times taken. */
+  private readonly polls: boolean;
   /** The recent time from queueing a frame to its ACK (ms), a moving average. */
   ackMs = 0;
   /** The recent time from taking a received frame to answering it (ms), a moving average. */
@@ -406,6 +408,7 @@ export class Http2Wire implements Wire {
     const spinMs = wireSpinMs(opts.spinMs);
     this.spinner = new Spinner(spinMs);
     this.spinHalfMs = spinMs / 2;
+    this.polls = spinMs > 0;
     this.sweep = setInterval(() => this.sweepDeadlines(), Math.max(10, Math.min(250, this.backoff * 5)));
     this.sweep.unref();
   }
@@ -578,7 +581,7 @@ export class Http2Wire implements Wire {
         if (gone()) continue;
         emitted = true;
         const sink = session?.plexusAcks;
-        this.answerMs += (performance.now() - e.at - this.answerMs) / 8;
+        if (this.polls) this.answerMs += (performance.now() - e.at - this.answerMs) / 8;
         if (sink?.open) {
           sink.push(stream.id ?? 0, e.status as AckStatusCode);
           continue;
@@ -639,7 +642,7 @@ export class Http2Wire implements Wire {
             });
             if (gone()) return;
           }
-          const entry: InboundEntry = { frame, status: -1, at: performance.now() };
+          const entry: InboundEntry = { frame, status: -1, at: this.polls ? performance.now() : 0 };
           order.push(entry);
           const slot = receiver.admit(frame.messageId, 0);
           if (slot >= 0) {
@@ -863,7 +866,7 @@ export class Http2Wire implements Wire {
 
   /** Folds an acknowledged frame's ACK time into `ackMs` (an average over about the last 8). */
   private ackTook(p: Pending): void {
-    this.ackMs += (performance.now() - p.queuedAt - this.ackMs) / 8;
+    if (this.polls) this.ackMs += (performance.now() - p.queuedAt - this.ackMs) / 8;
   }
 
   private wakeRoomWaiters(st: OutStream): void {
@@ -1026,7 +1029,7 @@ export class Http2Wire implements Wire {
     // Poll for the ACK while the frame is in flight (released when it settles, in `shift`),
     // when ACKs lately came within half the polling window: not for ACKs that wait for a
     // receiver's fsync, which would only burn the CPU the receiver needs.
-    const queuedAt = performance.now();
+    const queuedAt = this.polls ? performance.now() : 0;
     const held = this.ackMs < this.spinHalfMs;
     if (held) this.spinner.hold();
     st.queue.push({ seq: st.nextSeq++, bytes, deadline, resolve, reject, queuedAt, held });
