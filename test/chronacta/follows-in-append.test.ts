@@ -23,13 +23,26 @@ const events = fc.array(
   { minLength: 2, maxLength: 12 },
 );
 
-function batch(evs: Parameters<typeof tableOf>[0], stream: string, keyed: boolean): Uint8Array[] {
+/** Positions and versions below and above 2^32, up to the largest the log stores. */
+const place = fc.oneof(
+  fc.constant({ firstPosition: 1001, firstVersion: 17 }),
+  fc.record({
+    firstPosition: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER - 100 }),
+    firstVersion: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER - 100 }),
+  }),
+);
+
+function batch(
+  evs: Parameters<typeof tableOf>[0],
+  stream: string,
+  keyed: boolean,
+  at = { firstPosition: 1001, firstVersion: 17 },
+): Uint8Array[] {
   const table = tableOf(evs);
   const body = checkTable(table);
   const head = {
     stream: utf8.encode(stream),
-    firstPosition: 1001,
-    firstVersion: 17,
+    ...at,
     recordedMs: 1_764_000_000_000,
     ...(keyed ? { key: utf8.encode('key-1'), fingerprint: new Uint8Array(32).fill(3) } : {}),
   };
@@ -39,8 +52,8 @@ function batch(evs: Parameters<typeof tableOf>[0], stream: string, keyed: boolea
 describe('followsInAppend', () => {
   it('accepts every later event of an append, with the fields decodeEntry reads', () => {
     fc.assert(
-      fc.property(events, fc.string({ minLength: 1, maxLength: 30 }), fc.boolean(), (evs, stream, keyed) => {
-        const ps = batch(evs, stream, keyed);
+      fc.property(events, fc.string({ minLength: 1, maxLength: 30 }), fc.boolean(), place, (evs, stream, keyed, at) => {
+        const ps = batch(evs, stream, keyed, at);
         const first = decodeEntry(ps[0] as Uint8Array);
         const name = streamBytesOf(ps[0] as Uint8Array);
         expect(new TextDecoder().decode(name)).toBe(first.stream);
@@ -64,8 +77,8 @@ describe('followsInAppend', () => {
 
   it('refuses a record changed in any header or stream byte, or cut, or lengthened', () => {
     fc.assert(
-      fc.property(events, fc.nat(), fc.integer({ min: 1, max: 255 }), (evs, at, flip) => {
-        const ps = batch(evs, 'orders-7', false);
+      fc.property(events, fc.nat(), fc.integer({ min: 1, max: 255 }), place, (evs, at, flip, where) => {
+        const ps = batch(evs, 'orders-7', false, where);
         const first = decodeEntry(ps[0] as Uint8Array);
         const name = streamBytesOf(ps[0] as Uint8Array);
         const rec = ps[1] as Uint8Array;

@@ -213,19 +213,35 @@ export function decodeEntry(payload: Uint8Array): Entry {
  * caller then decodes in full (and so reports damage as `decodeEntry` does).
  */
 export function followsInAppend(payload: Uint8Array, first: Entry, streamBytes: Uint8Array, offset: number): boolean {
-  if (payload.length < RECORD_HEADER_BYTES) return false;
-  const v = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
-  if (v.getUint8(0) !== RECORD_FORMAT || v.getUint8(1) !== RecordKind.EVENT || v.getUint16(2, true) !== 0) return false;
-  if (v.getUint32(4, true) !== first.batchSize || v.getUint32(8, true) !== first.indexInBatch + offset) return false;
-  if (v.getBigUint64(12, true) !== BigInt(first.position + offset)) return false;
-  if (v.getBigUint64(20, true) !== BigInt(first.version + offset)) return false;
-  if (v.getBigUint64(28, true) !== BigInt(first.recordedMs)) return false;
-  const sLen = v.getUint16(52, true);
+  // Read from the bytes directly: this runs once per event of every replicated append, and
+  // a DataView or a BigInt per field would allocate for each.
+  const b = payload;
+  if (b.length < RECORD_HEADER_BYTES) return false;
+  if (b[0] !== RECORD_FORMAT || b[1] !== RecordKind.EVENT || b[2] !== 0 || b[3] !== 0) return false;
+  if (le32(b, 4) !== first.batchSize || le32(b, 8) !== first.indexInBatch + offset) return false;
+  if (!isLe64(b, 12, first.position + offset)) return false;
+  if (!isLe64(b, 20, first.version + offset)) return false;
+  if (!isLe64(b, 28, first.recordedMs)) return false;
+  const sLen = (b[52] as number) | ((b[53] as number) << 8);
   if (sLen !== streamBytes.length) return false;
-  const body = sLen + v.getUint16(54, true) + v.getUint32(56, true) + v.getUint32(60, true);
-  if (payload.length - RECORD_HEADER_BYTES !== body) return false;
-  for (let i = 0; i < sLen; i++) if (payload[RECORD_HEADER_BYTES + i] !== streamBytes[i]) return false;
+  const body = sLen + ((b[54] as number) | ((b[55] as number) << 8)) + le32(b, 56) + le32(b, 60);
+  if (b.length - RECORD_HEADER_BYTES !== body) return false;
+  for (let i = 0; i < sLen; i++) if (b[RECORD_HEADER_BYTES + i] !== streamBytes[i]) return false;
   return true;
+}
+
+/** The unsigned 32-bit little-endian value at `at`. */
+function le32(b: Uint8Array, at: number): number {
+  return (
+    ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) +
+    (b[at + 3] as number) * 0x1000000
+  );
+}
+
+/** True when the unsigned 64-bit little-endian value at `at` is `n` (a safe integer >= 0). */
+function isLe64(b: Uint8Array, at: number, n: number): boolean {
+  const hi = Math.floor(n / 0x100000000);
+  return le32(b, at) === n - hi * 0x100000000 && le32(b, at + 4) === hi;
 }
 
 /** The bytes of an encoded entry's stream name (a view into `payload`, which `decodeEntry` accepted). */

@@ -50,8 +50,14 @@ class Cursor {
     readonly buf: Uint8Array,
     public pos: number,
     readonly end: number,
-    readonly what: string,
+    private readonly name: string,
+    /** The event this cursor reads, named in errors (-1: none); the name is built only then. */
+    private readonly event = -1,
   ) {}
+
+  get what(): string {
+    return this.event < 0 ? this.name : `${this.name}: event ${this.event}`;
+  }
 
   get more(): boolean {
     return this.pos < this.end;
@@ -218,7 +224,7 @@ function decodeEventData(
   at: number,
   index: number,
 ): void {
-  const c = new Cursor(buf, start, end, `AppendRequest: event ${index}`);
+  const c = new Cursor(buf, start, end, 'AppendRequest', index);
   // Absent fields are empty: offset anywhere, length 0.
   while (c.more) {
     const tag = c.varint();
