@@ -43,6 +43,10 @@ const CONCURRENCIES = [1, 16, 64];
 const BATCHES = [1, 100];
 const GAP_MS = 500;
 const DEFAULT_LOADERS = 2;
+// Warm-up slots per cluster before its first measured case: appends at 64 clients, batches of
+// 1, 100, 1 (about 15 s). A Chronacta member reaches its steady CPU per append only after
+// V8 has optimised its hot functions, which takes seconds of load (docs/chronacta-ha.md).
+const DEFAULT_WARM_SLOTS = 3;
 const STARTUP_MS = 3000;
 const FAILOVER_TARGET_MS = 3000;
 const IMPL = {
@@ -271,6 +275,11 @@ export async function runChronactaHaSuite({ root, log = console.log } = {}) {
   const samples = Number(process.env.PLEXUS_BENCH_CHRONACTA_HA_SAMPLES ?? 5);
   const sampleMs = Number(process.env.PLEXUS_BENCH_CHRONACTA_HA_SAMPLE_MS ?? 800);
   const warmupMs = Math.max(500, sampleMs * 0.75);
+  // Slots of appends each cluster gets before its first measured case (load.mjs warmSlots).
+  const warmSlots = Number(process.env.PLEXUS_BENCH_CHRONACTA_HA_WARM_SLOTS ?? DEFAULT_WARM_SLOTS);
+  if (!Number.isSafeInteger(warmSlots) || warmSlots < 0 || warmSlots > 20) {
+    throw new Error(`PLEXUS_BENCH_CHRONACTA_HA_WARM_SLOTS must be a whole number from 0 to 20, got ${warmSlots}`);
+  }
   const concurrencies = listFromEnv('PLEXUS_BENCH_CHRONACTA_HA_CLIENTS', CONCURRENCIES);
   const loaders = Number(process.env.PLEXUS_BENCH_CHRONACTA_HA_LOADERS ?? DEFAULT_LOADERS);
   if (!Number.isSafeInteger(loaders) || loaders < 1 || loaders > 16) {
@@ -326,14 +335,15 @@ export async function runChronactaHaSuite({ root, log = console.log } = {}) {
       samples,
       sampleMs,
       warmupMs,
+      warmSlots,
       eventBytes: EVENT_BYTES,
       serverPids: { chronacta: cLeader.pid, etcd: eLeader?.pid },
     };
-    const slots = BATCHES.length * concurrencies.length * (eLeader ? 2 : 1);
+    const slots = (BATCHES.length * concurrencies.length + warmSlots) * (eLeader ? 2 : 1);
     const slotMs = warmupMs + samples * sampleMs + GAP_MS;
     const startAt = Date.now() + (loaders > 1 ? STARTUP_MS : 0);
     log(
-      `chronacta-ha: ${loaders} load process${loaders > 1 ? 'es' : ''}, ${slots} cases of ${samples} windows of ${sampleMs} ms after ${warmupMs} ms of warm-up (~${Math.round((slots * slotMs) / 1000)} s) ...`,
+      `chronacta-ha: ${loaders} load process${loaders > 1 ? 'es' : ''}, ${warmSlots} warm-up slot${warmSlots === 1 ? '' : 's'} per cluster, then ${slots - warmSlots * (eLeader ? 2 : 1)} cases of ${samples} windows of ${sampleMs} ms after ${warmupMs} ms of warm-up each (~${Math.round((slots * slotMs) / 1000)} s) ...`,
     );
     const runs = await Promise.all(
       Array.from({ length: loaders }, (_, loader) =>
@@ -429,7 +439,7 @@ export async function runChronactaHaSuite({ root, log = console.log } = {}) {
       : `${etcd.version}, 3 members, Put / Txn of 100 puts`
     : 'skipped: no etcd binary';
   let table = `\nchronacta-ha: 3-member clusters on loopback, ${EVENT_BYTES}-byte events, committed appends at the leader; medians of ${samples} windows of ${sampleMs} ms; latency per call\n`;
-  table += `  load: ${loaders} child process${loaders > 1 ? 'es' : ''} sharing each case's clients, grpc-js for both; etcd: ${etcdLine}\n`;
+  table += `  load: ${loaders} child process${loaders > 1 ? 'es' : ''} sharing each case's clients, grpc-js for both; ${warmSlots} warm-up slot${warmSlots === 1 ? '' : 's'} of appends per cluster first; etcd: ${etcdLine}\n`;
   table += `  ${'case'.padEnd(30)} ${'impl'.padEnd(36)} ${'events/s'.padStart(11)} ${'calls/s'.padStart(11)} ${'p50'.padStart(9)} ${'p99'.padStart(9)}\n`;
   for (const x of rows) {
     table += `  ${x.case.padEnd(30)} ${IMPL[x.impl].padEnd(36)} ${fmtRate(x.eventsMedian, 'ev/s').padStart(11)} ${fmtRate(x.callsMedian, '/s').padStart(11)} ${fmtMs(x.p50Ms).padStart(9)} ${fmtMs(x.p99Ms).padStart(9)}\n`;

@@ -107,6 +107,8 @@ async function startCluster(root) {
       ? ['--cpu-prof', '--cpu-prof-dir', prof, '--cpu-prof-name', `m${id}-${Date.now()}.cpuprofile`]
       : [];
     if (perfDir) node.push('--perf-basic-prof');
+    // HA_CPU_NODE_ARGS: more node arguments for the members (e.g. V8 tracing flags).
+    if (process.env.HA_CPU_NODE_ARGS) node.push(...process.env.HA_CPU_NODE_ARGS.split(' ').filter(Boolean));
     const d = startDaemon(
       process.execPath,
       [...node, cli, 'chronacta', 'serve', '--cluster', '--data', join(dir, `node-${id}`), '--metrics-port', '0'],

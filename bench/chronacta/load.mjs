@@ -8,8 +8,13 @@
 //   { root, chronacta: 'host:port', etcd: 'host:port' | null, sqliteDir,
 //     concurrencies: [1, 16, 64], batches: [1, 100], readers: [1, 16],
 //     samples, sampleMs, warmupMs, eventBytes,
-//     loaders: 1, loader: 0, startAt: epoch ms | undefined, gapMs,
+//     loaders: 1, loader: 0, startAt: epoch ms | undefined, gapMs, warmSlots: 0,
 //     serverPids: { chronacta: pid, etcd: pid } }
+//
+// warmSlots: before its first measured case, each gRPC server gets that many slots of
+// appends at the largest concurrency (batch sizes in turn, nothing reported), so that what
+// is measured is a server past its start: V8 optimises a Node.js server's hot functions only
+// after seconds of load, and the load processes' own gRPC code warms up the same way.
 //
 // With `loaders` = N, N processes share every case: the case's clients 0 .. conc-1 are
 // dealt out round robin (client i runs in process i mod N), and every process runs case k
@@ -195,6 +200,16 @@ function report(impl, op, conc, batch, r) {
 }
 
 const maxConc = Math.max(...cfg.concurrencies, ...cfg.readers);
+const WARM_SLOTS = cfg.warmSlots ?? 0;
+
+/** The warm-up slots of one server: appends at the largest concurrency, batch sizes in turn. */
+async function warmUp(append, serverPid) {
+  const conc = Math.max(...cfg.concurrencies);
+  for (let w = 0; w < WARM_SLOTS; w++) {
+    const batch = cfg.batches[w % cfg.batches.length];
+    await closedLoop(conc, (i) => append(`warm-${w}`, i, batch), serverPid);
+  }
+}
 
 // ---------- plexus Chronacta ----------
 if (cfg.chronacta) {
@@ -204,19 +219,19 @@ if (cfg.chronacta) {
   const clients = Array.from({ length: maxConc }, (_, i) =>
     i % LOADERS === ME ? new EventStore(cfg.chronacta, grpc.credentials.createInsecure(), CHANNEL) : undefined,
   );
+  const eventsOf = new Map(
+    cfg.batches.map((b) => [b, Array.from({ length: b }, () => ({ type: 'bench', data: payload }))]),
+  );
+  const append = async (tag, i, batch) => {
+    await unary(clients[i], 'append', { stream: `bench-${tag}-${i}`, events: eventsOf.get(batch) });
+    return batch;
+  };
+  await warmUp(append, cfg.serverPids?.chronacta);
   let run = 0;
   for (const batch of cfg.batches) {
-    const events = Array.from({ length: batch }, () => ({ type: 'bench', data: payload }));
     for (const conc of cfg.concurrencies) {
       run++;
-      const r = await closedLoop(
-        conc,
-        async (i) => {
-          await unary(clients[i], 'append', { stream: `bench-${run}-${i}`, events });
-          return batch;
-        },
-        cfg.serverPids?.chronacta,
-      );
+      const r = await closedLoop(conc, (i) => append(run, i, batch), cfg.serverPids?.chronacta);
       report('chronacta', 'append', conc, batch, r);
     }
   }
@@ -246,25 +261,25 @@ if (cfg.etcd) {
     i % LOADERS === ME ? new KV(cfg.etcd, grpc.credentials.createInsecure(), CHANNEL) : undefined,
   );
   const seq = new Array(maxConc).fill(0);
-  const key = (run, i) => Buffer.from(`ev/${run}/${i}/${String(seq[i]++).padStart(10, '0')}`);
+  // Warm-up keys live under wu/, outside the ev/ range the read cases page through.
+  const key = (run, i) =>
+    Buffer.from(`${typeof run === 'number' ? 'ev' : 'wu'}/${run}/${i}/${String(seq[i]++).padStart(10, '0')}`);
+  const append = async (run, i, batch) => {
+    if (batch === 1) {
+      await unary(clients[i], 'put', { key: key(run, i), value: payload });
+    } else {
+      const success = [];
+      for (let k = 0; k < batch; k++) success.push({ requestPut: { key: key(run, i), value: payload } });
+      await unary(clients[i], 'txn', { success });
+    }
+    return batch;
+  };
+  await warmUp(append, cfg.serverPids?.etcd);
   let run = 0;
   for (const batch of cfg.batches) {
     for (const conc of cfg.concurrencies) {
       run++;
-      const r = await closedLoop(
-        conc,
-        async (i) => {
-          if (batch === 1) {
-            await unary(clients[i], 'put', { key: key(run, i), value: payload });
-          } else {
-            const success = [];
-            for (let k = 0; k < batch; k++) success.push({ requestPut: { key: key(run, i), value: payload } });
-            await unary(clients[i], 'txn', { success });
-          }
-          return batch;
-        },
-        cfg.serverPids?.etcd,
-      );
+      const r = await closedLoop(conc, (i) => append(run, i, batch), cfg.serverPids?.etcd);
       report('etcd', 'append', conc, batch, r);
     }
   }
