@@ -17,7 +17,7 @@ import * as asSha from '@chainsafe/as-sha256';
 import { sha256 as nobleSha256 } from '@noble/hashes/sha2.js';
 import sindreFnv from '@sindresorhus/fnv1a';
 import fnvPlus from 'fnv-plus';
-import { createSHA256 } from 'hash-wasm';
+import { createCRC32, createSHA256 } from 'hash-wasm';
 import { Bench } from 'tinybench';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -38,7 +38,7 @@ if (opts.help) {
   console.log(`Usage: npm run bench [-- --json FILE] [--filter NAME] [--time MS]
 
   --json FILE    also write the results as JSON: [{suite, case, impl, opsPerSec, bytesPerSec}]
-  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, cluster, federation, ...)
+  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, cluster, federation, ...)
   --time MS      sampling time per task in milliseconds (default 400)`);
   process.exit(0);
 }
@@ -183,6 +183,28 @@ for (const [label, size, reps] of [
         for (let i = 0; i < N; i++) asSha.digest64(msgs[i]);
       },
     },
+  ]);
+}
+
+// ---------- CRC-32C ----------
+const hwCrc32c = await createCRC32(0x82f63b78);
+for (const [label, size, reps] of [
+  ['64B', 64, 200],
+  ['1KiB', 1024, 50],
+  ['18KB', 18000, 4],
+  ['1MiB', 1 << 20, 1],
+]) {
+  const d = randomBytes(size);
+  const shared = allocShared(size);
+  shared.u8.set(d);
+  const rep = (f) => () => {
+    for (let i = 0; i < reps; i++) f();
+  };
+  bcase('crc32c', label, reps, size, [
+    { impl: 'plexus crc32c()', fn: rep(() => core.crc32c(d)) },
+    { impl: 'plexus wasm kernel (shared)', fn: rep(() => wasm.crc32c(shared.u8, 0)) },
+    { impl: 'plexus ts twin', fn: rep(() => js.crc32c(d, 0)) },
+    { impl: 'hash-wasm crc32 (Castagnoli)', fn: rep(() => hwCrc32c.init().update(d).digest('binary')) },
   ]);
 }
 

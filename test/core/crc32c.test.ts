@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { allocShared, crc32c, kernels } from '../../ts/core/index.js';
 import { randomBytes, rng } from '../helpers/rng.js';
@@ -11,6 +12,19 @@ function reference(bytes: Uint8Array, prev = 0): number {
   }
   return ~c >>> 0;
 }
+
+// The WebAssembly kernel runs 16 streams at once over chunks of CHUNK bytes (16 blocks of
+// BLOCK) and slicing-by-16 below that and after the last whole chunk (asm/crc32c.ts).
+const BLOCK = 256;
+const CHUNK = 16 * BLOCK;
+/** Lengths on and around every path boundary: whole chunks, blocks, 16- and 8-byte steps. */
+const EDGES = [
+  ...[0, 1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33],
+  ...[BLOCK, CHUNK, CHUNK + BLOCK, 2 * CHUNK, 3 * CHUNK, 4 * CHUNK - 24].flatMap((n) =>
+    [-17, -16, -9, -8, -1, 0, 1, 4, 7, 8, 15, 16, 17].map((d) => n + d),
+  ),
+  18_000,
+];
 
 const inc = Uint8Array.from({ length: 32 }, (_, i) => i);
 const dec = Uint8Array.from({ length: 32 }, (_, i) => 31 - i);
@@ -36,6 +50,108 @@ describe.each(kernels())('CRC-32C ($name)', (k) => {
       expect(k.crc32c(b.subarray(cut), k.crc32c(b.subarray(0, cut), 0))).toBe(reference(b));
     }
   });
+
+  it('matches the bitwise reference on and around every chunk, block and step boundary', () => {
+    const next = rng(11);
+    const buf = randomBytes(next, 4 * CHUNK + 24);
+    for (const [i, n] of EDGES.entries()) {
+      const off = i % 8;
+      const b = buf.subarray(off, off + n);
+      const prev = next();
+      expect(k.crc32c(b, prev), `length ${n} at offset ${off}`).toBe(reference(b, prev));
+    }
+  });
+
+  it('chains across calls cut anywhere, inside and between chunks', () => {
+    const next = rng(13);
+    const b = randomBytes(next, 3 * CHUNK + 1234);
+    const want = reference(b, 0x12345678);
+    const cuts = [
+      1,
+      15,
+      16,
+      255,
+      BLOCK,
+      CHUNK - 1,
+      CHUNK,
+      CHUNK + 1,
+      CHUNK + BLOCK + 3,
+      2 * CHUNK,
+      3 * CHUNK + 1,
+      b.length - 1,
+    ];
+    for (let i = 0; i < 8; i++) cuts.push(next() % b.length);
+    for (const cut of cuts) {
+      expect(k.crc32c(b.subarray(cut), k.crc32c(b.subarray(0, cut), 0x12345678)), `cut at ${cut}`).toBe(want);
+    }
+    // Three pieces, each long enough for the 16-stream path.
+    const a1 = CHUNK + 5;
+    const a2 = a1 + 2 * CHUNK + 1;
+    const c1 = k.crc32c(b.subarray(0, a1), 0x12345678);
+    expect(k.crc32c(b.subarray(a2), k.crc32c(b.subarray(a1, a2), c1))).toBe(want);
+  });
+
+  it('matches the bitwise reference on random lengths up to 3 MiB', () => {
+    const next = rng(17);
+    const buf = randomBytes(next, (3 << 20) + 8);
+    for (let i = 0; i < 4; i++) {
+      const n = i === 0 ? 3 << 20 : next() % (3 << 20);
+      const off = (i * 3) % 8;
+      const b = buf.subarray(off, off + n);
+      const prev = next();
+      expect(k.crc32c(b, prev), `length ${n}`).toBe(reference(b, prev));
+    }
+  });
+});
+
+describe('CRC-32C (WebAssembly) against the TypeScript twin', () => {
+  const kernel = (name: string) => {
+    const k = kernels().find((x) => x.name === name);
+    if (!k) throw new Error(`no ${name} kernel`);
+    return k;
+  };
+  const wasm = kernel('wasm');
+  const js = kernel('js');
+
+  it('agrees with the twin and the bitwise reference on any bytes, offset, prev and cut (property)', () => {
+    fc.assert(
+      fc.property(
+        // Lengths spread evenly up to past three chunks (fc.uint8Array keeps arrays short).
+        fc.oneof(fc.nat(64), fc.nat(3 * CHUNK + 100)),
+        fc.nat(),
+        fc.nat(7),
+        fc.integer({ min: 0, max: 0xffffffff }),
+        fc.nat(),
+        (n, seed, off, prev, cutSeed) => {
+          const buf = randomBytes(rng(seed), n + off);
+          const b = buf.subarray(off);
+          const want = reference(b, prev);
+          expect(wasm.crc32c(b, prev)).toBe(want);
+          expect(js.crc32c(b, prev)).toBe(want);
+          const cut = b.length === 0 ? 0 : cutSeed % (b.length + 1);
+          expect(wasm.crc32c(b.subarray(cut), wasm.crc32c(b.subarray(0, cut), prev))).toBe(want);
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it('agrees with the twin on long random inputs that start at any offset inside shared memory', () => {
+    const next = rng(19);
+    for (let i = 0; i < 12; i++) {
+      const n = CHUNK * (1 + (next() % 40)) + (next() % CHUNK);
+      const off = next() % 16;
+      const s = allocShared(n + off);
+      try {
+        const view = s.u8.subarray(off, off + n);
+        view.set(randomBytes(next, n));
+        const prev = next();
+        expect(wasm.crc32c(view, prev), `length ${n} at offset ${off}`).toBe(js.crc32c(view, prev));
+      } finally {
+        s.free();
+      }
+    }
+  });
 });
 
 describe('crc32c (public API)', () => {
@@ -47,6 +163,9 @@ describe('crc32c (public API)', () => {
     s.u8.set(big);
     expect(crc32c(s.u8)).toBe(want);
     s.free();
+    // Chained through the scratch chunks, from a non-zero start.
+    const cut = (1 << 20) + 77;
+    expect(crc32c(big.subarray(cut), crc32c(big.subarray(0, cut), 0xdeadbeef))).toBe(reference(big, 0xdeadbeef));
   });
 
   it('refuses bad arguments', () => {
