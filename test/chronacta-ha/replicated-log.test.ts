@@ -68,6 +68,11 @@ describe('replicated log', () => {
     for (const a of applied.values()) {
       expect(a.map((b) => b.first)).toEqual(results.map((r) => r.first));
       expect(a[3]?.records[1]?.position).toBe(8n);
+      // payloads[i] is the record at first + i; records (made when read) carry the same bytes.
+      expect(a.every((b) => b.payloads.length === 2 && b.records.every((r, i) => r.payload === b.payloads[i]))).toBe(
+        true,
+      );
+      expect(Buffer.from(a[3]?.payloads[1] ?? []).toString()).toBe('e3+');
     }
     // Status: the leader sees both followers caught up.
     const s = leader.status();

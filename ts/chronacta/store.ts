@@ -413,12 +413,13 @@ export class EventStore {
    */
   private applyReplicated(batch: AppliedBatch): void {
     if (this.failure || this.closing) return;
-    const records = batch.records;
-    for (let i = 0; i < records.length; i++) {
-      const r = records[i] as LogRecord;
+    const payloads = batch.payloads;
+    const first = Number(batch.first);
+    for (let i = 0; i < payloads.length; i++) {
+      const payload = payloads[i] as Uint8Array;
       let d: Decoded;
       try {
-        d = decodeRecord(r);
+        d = decodePayload(payload, first + i, batch.batchId);
       } catch (e) {
         this.failure = fromStorage(e, 'applying a replicated record');
         return;
@@ -434,14 +435,14 @@ export class EventStore {
         e.kind === RecordKind.EVENT &&
         e.indexInBatch === 0 &&
         e.batchSize > 1 &&
-        i + e.batchSize <= records.length &&
+        i + e.batchSize <= payloads.length &&
         this.listeners.size === 0
       ) {
         // A whole append: the events after its first are checked from their headers and
         // indexed as one run, without decoding their strings.
-        const name = streamBytesOf(r.payload);
+        const name = streamBytesOf(payload);
         let n = 1;
-        while (n < e.batchSize && followsInAppend((records[i + n] as LogRecord).payload, e, name, n)) n++;
+        while (n < e.batchSize && followsInAppend(payloads[i + n] as Uint8Array, e, name, n)) n++;
         if (n === e.batchSize) {
           this.state.applyAppend(e.stream, e.version, p, n, e.recordedMs, d.batchId, e.idempotency);
           if (e.recordedMs > this.lastAssignedMs) this.lastAssignedMs = e.recordedMs;
@@ -1263,13 +1264,18 @@ export class EventStore {
 }
 
 function decodeRecord(r: LogRecord): Decoded {
+  return decodePayload(r.payload, Number(r.position), r.batchId);
+}
+
+/** `decodeRecord` of a record given by its parts (`position` only names it in errors). */
+function decodePayload(payload: Uint8Array, position: number, batchId: Uint8Array): Decoded {
   let entry: Entry;
   try {
-    entry = decodeEntry(r.payload);
+    entry = decodeEntry(payload);
   } catch (e) {
-    throw corrupt('log', Number(r.position), (e as Error).message);
+    throw corrupt('log', position, (e as Error).message);
   }
-  return { entry, batchId: r.batchId, payload: r.payload };
+  return { entry, batchId, payload };
 }
 
 function corrupt(where: string, position: number, what: string): PlexusError {

@@ -49,10 +49,10 @@ class Cursor {
   constructor(
     readonly buf: Uint8Array,
     public pos: number,
-    readonly end: number,
+    public end: number,
     private readonly name: string,
     /** The event this cursor reads, named in errors (-1: none); the name is built only then. */
-    private readonly event = -1,
+    public event = -1,
   ) {}
 
   get what(): string {
@@ -172,6 +172,8 @@ export function decodeAppendRequest(buf: Uint8Array): AppendWire {
   let expected: ExpectedVersion = 'any';
   let i = 0;
   c.pos = 0;
+  // One cursor for every event, moved from one to the next.
+  const ec = new Cursor(buf, 0, 0, 'AppendRequest', 0);
   while (c.more) {
     const tag = c.varint();
     const field = tag >>> 3;
@@ -189,7 +191,10 @@ export function decodeAppendRequest(buf: Uint8Array): AppendWire {
       case 2: {
         if (wt !== WT_LEN) throw wrongType(what, field, wt);
         const n = c.len();
-        decodeEventData(buf, c.pos, c.pos + n, ev, i * EV_SLOTS, i);
+        ec.pos = c.pos;
+        ec.end = c.pos + n;
+        ec.event = i;
+        decodeEventData(ec, ev, i * EV_SLOTS);
         c.pos += n;
         i++;
         break;
@@ -216,15 +221,8 @@ export function decodeAppendRequest(buf: Uint8Array): AppendWire {
   return { stream, expected, key, buf, count, ev };
 }
 
-function decodeEventData(
-  buf: Uint8Array,
-  start: number,
-  end: number,
-  ev: Uint32Array,
-  at: number,
-  index: number,
-): void {
-  const c = new Cursor(buf, start, end, 'AppendRequest', index);
+/** Reads one EventData message, the span `c` is set to, into its slots of `ev` from `at`. */
+function decodeEventData(c: Cursor, ev: Uint32Array, at: number): void {
   // Absent fields are empty: offset anywhere, length 0.
   while (c.more) {
     const tag = c.varint();

@@ -150,7 +150,37 @@ export interface AppliedBatch {
   readonly last: bigint;
   readonly batchId: Uint8Array;
   readonly epoch: bigint;
+  /** The records' payloads in position order: `payloads[i]` is at `first + i`. */
+  readonly payloads: readonly Uint8Array[];
+  /** The same records with their positions, batch id and epoch (built when first read). */
   readonly records: readonly LogRecord[];
+}
+
+/**
+ * A batch applied from a committed entry's frame. Its `records` are made only when read: the
+ * store applies from `payloads`, so a batch of 100 events costs no record object or position
+ * per event on the apply path.
+ */
+class FrameBatch implements AppliedBatch {
+  private built: LogRecord[] | undefined;
+  constructor(
+    readonly raftIndex: number,
+    readonly first: bigint,
+    readonly last: bigint,
+    readonly batchId: Uint8Array,
+    readonly epoch: bigint,
+    readonly payloads: readonly Uint8Array[],
+  ) {}
+
+  get records(): readonly LogRecord[] {
+    this.built ??= this.payloads.map((payload, i) => ({
+      position: this.first + BigInt(i),
+      batchId: this.batchId,
+      epoch: this.epoch,
+      payload,
+    }));
+    return this.built;
+  }
 }
 
 export interface FollowerStatus {
@@ -1318,6 +1348,7 @@ export class ReplicatedLog implements LogStorage {
                 last: b.position,
                 batchId: a.batchId,
                 epoch: a.epoch,
+                payloads: run.map((r) => r.payload),
                 records: run,
               });
             }
@@ -1622,20 +1653,7 @@ export class ReplicatedLog implements LogStorage {
         this.appliedFrames++;
         this.framesSeen++;
         this.remember(e.index, frame.last, frame.batchId, frame.epoch);
-        const records = frame.records.map((payload, i) => ({
-          position: r.first + BigInt(i),
-          batchId: frame.batchId,
-          epoch: frame.epoch,
-          payload,
-        }));
-        return {
-          raftIndex: e.index,
-          first: r.first,
-          last: r.last,
-          batchId: frame.batchId,
-          epoch: frame.epoch,
-          records,
-        };
+        return new FrameBatch(e.index, r.first, r.last, frame.batchId, frame.epoch, frame.records);
       },
       (err: unknown) => {
         // A failed local write (disk full, I/O error, fencing): stop replicating here.
