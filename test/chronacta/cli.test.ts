@@ -121,6 +121,8 @@ describe('plexus chronacta', () => {
       cli('read', 's', '--all'),
       cli('append', 's', '--type', 't', '--expected-version', 'soon'),
       cli('serve', '--port', 'many'),
+      cli('serve', '--heap-growing-percent', '1001'),
+      cli('serve', '--heap-growing-percent', 'lots'),
       cli('verify'),
     ]);
     for (const r of results) {
@@ -128,6 +130,31 @@ describe('plexus chronacta', () => {
       expect(r.stderr).toContain('plexus chronacta --help');
     }
   });
+
+  it('sets the heap growing factor unless node was given one, and says so when it serves', async () => {
+    const serving = async (args: string[], nodeArgs: string[] = []) => {
+      const server = await serveChild(
+        compiled.commandUrl,
+        [
+          '--data',
+          join(tmp.dir, `heap-${args.join('')}-${nodeArgs.join('')}`),
+          '--port',
+          '0',
+          '--metrics-port',
+          '0',
+          ...args,
+        ],
+        nodeArgs,
+      );
+      server.child.kill('SIGTERM');
+      expect((await server.exited).code).toBe(0);
+      return lines(server.stdout())[0]?.heapGrowingPercent;
+    };
+    expect(await serving([])).toBe(300);
+    expect(await serving(['--heap-growing-percent', '150'])).toBe(150);
+    expect(await serving(['--heap-growing-percent', '0'])).toBe('v8');
+    expect(await serving([], ['--heap-growing-percent=50'])).toBe('node');
+  }, 60_000);
 
   it('reports a server it cannot reach with the error code, exit 1', async () => {
     const r = await runCli(compiled.commandUrl, ['read', '--all', '--server', '127.0.0.1:1']);

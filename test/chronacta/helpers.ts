@@ -74,6 +74,7 @@ export async function compileForChild(): Promise<{ commandUrl: string; remove: (
     ...(await sources(join(ROOT, 'ts/raft'))),
     ...(await sources(join(ROOT, 'ts/chronacta'))),
     join(ROOT, 'ts/cli/command.ts'),
+    join(ROOT, 'ts/cli/heap.ts'),
     join(ROOT, 'ts/cli/commands/chronacta.ts'),
   ];
   for (const file of files) {
@@ -124,8 +125,8 @@ export interface ServingChild {
 }
 
 /** `plexus chronacta serve` in a child process, once it prints that it serves. */
-export async function serveChild(commandUrl: string, args: string[]): Promise<ServingChild> {
-  const child = spawn(process.execPath, [CLI_CHILD, commandUrl, 'serve', ...args], {
+export async function serveChild(commandUrl: string, args: string[], nodeArgs: string[] = []): Promise<ServingChild> {
+  const child = spawn(process.execPath, [...nodeArgs, CLI_CHILD, commandUrl, 'serve', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
