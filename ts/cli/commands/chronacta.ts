@@ -39,7 +39,7 @@ const HELP = [
   '        memory. A value given to node itself (node --heap-growing-percent=N) wins.',
   '  serve --cluster [--data DIR] [--metrics-port N] [--tick-ms N]',
   '        [--readiness-max-replication-lag N] [--max-read-lag N]',
-  '        [--max-read-staleness-ms N] [--group-commit-bytes N]',
+  '        [--max-read-staleness-ms N] [--group-commit-bytes N] [--heap-growing-percent N]',
   '        Serves a cluster member: DIR/cluster/cluster.json (mode "cluster") lists the',
   '        members, node.json names this one; gRPC binds the port of its advertise',
   '        address, Raft its raftAddress. Only the leader takes writes; a follower',
