@@ -183,6 +183,8 @@ export function crc32c(ptr: usize, len: usize, prev: u32): u32 {
         const d2 = lo8(e1, e3);
         const d3 = hi8(e1, e3);
 
+        // One byte step per d_i, the four written out: the state stays in locals (a helper
+        // cannot return four vectors, and an array of them would live in memory).
         let x = v128.xor(s0, d0);
         let l = v128.and(x, m);
         let h = v128.and(i16x8.shr_u(x, 4), m);
