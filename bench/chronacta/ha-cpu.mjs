@@ -23,7 +23,8 @@
 //
 // Prints one JSON line per case and root:
 //   { root, case, calls, events, wallMs, eventsPerSec, p50Ms,
-//     cpuUsPerCall: { leader, followers (sum of both), total }, cpuUsPerEvent: total,
+//     cpuUsPerCall: { leader, followers (sum of both), total, load (this process, the clients) },
+//     cpuUsPerEvent: total,
 //     syscallsPerCall?: { leader: {fsync, fdatasync, write, writev, pwrite64}, follower: {...} } }
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -207,6 +208,7 @@ async function runCase(c, batch, tag, calls, measured = false) {
         )
       : undefined;
   if (traces || perfs) await sleep(300);
+  const load0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
     c.clients.map(async (cl, i) => {
@@ -221,6 +223,7 @@ async function runCase(c, batch, tag, calls, measured = false) {
     }),
   );
   const wall = performance.now() - t0;
+  const load = process.cpuUsage(load0);
   const counts = traces ? await Promise.all(traces.map((t) => t.stop())) : undefined;
   if (perfs) await Promise.all(perfs.map((p) => p.stop()));
   const used = c.members.map((m, i) => cpuUs(m.pid) - before[i]);
@@ -240,6 +243,7 @@ async function runCase(c, batch, tag, calls, measured = false) {
       leader: Math.round(leader / calls),
       followers: Math.round(followers / calls),
       total: Math.round((leader + followers) / calls),
+      load: Math.round((load.user + load.system) / calls),
     },
     cpuUsPerEvent: Number(((leader + followers) / (calls * batch)).toFixed(2)),
   };
