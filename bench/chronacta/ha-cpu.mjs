@@ -1,10 +1,11 @@
 // CPU time and syscalls per committed append of a 3-member Chronacta cluster:
-// `node bench/chronacta/ha-cpu.mjs [ROOT ...] [--rounds N] [--prof DIR] [--strace] [--batches 1,100]`.
+// `node bench/chronacta/ha-cpu.mjs [ROOT ...] [--rounds N] [--prof DIR] [--strace] [--batches 1,100]
+// [--clients N]`.
 //
 // For each ROOT (ROOT/dist/cli/main.js; default: this checkout) it runs `plexus chronacta
 // cluster init --members 3` into a temporary directory and starts three `plexus chronacta
 // serve --cluster` processes, as bench/chronacta-ha.mjs does. Then it drives the leader from
-// this process with the benchmark's client stack (grpc-js + proto-loader, 64 clients on their
+// this process with the benchmark's client stack (grpc-js + proto-loader, 64 clients (--clients) on their
 // own HTTP/2 connections, closed loops) and reads each member's user + system CPU time from
 // /proc/<pid>/stat before and after a fixed number of calls. CPU time per committed append,
 // summed over the three members, is what decides throughput when the members and the load
@@ -22,7 +23,7 @@
 //                read with `perf report -i FILE --no-children --sort sym`
 //
 // Prints one JSON line per case and root:
-//   { root, case, calls, events, wallMs, eventsPerSec, p50Ms,
+//   { root, case, calls, events, wallMs, eventsPerSec, p50Ms, p99Ms,
 //     cpuUsPerCall: { leader, followers (sum of both), total, load (this process, the clients) },
 //     cpuUsPerEvent: total,
 //     syscallsPerCall?: { leader: {fsync, fdatasync, write, writev, pwrite64}, follower: {...} } }
@@ -45,7 +46,7 @@ const prof = flag('--prof');
 const perfDir = flag('--perf');
 const useStrace = args.includes('--strace');
 const batches = (flag('--batches') ?? '1,100').split(',').map(Number);
-const valued = new Set(['--rounds', '--prof', '--batches', '--perf']);
+const valued = new Set(['--rounds', '--prof', '--batches', '--perf', '--clients']);
 const roots = args.filter((a, i) => !a.startsWith('--') && !valued.has(args[i - 1])).map((r) => resolve(r));
 const here = dirname(fileURLToPath(import.meta.url));
 if (roots.length === 0) roots.push(resolve(here, '../..'));
@@ -53,7 +54,8 @@ const require = createRequire(join(here, '../../package.json'));
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 
-const CONC = 64;
+const CONC = Number(flag('--clients') ?? 64);
+if (!Number.isInteger(CONC) || CONC < 1) throw new Error(`--clients ${flag('--clients')}: a whole number, 1 or more`);
 const CALLS = { 1: 6000, 100: 1200 };
 const WARM = { 1: 1500, 100: 300 };
 const TICK_US = 1e6 / 100; // USER_HZ
@@ -239,6 +241,7 @@ async function runCase(c, batch, tag, calls, measured = false) {
     wallMs: Math.round(wall),
     eventsPerSec: Math.round((calls * batch * 1000) / wall),
     p50Ms: Number(lats[Math.floor(lats.length / 2)].toFixed(2)),
+    p99Ms: Number(lats[Math.floor(lats.length * 0.99)].toFixed(2)),
     cpuUsPerCall: {
       leader: Math.round(leader / calls),
       followers: Math.round(followers / calls),

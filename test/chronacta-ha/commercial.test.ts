@@ -117,7 +117,17 @@ async function verify(c: Cluster, acked: Acked[], unknown: Set<string>): Promise
     }
   }
   const top = leader;
-  await until(() => c.ids.every((id) => c.logs.get(id)?.last === top.last), 20_000, 'convergence');
+  await until(() => c.ids.every((id) => c.logs.get(id)?.last === top.last), 20_000, 'convergence').catch((e) => {
+    // Which member stayed behind, and where each one is.
+    const at = c.ids.map((id) => {
+      const l = c.logs.get(id) as ReplicatedLog;
+      const { members: _m, voters: _v, learners: _l, ...s } = l.status();
+      return { last: String(l.last), first: String(l.first), ...s };
+    });
+    throw new Error(
+      `${(e as Error).message}; members: ${JSON.stringify(at, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`,
+    );
+  });
   const from = c.ids.reduce((m, id) => {
     const f = (c.logs.get(id) as ReplicatedLog).first;
     // biome-ignore lint/complexity/useMathMinMax: bigint operands, which Math.max does not take

@@ -187,6 +187,41 @@ describe('compaction in cluster mode', () => {
     expect(again.cutoff).toBeGreaterThan(downAt + 1n);
   });
 
+  it('the cutoff stays at what every other member holds on disk, not at its Raft match index', async () => {
+    // No background write-back and no Raft snapshots: a follower's local log is on disk only as
+    // far as it was when the member opened, or when it closed, while its Raft match index moves
+    // on with every append.
+    const c = await startCluster(3, { localWritebackMs: 3_600_000, snapshotEvery: 0, segmentBytes: 4096 });
+    cleanups.push(() => c.close());
+    let leader = await c.waitLeader();
+    for (let i = 0; i < 60; i++) await leader.append([text(`r${i}-${'q'.repeat(400)}`)]);
+    await until(() => c.ids.every((id) => c.logs.get(id)?.last === 60n), 5000, 'replication');
+    const followers = () => c.ids.filter((id) => c.logs.get(id) !== leader);
+    for (const id of followers()) expect((c.logs.get(id) as ReplicatedLog).durableLocalLast).toBe(0n);
+    // Each follower answers the leader's QUERY with 0 on disk: nothing may go.
+    expect(await leader.agreeCompaction(60n)).toBe(1n);
+    // A clean close and an open put each follower's records on disk: now the cutoff moves.
+    for (const id of followers()) {
+      await c.stop(id);
+      await c.restart(id);
+    }
+    leader = await c.waitLeader();
+    for (const id of followers()) expect((c.logs.get(id) as ReplicatedLog).durableLocalLast).toBe(60n);
+    const agreed = await leader.agreeCompaction(60n);
+    expect(agreed).toBeGreaterThan(1n);
+    expect(agreed).toBeLessThanOrEqual(61n);
+    // A follower that cannot be asked holds the cutoff at its last answer.
+    const cut = followers()[0] as number;
+    c.mesh.isolate(cut - 1);
+    for (let i = 0; i < 60; i++) await leader.append([text(`s${i}-${'q'.repeat(400)}`)]);
+    const other = followers().find((id) => id !== cut) as number;
+    await c.stop(other);
+    await c.restart(other);
+    leader = await c.waitLeader(c.ids.filter((id) => id !== cut));
+    expect(await leader.agreeCompaction(leader.last)).toBeLessThanOrEqual(61n);
+    c.mesh.heal();
+  });
+
   it('a member added after the others compacted stops with a seeding instruction, and joins once seeded', async () => {
     const c = await startCluster(3, { snapshotEvery: 30, snapshotRetain: 5 });
     cleanups.push(() => c.close());

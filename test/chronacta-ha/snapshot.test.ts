@@ -20,13 +20,16 @@ import {
   CatchUpStream,
   decodeCatchUp,
   encodeFetch,
+  encodeHolding,
+  encodeQuery,
   encodeRecords,
   encodeRefused,
 } from '../../ts/chronacta/ha/catch-up-wire.js';
 import type { HaMember } from '../../ts/chronacta/ha/config.js';
 import { ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/ha/replicated-log.js';
-import { decodeDescriptor, encodeDescriptor } from '../../ts/chronacta/ha/snapshot.js';
+import { decodeDescriptor, encodeDescriptor, queryHolding } from '../../ts/chronacta/ha/snapshot.js';
 import { isPlexusError } from '../../ts/core/errors.js';
+import { crc32c } from '../../ts/core/index.js';
 import { RaftTcpTransport } from '../../ts/raft/net/tcp-transport.js';
 import type { LogRecord } from '../../ts/storage/types.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
@@ -460,6 +463,56 @@ describe('catch-up stream frames', () => {
     dv.setUint32(8, CATCH_UP_MAX_BODY + 1, true);
     expect(() => decodeCatchUp(huge)).toThrow(/above/);
     expect(() => new CatchUpStream().push(huge)).toThrow(/above/);
+  });
+
+  it('round-trips QUERY and HOLDING, and refuses a HOLDING whose durable position is past its last', () => {
+    const all = Buffer.concat([encodeQuery(), encodeHolding(40n, 900n, 850n), encodeHolding(0n, 0n, 0n)]);
+    for (let cut = 0; cut <= all.length; cut++) {
+      const s = new CatchUpStream();
+      const got = [...s.push(all.subarray(0, cut)), ...s.push(all.subarray(cut))];
+      expect(got).toEqual([
+        { type: 'query' },
+        { type: 'holding', first: 40, last: 900, durable: 850 },
+        { type: 'holding', first: 0, last: 0, durable: 0 },
+      ]);
+    }
+    expect(() => encodeHolding(1n, 5n, 6n)).toThrow(/above the last/);
+    // Written by hand: durable 6 past last 5, then a QUERY with a body, then a short HOLDING.
+    const forged = (type: number, body: Uint8Array) => {
+      const f = new Uint8Array(CATCH_UP_HEADER_BYTES + body.length);
+      const dv = new DataView(f.buffer);
+      dv.setUint32(0, 0x55435850, true);
+      dv.setUint8(4, 1);
+      dv.setUint8(5, type);
+      dv.setUint32(8, body.length, true);
+      f.set(body, CATCH_UP_HEADER_BYTES);
+      dv.setUint32(12, crc32c(body, crc32c(f.subarray(0, 12))), true);
+      return f;
+    };
+    const body = new Uint8Array(24);
+    const bv = new DataView(body.buffer);
+    bv.setBigUint64(0, 1n, true);
+    bv.setBigUint64(8, 5n, true);
+    bv.setBigUint64(16, 6n, true);
+    expect(() => decodeCatchUp(forged(5, body))).toThrow(/durable position 6 is above the last one 5/);
+    expect(() => decodeCatchUp(forged(4, Uint8Array.of(0)))).toThrow(/QUERY body is empty/);
+    expect(() => decodeCatchUp(forged(5, body.subarray(0, 16)))).toThrow(/HOLDING body is 24 bytes/);
+    expect(() => decodeCatchUp(forged(6, new Uint8Array(0)))).toThrow(/frame type 6 is unknown/);
+  });
+
+  it('a member answers QUERY with its local log and what of it is on disk', async () => {
+    const c = (cluster = await startCluster(3, { localWritebackMs: 3_600_000, snapshotEvery: 0 }));
+    const leader = await c.waitLeader();
+    for (let i = 0; i < 10; i++) await leader.append([text(`h${i}`)]);
+    const id = c.ids.find((x) => c.logs.get(x) !== leader) as number;
+    await until(() => c.logs.get(id)?.last === 10n, 5000, 'replication');
+    const t = await RaftTcpTransport.start({ id: 9, host: '127.0.0.1', port: 0, onMessage: () => undefined });
+    cleanups.push(() => t.close());
+    t.setPeer(id, `127.0.0.1:${c.ports.get(id)}`);
+    const sock = await t.openStream(id, 2000);
+    cleanups.push(() => sock.destroy());
+    // Nothing written back yet since the member opened with an empty log.
+    expect(await queryHolding(sock, 2000)).toEqual({ first: 1, last: 10, durable: 0 });
   });
 
   it('never throws anything but PLX_CHRONACTA_HA_BAD_FRAME on arbitrary bytes (fuzzed)', () => {

@@ -12,7 +12,12 @@
  *   2 RECORDS  u64 sourceFirst | u64 sourceLast | u32 count,
  *              then per record: u64 position | u64 epoch | 16 batch id | u32 length | payload
  *   3 REFUSED  u64 sourceFirst | u64 sourceLast | u32 reason | u32 text length | UTF-8 text
+ *   4 QUERY    (empty)                                   (where does your local log stand?)
+ *   5 HOLDING  u64 first | u64 last | u64 durable        (the answer: the local log's first and
+ *              last positions, and the last one known to be on disk; durable <= last)
  *
+ * A leader asks every member with QUERY before it proposes a compaction cutoff
+ * (docs/chronacta-ha.md, "Compaction in cluster mode").
  * The header is checked (magic, version, type, reserved, length against CATCH_UP_MAX_BODY)
  * before any body byte is read or held; every count and length in the body is checked
  * against the bytes left before anything is allocated; payloads are views into the input.
@@ -32,6 +37,8 @@ const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 export const CATCH_UP_FETCH = 1;
 export const CATCH_UP_RECORDS = 2;
 export const CATCH_UP_REFUSED = 3;
+export const CATCH_UP_QUERY = 4;
+export const CATCH_UP_HOLDING = 5;
 
 /** Why a source does not serve a fetch. */
 export const RefusedReason = {
@@ -57,7 +64,9 @@ export type CatchUpFrame =
       readonly sourceLast: number;
       readonly reason: number;
       readonly text: string;
-    };
+    }
+  | { readonly type: 'query' }
+  | { readonly type: 'holding'; readonly first: number; readonly last: number; readonly durable: number };
 
 function bad(message: string, details: Record<string, unknown> = {}): PlexusError {
   return new PlexusError('PLX_CHRONACTA_HA_BAD_FRAME', `catch-up stream: ${message}; the stream is closed`, details);
@@ -117,6 +126,20 @@ export function encodeRefused(sourceFirst: bigint, sourceLast: bigint, reason: n
   return frame(CATCH_UP_REFUSED, b);
 }
 
+export function encodeQuery(): Uint8Array {
+  return frame(CATCH_UP_QUERY, new Uint8Array(0));
+}
+
+export function encodeHolding(first: bigint, last: bigint, durable: bigint): Uint8Array {
+  if (durable > last) throw bad(`the durable position ${durable} is above the last one ${last}`);
+  const b = new Uint8Array(24);
+  const dv = new DataView(b.buffer);
+  dv.setBigUint64(0, first, true);
+  dv.setBigUint64(8, last, true);
+  dv.setBigUint64(16, durable, true);
+  return frame(CATCH_UP_HOLDING, b);
+}
+
 function position(dv: DataView, at: number, what: string): number {
   const v = dv.getBigUint64(at, true);
   if (v > MAX_SAFE) throw bad(`${what} ${v} is above 2^53 - 1`);
@@ -136,7 +159,7 @@ export function decodeCatchUp(
   const version = hv.getUint8(4);
   if (version !== CATCH_UP_VERSION) throw bad(`version ${version} is not ${CATCH_UP_VERSION}`, { version });
   const type = hv.getUint8(5);
-  if (type < CATCH_UP_FETCH || type > CATCH_UP_REFUSED) throw bad(`frame type ${type} is unknown`, { type });
+  if (type < CATCH_UP_FETCH || type > CATCH_UP_HOLDING) throw bad(`frame type ${type} is unknown`, { type });
   if (hv.getUint16(6, true) !== 0) throw bad('the reserved bytes are not zero');
   const length = hv.getUint32(8, true);
   if (length > CATCH_UP_MAX_BODY) throw bad(`a body of ${length} bytes is above ${CATCH_UP_MAX_BODY}`, { length });
@@ -153,6 +176,18 @@ export function decodeCatchUp(
     const from = position(dv, 0, 'from');
     const to = position(dv, 8, 'to');
     return { kind: 'frame', frame: { type: 'fetch', from, to, maxBytes: dv.getUint32(16, true) }, consumed: size };
+  }
+  if (type === CATCH_UP_QUERY) {
+    if (body.length !== 0) throw bad(`a QUERY body is empty, not ${body.length} bytes`);
+    return { kind: 'frame', frame: { type: 'query' }, consumed: size };
+  }
+  if (type === CATCH_UP_HOLDING) {
+    if (body.length !== 24) throw bad(`a HOLDING body is 24 bytes, not ${body.length}`);
+    const first = position(dv, 0, 'first');
+    const last = position(dv, 8, 'last');
+    const durable = position(dv, 16, 'durable');
+    if (durable > last) throw bad(`the durable position ${durable} is above the last one ${last}`);
+    return { kind: 'frame', frame: { type: 'holding', first, last, durable }, consumed: size };
   }
   if (type === CATCH_UP_REFUSED) {
     need(24, 'a REFUSED frame');

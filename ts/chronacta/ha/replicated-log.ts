@@ -50,6 +50,7 @@ import {
   decodeDescriptor,
   encodeDescriptor,
   fetchRecords,
+  queryHolding,
   type SnapshotDescriptor,
 } from './snapshot.js';
 
@@ -382,6 +383,13 @@ export class ReplicatedLog implements LogStorage {
   private writebackTimer: NodeJS.Timeout | undefined;
   private writingBack: Promise<void> | undefined;
   private writtenBackTo = -1;
+  /** The last local position a sync of the local log covered (localFsync 'never'). */
+  private syncedTo = 0n;
+  /**
+   * The last position each other member reported on disk in its local log (QUERY on a catch-up
+   * stream), the highest answer so far: a local log only grows, so an answer stays true.
+   */
+  private readonly holding = new Map<number, bigint>();
   /**
    * While a snapshot is installed and the local log lacks records below it, the member sends
    * no Raft message: to the others it looks down, so it neither acknowledges the snapshot nor
@@ -499,7 +507,14 @@ export class ReplicatedLog implements LogStorage {
       // Without fsyncs (`never`), a power loss can leave damage before the local log's tail: it
       // is cut there, and what was cut is re-applied from the Raft log (local-tail.ts).
       local = await openLocalLog(opts.dir, { ...logOpts, ...quiet }, opts.localFsync ?? 'never', opts.logger);
-      const catchUp = new CatchUpServer(local, opts.catchUpChunkBytes ?? 1024 * 1024, opts.logger);
+      const holder: { log?: ReplicatedLog } = {};
+      const localLog = local;
+      const catchUp = new CatchUpServer(
+        local,
+        opts.catchUpChunkBytes ?? 1024 * 1024,
+        opts.logger,
+        () => holder.log?.durableLocalLast ?? localLog.last,
+      );
       const random = opts.random ?? ((n: number) => randomInt(n));
       const node = new RaftNode({
         id,
@@ -511,7 +526,6 @@ export class ReplicatedLog implements LogStorage {
         heartbeatTick: opts.heartbeatTick ?? 1,
       });
       const listen = opts.listen ?? splitAddress(self.raftAddress);
-      const holder: { log?: ReplicatedLog } = {};
       transport = await RaftTcpTransport.start({
         id,
         host: listen.host ?? '127.0.0.1',
@@ -570,6 +584,8 @@ export class ReplicatedLog implements LogStorage {
         if (local.last < BigInt(descriptor.lastPosition)) log.gate();
         log.startInstall(descriptor);
       }
+      // What the local log holds at open is on disk from here on (durableLocalLast).
+      await log.syncLocal();
       driver.start();
       log.startWriteback();
       return log;
@@ -779,11 +795,60 @@ export class ReplicatedLog implements LogStorage {
    */
   async agreeCompaction(wanted: bigint): Promise<bigint> {
     await this.whenAcceptingWrites();
-    const safe = this.safeCompactionPosition();
+    const held = await this.holdingLimit();
+    const safe = Math.min(this.safeCompactionPosition(), held);
     const below = Math.min(Number(wanted), safe);
     if (below <= this.compactBelow) return BigInt(this.compactBelow);
     await this.driver.propose(encodeCompactMarker(below));
     return BigInt(this.compactBelow);
+  }
+
+  /**
+   * The last local position this member keeps through a crash or a power loss: everything
+   * written with localFsync 'always' or 'batch', what the last sync covered with 'never' (all
+   * of it when the background write-back is off: such a member promises nothing more).
+   */
+  get durableLocalLast(): bigint {
+    const last = this.local.last;
+    if ((this.opts.localFsync ?? 'never') !== 'never' || (this.opts.localWritebackMs ?? 1000) === 0) return last;
+    // biome-ignore lint/complexity/useMathMinMax: bigint operands, which Math.min does not take
+    return this.syncedTo < last ? this.syncedTo : last;
+  }
+
+  /**
+   * One past the lowest local position any other member of the configuration keeps on disk, as
+   * each one answers a QUERY now (or answered last, when it cannot be reached); the current
+   * cutoff while a member never answered. A member's Raft match index is not enough: a member
+   * that acknowledged entries it has not applied yet, and then installs a snapshot past them,
+   * drops those entries and fetches their records from the others' local logs.
+   */
+  private async holdingLimit(): Promise<number> {
+    const s = this.node.status();
+    if (s.role !== 'leader' || !s.progress) return this.compactBelow;
+    const ids = [...s.progress.keys()].filter((id) => id !== s.id);
+    const timeoutMs = Math.min(this.opts.catchUpTimeoutMs ?? 5000, 2000);
+    await Promise.all(
+      ids.map(async (id) => {
+        let socket: Socket | undefined;
+        try {
+          socket = await this.transport.openStream(id, timeoutMs);
+          const h = await queryHolding(socket, timeoutMs);
+          const durable = BigInt(h.durable);
+          if (durable > (this.holding.get(id) ?? -1n)) this.holding.set(id, durable);
+        } catch {
+          // Not reachable now (down, cut off, or a version without QUERY): its last answer holds.
+        } finally {
+          socket?.destroy();
+        }
+      }),
+    );
+    let low = Number.POSITIVE_INFINITY;
+    for (const id of ids) {
+      const d = this.holding.get(id);
+      if (d === undefined) return this.compactBelow;
+      low = Math.min(low, Number(d) + 1);
+    }
+    return Number.isFinite(low) ? low : this.compactBelow;
   }
 
   /** One past the lowest position any member of the configuration (this one included) has. */
@@ -1389,7 +1454,9 @@ export class ReplicatedLog implements LogStorage {
   /** localFsync 'never': makes the local log durable as far as it is written (see local-tail.ts). */
   private async syncLocal(): Promise<void> {
     if ((this.opts.localFsync ?? 'never') !== 'never') return;
+    const upTo = this.local.last;
     await syncLocalLog(join(this.opts.dir, 'log'), this.local.segmentFiles, this.syncedSegments);
+    if (upTo > this.syncedTo) this.syncedTo = upTo;
   }
 
   /**

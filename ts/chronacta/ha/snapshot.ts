@@ -18,6 +18,8 @@ import {
   type CatchUpFrame,
   CatchUpStream,
   encodeFetch,
+  encodeHolding,
+  encodeQuery,
   encodeRecords,
   encodeRefused,
   RefusedReason,
@@ -172,6 +174,8 @@ export class CatchUpServer {
     private readonly local: LogStorage,
     private readonly maxChunkBytes: number,
     private readonly logger?: { warn(message: string, details?: Record<string, unknown>): void },
+    /** The last local position known to be on disk (a QUERY's answer); `local.last` when not given. */
+    private readonly durable?: () => bigint,
   ) {}
 
   serve(from: number, socket: Socket): void {
@@ -183,9 +187,16 @@ export class CatchUpServer {
       try {
         for (;;) {
           const f = await reader.next(60_000);
-          if (f.type !== 'fetch') throw new Error(`a ${f.type} frame from a member that catches up`);
-          this.stats.fetches++;
-          const answer = await this.answer(f.from, f.to, f.maxBytes);
+          let answer: Uint8Array;
+          if (f.type === 'query') {
+            const last = this.local.last;
+            const durable = this.durable?.() ?? last;
+            // biome-ignore lint/complexity/useMathMinMax: bigint operands, which Math.min does not take
+            answer = encodeHolding(this.local.first, last, durable < last ? durable : last);
+          } else if (f.type === 'fetch') {
+            this.stats.fetches++;
+            answer = await this.answer(f.from, f.to, f.maxBytes);
+          } else throw new Error(`a ${f.type} frame from a member that catches up`);
           if (socket.destroyed) return;
           // Wait for the socket to drain before the next request: one chunk in flight per stream.
           if (!socket.write(answer)) await new Promise((r) => socket.once('drain', r));
@@ -305,6 +316,23 @@ export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<num
     o.onChunk?.(parts);
   }
   return appended;
+}
+
+/** Where a member's local log stands (the answer to a QUERY on a catch-up stream). */
+export interface Holding {
+  readonly first: number;
+  readonly last: number;
+  /** The last position known to be on disk: what the member keeps through a power loss. */
+  readonly durable: number;
+}
+
+/** Asks the member at the other end of an open catch-up stream where its local log stands. */
+export async function queryHolding(socket: Socket, timeoutMs: number): Promise<Holding> {
+  const reader = new FrameReader(socket);
+  socket.write(encodeQuery());
+  const f = await reader.next(timeoutMs);
+  if (f.type !== 'holding') throw new Error(`the member answered a QUERY with a ${f.type} frame`);
+  return { first: f.first, last: f.last, durable: f.durable };
 }
 
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
