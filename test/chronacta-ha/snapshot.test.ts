@@ -510,7 +510,9 @@ describe('catch-up stream frames', () => {
     cleanups.push(() => t.close());
     t.setPeer(id, `127.0.0.1:${c.ports.get(id)}`);
     const sock = await t.openStream(id, 2000);
-    cleanups.push(() => sock.destroy());
+    cleanups.push(() => {
+      sock.destroy();
+    });
     // Nothing written back yet since the member opened with an empty log.
     expect(await queryHolding(sock, 2000)).toEqual({ first: 1, last: 10, durable: 0 });
   });

@@ -507,6 +507,11 @@ export class ReplicatedLog implements LogStorage {
       // Without fsyncs (`never`), a power loss can leave damage before the local log's tail: it
       // is cut there, and what was cut is re-applied from the Raft log (local-tail.ts).
       local = await openLocalLog(opts.dir, { ...logOpts, ...quiet }, opts.localFsync ?? 'never', opts.logger);
+      // What the local log holds at open is on disk from here on (durableLocalLast). Synced
+      // before anything runs: nothing may be applied before the caller's listeners are on.
+      const syncedAtOpen = local.last;
+      if ((opts.localFsync ?? 'never') === 'never')
+        await syncLocalLog(join(opts.dir, 'log'), local.segmentFiles, new Set());
       const holder: { log?: ReplicatedLog } = {};
       const localLog = local;
       const catchUp = new CatchUpServer(
@@ -577,6 +582,7 @@ export class ReplicatedLog implements LogStorage {
       });
       const log = new ReplicatedLog(opts, node, raftStorage, local, transport, driver, catchUp, members, descriptor);
       holder.log = log;
+      log.syncedTo = syncedAtOpen;
       for (const m of log.members.values()) if (m.id !== id) log.dialPeer(m);
       // A local log behind the stored snapshot (a crash during an install, or a tail lost with
       // localFsync 'never'): pull the missing records before applying anything after it.
@@ -584,8 +590,6 @@ export class ReplicatedLog implements LogStorage {
         if (local.last < BigInt(descriptor.lastPosition)) log.gate();
         log.startInstall(descriptor);
       }
-      // What the local log holds at open is on disk from here on (durableLocalLast).
-      await log.syncLocal();
       driver.start();
       log.startWriteback();
       return log;
