@@ -222,6 +222,16 @@ describe('compaction in cluster mode', () => {
     c.mesh.heal();
   });
 
+  it('a single member compacts on its own: no other member holds the cutoff back', async () => {
+    const c = await startCluster(1, { localWritebackMs: 3_600_000, snapshotEvery: 0, segmentBytes: 4096 });
+    cleanups.push(() => c.close());
+    const only = await c.waitLeader();
+    for (let i = 0; i < 60; i++) await only.append([text(`o${i}-${'q'.repeat(400)}`)]);
+    const agreed = await only.agreeCompaction(40n);
+    expect(agreed).toBeGreaterThan(1n);
+    expect(agreed).toBeLessThanOrEqual(40n);
+  });
+
   it('a member added after the others compacted stops with a seeding instruction, and joins once seeded', async () => {
     const c = await startCluster(3, { snapshotEvery: 30, snapshotRetain: 5 });
     cleanups.push(() => c.close());

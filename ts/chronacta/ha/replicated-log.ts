@@ -822,9 +822,10 @@ export class ReplicatedLog implements LogStorage {
   /**
    * One past the lowest local position any other member of the configuration keeps on disk, as
    * each one answers a QUERY now (or answered last, when it cannot be reached); the current
-   * cutoff while a member never answered. A member's Raft match index is not enough: a member
-   * that acknowledged entries it has not applied yet, and then installs a snapshot past them,
-   * drops those entries and fetches their records from the others' local logs.
+   * cutoff while a member never answered; no limit without other members. A member's Raft
+   * match index is not enough: a member that acknowledged entries it has not applied yet, and
+   * then installs a snapshot past them, drops those entries and fetches their records from the
+   * others' local logs.
    */
   private async holdingLimit(): Promise<number> {
     const s = this.node.status();
@@ -852,7 +853,7 @@ export class ReplicatedLog implements LogStorage {
       if (d === undefined) return this.compactBelow;
       low = Math.min(low, Number(d) + 1);
     }
-    return Number.isFinite(low) ? low : this.compactBelow;
+    return low;
   }
 
   /** One past the lowest position any member of the configuration (this one included) has. */
