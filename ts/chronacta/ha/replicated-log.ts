@@ -510,8 +510,9 @@ export class ReplicatedLog implements LogStorage {
       // What the local log holds at open is on disk from here on (durableLocalLast). Synced
       // before anything runs: nothing may be applied before the caller's listeners are on.
       const syncedAtOpen = local.last;
+      const segmentsSyncedAtOpen: SyncedSegments = new Set();
       if ((opts.localFsync ?? 'never') === 'never')
-        await syncLocalLog(join(opts.dir, 'log'), local.segmentFiles, new Set());
+        await syncLocalLog(join(opts.dir, 'log'), local.segmentFiles, segmentsSyncedAtOpen);
       const holder: { log?: ReplicatedLog } = {};
       const localLog = local;
       const catchUp = new CatchUpServer(
@@ -583,6 +584,8 @@ export class ReplicatedLog implements LogStorage {
       const log = new ReplicatedLog(opts, node, raftStorage, local, transport, driver, catchUp, members, descriptor);
       holder.log = log;
       log.syncedTo = syncedAtOpen;
+      // Closed segments need no second fsync from the write-back.
+      for (const name of segmentsSyncedAtOpen) log.syncedSegments.add(name);
       for (const m of log.members.values()) if (m.id !== id) log.dialPeer(m);
       // A local log behind the stored snapshot (a crash during an install, or a tail lost with
       // localFsync 'never'): pull the missing records before applying anything after it.
