@@ -9,6 +9,9 @@
 // - the ceiling: one raw node:tls TLS 1.3 socket between the same two processes with the same
 //   certificates, carrying length-prefixed frames (4-byte length, 16-byte id, 100 bytes) and a
 //   16-byte acknowledgement per frame;
+// - bare node:http2 over the same mutual TLS 1.3: one long-lived stream per pair carrying the
+//   same length-prefixed frames and 16-byte acknowledgements, nothing else (no cluster frame,
+//   no mailbox): the floor of any transport built on node:http2, as the cluster wire is;
 // - moleculer 0.15 with its TCP transporter between the same two processes: request/reply
 //   (a 100-character string parameter, a number back) at 16 in flight.
 //
@@ -18,6 +21,7 @@
 // bench/run.mjs (it returns { entries, targets, table } like the other suites).
 import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import * as tls from 'node:tls';
@@ -81,39 +85,49 @@ async function serve(credsFile) {
   // The same, polling for POLL_MS while frames and ACKs are due (docs/cluster.md, "Polling").
   const pollingAddress = await listening({ spinMs: POLL_MS });
 
-  const raw = tls.createServer(
-    {
-      key: creds.b.key,
-      cert: creds.b.cert,
-      ca: creds.b.ca,
-      requestCert: true,
-      rejectUnauthorized: true,
-      minVersion: 'TLSv1.3',
-    },
-    (sock) => {
-      sock.setNoDelay(true);
-      let buf = Buffer.alloc(0);
-      sock.on('data', (chunk) => {
-        buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
-        const acks = [];
-        let at = 0;
-        while (buf.length - at >= 4) {
-          const len = buf.readUInt32LE(at);
-          if (len > 1 << 20) {
-            sock.destroy();
-            return;
-          }
-          if (buf.length - at < 4 + len) break;
-          acks.push(buf.subarray(at + 4, at + 20));
-          at += 4 + len;
+  const serverTls = {
+    key: creds.b.key,
+    cert: creds.b.cert,
+    ca: creds.b.ca,
+    requestCert: true,
+    rejectUnauthorized: true,
+    minVersion: 'TLSv1.3',
+  };
+  /** Reads length-prefixed frames from a duplex and answers each with its 16-byte id. */
+  const acknowledge = (duplex) => {
+    let buf = Buffer.alloc(0);
+    duplex.on('data', (chunk) => {
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      const acks = [];
+      let at = 0;
+      while (buf.length - at >= 4) {
+        const len = buf.readUInt32LE(at);
+        if (len > 1 << 20) {
+          duplex.destroy();
+          return;
         }
-        buf = buf.subarray(at);
-        if (acks.length) sock.write(Buffer.concat(acks));
-      });
-      sock.on('error', () => {});
-    },
-  );
+        if (buf.length - at < 4 + len) break;
+        acks.push(buf.subarray(at + 4, at + 20));
+        at += 4 + len;
+      }
+      buf = buf.subarray(at);
+      if (acks.length) duplex.write(Buffer.concat(acks));
+    });
+    duplex.on('error', () => {});
+  };
+  const raw = tls.createServer(serverTls, (sock) => {
+    sock.setNoDelay(true);
+    acknowledge(sock);
+  });
   await new Promise((r) => raw.listen(0, '127.0.0.1', r));
+  const bare = http2.createSecureServer(serverTls);
+  bare.prependListener('secureConnection', (socket) => socket.setNoDelay(true));
+  bare.on('stream', (stream) => {
+    stream.respond({ ':status': 200 });
+    acknowledge(stream);
+  });
+  bare.on('sessionError', () => {});
+  await new Promise((r) => bare.listen(0, '127.0.0.1', r));
 
   // moleculer 0.15 with its TCP transporter (no UDP discovery, the peer given by address).
   const molPort = await freePort();
@@ -125,7 +139,7 @@ async function serve(credsFile) {
   });
   broker.createService({ name: 'bench', actions: { frame: (ctx) => ctx.params.p.length } });
   await broker.start();
-  process.send({ wireAddress, pollingAddress, rawPort: raw.address().port, molPort });
+  process.send({ wireAddress, pollingAddress, rawPort: raw.address().port, bareH2Port: bare.address().port, molPort });
   process.on('message', (m) => {
     if (m === 'cpu') process.send({ cpu: process.cpuUsage() });
   });
@@ -230,6 +244,56 @@ function rawClient(port, creds) {
   });
 }
 
+/** Bare node:http2 over mutual TLS 1.3: `send(i)` writes one frame on long-lived stream i. */
+function bareH2Client(port, creds, streams) {
+  return new Promise((resolveConn, reject) => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, {
+      key: creds.a.key,
+      cert: creds.a.cert,
+      ca: creds.a.ca,
+      servername: 'b.bench.plexus.internal',
+      minVersion: 'TLSv1.3',
+      checkServerIdentity: () => undefined,
+    });
+    session.on('error', reject);
+    session.on('connect', (_session, socket) => {
+      socket.setNoDelay?.(true);
+      let seq = 0;
+      const lanes = Array.from({ length: streams }, () => {
+        const stream = session.request({ ':method': 'POST', ':path': '/frames' }, { endStream: false });
+        const waiting = [];
+        let buf = Buffer.alloc(0);
+        stream.on('data', (chunk) => {
+          buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+          let at = 0;
+          while (buf.length - at >= 16) {
+            waiting.shift()?.();
+            at += 16;
+          }
+          buf = buf.subarray(at);
+        });
+        stream.on('error', () => {});
+        return { stream, waiting };
+      });
+      resolveConn({
+        send(i) {
+          const lane = lanes[i % streams];
+          const frame = Buffer.allocUnsafe(4 + 16 + PAYLOAD);
+          frame.writeUInt32LE(16 + PAYLOAD, 0);
+          frame.writeDoubleLE(++seq, 4);
+          frame.writeDoubleLE(0, 12);
+          frame.fill(7, 20);
+          return new Promise((r) => {
+            lane.waiting.push(r);
+            lane.stream.write(frame);
+          });
+        },
+        close: () => session.destroy(),
+      });
+    });
+  });
+}
+
 export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
   const { createClusterCa, issueNodeCertificate, Http2Wire } = await import(resolve(root, 'dist/net/index.js'));
   const ca = await createClusterCa('bench');
@@ -278,8 +342,9 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     });
     const payload = new Uint8Array(PAYLOAD).fill(7);
     const raw = await rawClient(ready.rawPort, creds);
+    const bareH2 = await bareH2Client(ready.bareH2Port, creds, Math.max(...INFLIGHT));
     const mol = await moleculerClient(ready.molPort);
-    const results = { plexus: new Map(), onePair: new Map(), polling: new Map(), raw: new Map() };
+    const results = { plexus: new Map(), onePair: new Map(), polling: new Map(), raw: new Map(), bareH2: new Map() };
     const molResults = [];
     const cpu = new Map(); // `${kind}/${n}` -> CPU microseconds per frame, both processes
     const noteCpu = (kind, n) => {
@@ -292,11 +357,14 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
       results.onePair.set(n, []);
       results.polling.set(n, []);
       results.raw.set(n, []);
+      results.bareH2.set(n, []);
     }
     // Warm up both paths.
     await pump(16, 300, () => wire.send('b', { shard: 1, epoch: 1n, sender: 'vt:s/0', target: 'vt:t/0', payload }));
     await pump(16, 300, () => polling.send('b', { shard: 1, epoch: 1n, sender: 'vt:s/0', target: 'vt:t/0', payload }));
     await pump(16, 300, () => raw.send());
+    let b = 0;
+    await pump(16, 300, () => bareH2.send(b++ % 16));
     await pump(16, 300, () => mol.send());
     for (let rep = 0; rep < REPEATS; rep++) {
       for (const n of INFLIGHT) {
@@ -320,6 +388,8 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
         if (ONLY_WIRE) continue;
         results.raw.get(n).push(await pump(n, CASE_MS, () => raw.send()));
         noteCpu('raw', n);
+        results.bareH2.get(n).push(await pump(n, CASE_MS, () => bareH2.send(k++ % n)));
+        noteCpu('bareH2', n);
         if (n === MOLECULER_INFLIGHT) {
           molResults.push(await pump(n, CASE_MS, () => mol.send()));
           noteCpu('moleculer', n);
@@ -327,6 +397,7 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
       }
     }
     raw.close();
+    bareH2.close();
     await mol.close();
     await wire.close();
     await polling.close();
@@ -334,15 +405,16 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     const targets = [];
     const lines = [
       `cluster transport: acknowledged 100-byte frames/s, 2 processes on loopback (median of ${REPEATS})`,
-      `${'in flight'.padEnd(10)} ${'Http2Wire, n pairs'.padStart(19)} ${'ratio'.padStart(6)} ${'Http2Wire, 1 pair'.padStart(18)} ${'ratio'.padStart(6)} ${`n pairs, polling ${POLL_MS} ms`.padStart(24)} ${'raw TLS 1.3 socket'.padStart(19)}`,
+      `${'in flight'.padEnd(10)} ${'Http2Wire, n pairs'.padStart(19)} ${'ratio'.padStart(6)} ${'Http2Wire, 1 pair'.padStart(18)} ${'ratio'.padStart(6)} ${`n pairs, polling ${POLL_MS} ms`.padStart(24)} ${'raw TLS 1.3 socket'.padStart(19)} ${'bare node:http2'.padStart(16)}`,
     ];
     for (const n of INFLIGHT) {
       const p = median(results.plexus.get(n));
       const o = median(results.onePair.get(n));
       const q = median(results.polling.get(n));
       const r = median(results.raw.get(n));
+      const h = median(results.bareH2.get(n));
       lines.push(
-        `${String(n).padEnd(10)} ${p.toFixed(0).padStart(19)} ${(p / r).toFixed(2).padStart(6)} ${o.toFixed(0).padStart(18)} ${(o / r).toFixed(2).padStart(6)} ${q.toFixed(0).padStart(24)} ${r.toFixed(0).padStart(19)}`,
+        `${String(n).padEnd(10)} ${p.toFixed(0).padStart(19)} ${(p / r).toFixed(2).padStart(6)} ${o.toFixed(0).padStart(18)} ${(o / r).toFixed(2).padStart(6)} ${q.toFixed(0).padStart(24)} ${r.toFixed(0).padStart(19)} ${h.toFixed(0).padStart(16)}`,
       );
       entries.push({
         suite: 'cluster',
@@ -372,6 +444,13 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
         opsPerSec: r,
         bytesPerSec: r * PAYLOAD,
       });
+      entries.push({
+        suite: 'cluster',
+        case: `frames 100B, ${n} in flight`,
+        impl: 'bare node:http2 streams, length-prefixed',
+        opsPerSec: h,
+        bytesPerSec: h * PAYLOAD,
+      });
       if (n === 256) {
         targets.push({
           name: 'cluster wire vs raw TLS ceiling, 256 in flight, 256 pairs',
@@ -391,7 +470,7 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     for (const n of INFLIGHT) {
       const c = (kind) => median(cpu.get(`${kind}/${n}`) ?? []).toFixed(1);
       lines.push(
-        `${String(n).padEnd(10)} n pairs ${c('plexus')}, 1 pair ${c('onePair')}, n pairs polling ${c('polling')}, raw TLS ${c('raw')}` +
+        `${String(n).padEnd(10)} n pairs ${c('plexus')}, 1 pair ${c('onePair')}, n pairs polling ${c('polling')}, raw TLS ${c('raw')}, bare node:http2 ${c('bareH2')}` +
           (n === MOLECULER_INFLIGHT ? `, moleculer ${c('moleculer')}` : ''),
       );
     }
@@ -399,10 +478,13 @@ export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {
     const p16 = median(results.plexus.get(MOLECULER_INFLIGHT) ?? []);
     const o16 = median(results.onePair.get(MOLECULER_INFLIGHT) ?? []);
     const q16 = median(results.polling.get(MOLECULER_INFLIGHT) ?? []);
+    const r16 = median(results.raw.get(MOLECULER_INFLIGHT) ?? []);
+    const h16 = median(results.bareH2.get(MOLECULER_INFLIGHT) ?? []);
     lines.push(
       `moleculer 0.15 TCP transporter, request/reply, ${MOLECULER_INFLIGHT} in flight: ${m.toFixed(0)}/s ` +
         `(Http2Wire ${MOLECULER_INFLIGHT} pairs ${(p16 / m).toFixed(1)}x, 1 pair ${(o16 / m).toFixed(1)}x, ` +
-        `${MOLECULER_INFLIGHT} pairs polling ${POLL_MS} ms ${(q16 / m).toFixed(1)}x)`,
+        `${MOLECULER_INFLIGHT} pairs polling ${POLL_MS} ms ${(q16 / m).toFixed(1)}x; ` +
+        `raw TLS ${(r16 / m).toFixed(1)}x, bare node:http2 ${(h16 / m).toFixed(1)}x)`,
     );
     entries.push({
       suite: 'cluster',

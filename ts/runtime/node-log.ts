@@ -11,7 +11,7 @@
  * positions to the store's through an in-memory index of runs (consecutive shard positions
  * at consecutive store positions), built by one scan when the log opens.
  *
- * The stores are lanes: shard n lives in lane `n % lanes` (4 by default, fixed when the
+ * The stores are lanes: shard n lives in lane `n % lanes` (1 by default, fixed when the
  * directory is made), each lane a log-engine store with one write in flight at a time, so
  * up to `lanes` groups are written at once while each groups the shards of its lane.
  *
@@ -42,7 +42,7 @@ import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } 
 /** The store directory of a node-wide journal log inside a journal directory. */
 export const NODE_LOG_DIR = 'node';
 /** Lanes of a new node log: shard n is in lane n % lanes, each lane one store with one write in flight. */
-export const DEFAULT_NODE_LOG_LANES = 4;
+export const DEFAULT_NODE_LOG_LANES = 1;
 /** Dead records a lane gathers before it is compacted (`NodeLogCompaction.deadRecords`). */
 export const DEFAULT_LANE_COMPACT_RECORDS = 65_536;
 
