@@ -243,5 +243,38 @@ describe.each(kernels().map((k) => k.name))('journal record (%s)', (name) => {
     expect(bad({ ...MACRO, event: 1n })).toBe('PLX_JOURNAL_BAD_INPUT');
     expect(bad({ ...MACRO, state: () => 1 })).toBe('PLX_JOURNAL_BAD_INPUT');
     expect(bad({ ...MACRO, kind: 'other' })).toBe('PLX_JOURNAL_BAD_INPUT');
+    expect(bad({ ...MACRO, messageId: 'm'.repeat(70_000) })).toBe('PLX_JOURNAL_BAD_INPUT');
+    // A refusal in the middle of a record leaves nothing behind for the next one.
+    expect(decodeJournalRecord(encodeJournalRecord(MACRO))).toEqual(MACRO);
+  });
+
+  it('returns records that own their bytes, encodes a record nested in a toJSON, and leaves out undefined members', () => {
+    const first = encodeJournalRecord(MACRO);
+    const copy = first.slice();
+    const big = { ...MACRO, seq: 12, dispatchedThrough: 11, state: { s: 'é'.repeat(5000) } };
+    const second = encodeJournalRecord(big);
+    expect(first).toEqual(copy);
+    expect(decodeJournalRecord(second)).toEqual(big);
+    expect(first.buffer).not.toBe(second.buffer);
+    let inner: Uint8Array | undefined;
+    const nesting = {
+      ...MACRO,
+      state: {
+        toJSON() {
+          inner = encodeJournalRecord(SNAP);
+          return { n: 1 };
+        },
+      },
+    } as unknown as MacrostepRecord;
+    const outer = decodeJournalRecord(encodeJournalRecord(nesting));
+    expect(outer).toEqual({ ...MACRO, state: { n: 1 } });
+    expect(decodeJournalRecord(inner as Uint8Array)).toEqual(SNAP);
+    const withUndefined = {
+      ...MACRO,
+      event: { name: 'e', sendid: undefined, data: { a: 1, b: undefined } },
+    } as unknown as MacrostepRecord;
+    const d = decodeJournalRecord(encodeJournalRecord(withUndefined)) as MacrostepRecord;
+    expect(d.event).toEqual({ name: 'e', data: { a: 1 } });
+    expect('sendid' in (d.event as object)).toBe(false);
   });
 });

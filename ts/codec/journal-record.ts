@@ -267,11 +267,23 @@ export function decodeJournalRecord(bytes: Uint8Array): JournalRecord {
   return record;
 }
 
-/** Growable output buffer for the encoder. */
+/**
+ * Output buffer of the encoder. One instance is reused by every call (encoding is
+ * synchronous, and the result is copied out), so a record costs no allocation but its own
+ * bytes; strings are written in place with `encodeInto`.
+ */
 class Writer {
-  private buf = new Uint8Array(256);
+  private buf = new Uint8Array(1024);
   private dv = new DataView(this.buf.buffer);
   at = JOURNAL_HEADER_SIZE;
+  reset(): void {
+    this.at = JOURNAL_HEADER_SIZE;
+    // Give back a buffer grown for one large record.
+    if (this.buf.length > 1 << 20) {
+      this.buf = new Uint8Array(1024);
+      this.dv = new DataView(this.buf.buffer);
+    }
+  }
   private grow(n: number): void {
     if (this.at + n <= this.buf.length) return;
     let size = this.buf.length * 2;
@@ -296,17 +308,25 @@ class Writer {
     this.dv.setBigUint64(this.at, BigInt(v), true);
     this.at += 8;
   }
-  raw(b: Uint8Array): void {
-    this.grow(b.length);
-    this.buf.set(b, this.at);
-    this.at += b.length;
+  /** Writes `s` as UTF-8 behind a length field of `lenBytes` (2 or 4); its byte count. */
+  private utf8(s: string, lenBytes: 2 | 4): number {
+    // UTF-8 takes at most 3 bytes per UTF-16 code unit.
+    this.grow(lenBytes + s.length * 3);
+    const start = this.at + lenBytes;
+    const n = utf8.encodeInto(s, this.buf.subarray(start)).written;
+    if (lenBytes === 2) this.dv.setUint16(this.at, n, true);
+    else this.dv.setUint32(this.at, n, true);
+    this.at = start + n;
+    return n;
   }
   text16(s: string, max: number, what: string): void {
     if (typeof s !== 'string') throw badInput(`${what} must be a string`);
-    const b = utf8.encode(s);
-    if (b.length > max) throw badInput(`${what} has ${b.length} bytes; at most ${max}`);
-    this.u16(b.length);
-    this.raw(b);
+    const at = this.at;
+    const n = this.utf8(s, 2);
+    if (n > max) {
+      this.at = at;
+      throw badInput(`${what} has ${n} bytes; at most ${max}`);
+    }
   }
   json(v: unknown, what: string): void {
     let text: string | undefined;
@@ -316,14 +336,20 @@ class Writer {
       throw badInput(`${what} cannot be written as JSON (${(e as Error).message})`);
     }
     if (text === undefined) throw badInput(`${what} is not a JSON value`);
-    const b = utf8.encode(text);
-    this.u32(b.length);
-    this.raw(b);
+    this.utf8(text, 4);
   }
-  bytes(): Uint8Array {
+  /** The record so far, copied out. */
+  copy(): Uint8Array {
+    return this.buf.slice(0, this.at);
+  }
+  /** The record so far, in place (valid until the next call). */
+  view(): Uint8Array {
     return this.buf.subarray(0, this.at);
   }
 }
+
+const shared = new Writer();
+let sharedBusy = false;
 
 function checkInt(v: unknown, what: string, min = 0): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
@@ -334,12 +360,24 @@ function checkInt(v: unknown, what: string, min = 0): number {
 
 /** Encodes one journal record; JSON fields are written with JSON.stringify. */
 export function encodeJournalRecord(rec: JournalRecord): Uint8Array {
+  // JSON.stringify may run a value's toJSON, which could encode a record itself: such a
+  // nested call gets a writer of its own.
+  if (sharedBusy) return encodeWith(new Writer(), rec);
+  sharedBusy = true;
+  try {
+    shared.reset();
+    return encodeWith(shared, rec);
+  } finally {
+    sharedBusy = false;
+  }
+}
+
+function encodeWith(w: Writer, rec: JournalRecord): Uint8Array {
   const seq = checkInt(rec.seq, 'seq', 1);
   const time = checkInt(rec.time, 'time');
   const dispatched = checkInt(rec.dispatchedThrough, 'dispatchedThrough');
   if (dispatched > seq) throw badInput(`dispatchedThrough ${dispatched} is above seq ${seq}`);
   if (typeof rec.iri !== 'string' || rec.iri.length === 0) throw badInput('the actor IRI must be a non-empty string');
-  const w = new Writer();
   w.text16(rec.iri, MAX_IRI_BYTES, 'IRI');
   let flags = 0;
   let kind: number;
@@ -369,7 +407,7 @@ export function encodeJournalRecord(rec: JournalRecord): Uint8Array {
   } else {
     throw badInput(`kind ${String((rec as { kind?: unknown }).kind)} is neither macrostep nor snapshot`);
   }
-  const out = w.bytes();
+  const out = w.view();
   const length = out.length - JOURNAL_HEADER_SIZE;
   if (length > MAX_JOURNAL_BODY) throw badInput(`the body has ${length} bytes; at most ${MAX_JOURNAL_BODY}`);
   encodeHeader(
@@ -377,7 +415,7 @@ export function encodeJournalRecord(rec: JournalRecord): Uint8Array {
     { length, kind, version: 1, flags, seq, time, dispatched },
     out.subarray(0, JOURNAL_HEADER_SIZE),
   );
-  return out.slice();
+  return w.copy();
 }
 
 /** What indexing a shard needs of a record: its kind, actor and seq (the body is not parsed). */

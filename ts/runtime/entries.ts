@@ -46,11 +46,12 @@ export function sendOf(v: unknown): Send | undefined {
   return v as unknown as Send;
 }
 
-/** A plain JSON copy of an event or send without undefined members. */
-function clean(o: object): JsonValue {
-  const out: Record<string, JsonValue> = {};
-  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v as JsonValue;
-  return out;
+/**
+ * An event or send as a record's JSON value. The record is encoded straight away with
+ * JSON.stringify, which leaves out members whose value is undefined, so no copy is made.
+ */
+function asJson(o: object): JsonValue {
+  return o as unknown as JsonValue;
 }
 
 export function recordOfMacrostep(iri: string, e: MacrostepEntry): MacrostepRecord {
@@ -61,8 +62,8 @@ export function recordOfMacrostep(iri: string, e: MacrostepEntry): MacrostepReco
     time: e.time,
     dispatchedThrough: e.dispatchedThrough,
     messageId: e.messageId,
-    event: clean(e.event),
-    sends: e.sends.map(clean),
+    event: asJson(e.event),
+    sends: e.sends as unknown as JsonValue[],
   };
   return e.state === undefined ? rec : { ...rec, state: e.state };
 }
@@ -76,7 +77,7 @@ export function recordOfSnapshot(iri: string, e: SnapshotEntry): SnapshotRecord 
     dispatchedThrough: e.dispatchedThrough,
     state: e.state,
     dedup: e.dedup,
-    pending: e.pending.map((p) => ({ seq: p.seq, index: p.index, send: clean(p.send) })),
+    pending: e.pending.map((p) => ({ seq: p.seq, index: p.index, send: asJson(p.send) })),
   };
 }
 
