@@ -196,18 +196,31 @@ async function pump(inflight, ms, sendOne) {
   return rate;
 }
 
+/** TLS options of the sending process (node a's certificate, b's name). */
+function clientTls(creds) {
+  return {
+    key: creds.a.key,
+    cert: creds.a.cert,
+    ca: creds.a.ca,
+    servername: 'b.bench.plexus.internal',
+    minVersion: 'TLSv1.3',
+    checkServerIdentity: () => undefined,
+  };
+}
+
+/** A length-prefixed frame: 4-byte length, a 16-byte id from a counter (no random bytes per frame: this is the ceiling), the payload. */
+function rawFrame(seq) {
+  const frame = Buffer.allocUnsafe(4 + 16 + PAYLOAD);
+  frame.writeUInt32LE(16 + PAYLOAD, 0);
+  frame.writeDoubleLE(seq, 4);
+  frame.writeDoubleLE(0, 12);
+  frame.fill(7, 20);
+  return frame;
+}
+
 function rawClient(port, creds) {
   return new Promise((resolveConn, reject) => {
-    const sock = tls.connect({
-      host: '127.0.0.1',
-      port,
-      key: creds.a.key,
-      cert: creds.a.cert,
-      ca: creds.a.ca,
-      servername: 'b.bench.plexus.internal',
-      minVersion: 'TLSv1.3',
-      checkServerIdentity: () => undefined,
-    });
+    const sock = tls.connect({ host: '127.0.0.1', port, ...clientTls(creds) });
     sock.setNoDelay(true);
     const waiting = new Map();
     let seq = 0;
@@ -227,12 +240,7 @@ function rawClient(port, creds) {
     sock.on('secureConnect', () =>
       resolveConn({
         send() {
-          // A unique id from a counter (no random bytes per frame: this is the ceiling).
-          const frame = Buffer.allocUnsafe(4 + 16 + PAYLOAD);
-          frame.writeUInt32LE(16 + PAYLOAD, 0);
-          frame.writeDoubleLE(++seq, 4);
-          frame.writeDoubleLE(0, 12);
-          frame.fill(7, 20);
+          const frame = rawFrame(++seq);
           return new Promise((r) => {
             waiting.set(frame.subarray(4, 20).toString('latin1'), r);
             sock.write(frame);
@@ -247,14 +255,7 @@ function rawClient(port, creds) {
 /** Bare node:http2 over mutual TLS 1.3: `send(i)` writes one frame on long-lived stream i. */
 function bareH2Client(port, creds, streams) {
   return new Promise((resolveConn, reject) => {
-    const session = http2.connect(`https://127.0.0.1:${port}`, {
-      key: creds.a.key,
-      cert: creds.a.cert,
-      ca: creds.a.ca,
-      servername: 'b.bench.plexus.internal',
-      minVersion: 'TLSv1.3',
-      checkServerIdentity: () => undefined,
-    });
+    const session = http2.connect(`https://127.0.0.1:${port}`, clientTls(creds));
     session.on('error', reject);
     session.on('connect', (_session, socket) => {
       socket.setNoDelay?.(true);
@@ -278,11 +279,7 @@ function bareH2Client(port, creds, streams) {
       resolveConn({
         send(i) {
           const lane = lanes[i % streams];
-          const frame = Buffer.allocUnsafe(4 + 16 + PAYLOAD);
-          frame.writeUInt32LE(16 + PAYLOAD, 0);
-          frame.writeDoubleLE(++seq, 4);
-          frame.writeDoubleLE(0, 12);
-          frame.fill(7, 20);
+          const frame = rawFrame(++seq);
           return new Promise((r) => {
             lane.waiting.push(r);
             lane.stream.write(frame);
