@@ -66,7 +66,7 @@ export interface ClusterNodeConfig {
    */
   readonly wire?: { readonly streamCap?: number; readonly poolSize?: number };
   /**
-   * `per-node`, new data directory: lanes of the node-wide journal log (default 4). Shard n
+   * `per-node`, new data directory: lanes of the node-wide journal log (default 1). Shard n
    * is in lane n % lanes; each lane groups its shards' appends into one write and fsync, and
    * the lanes write at the same time. An existing directory keeps its own.
    */

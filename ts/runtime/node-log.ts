@@ -475,7 +475,7 @@ export class NodeLog {
 
   /**
    * Opens (or creates) the node log in `dir` and indexes it by shard. A new directory gets
-   * `lanes` lane stores (`lane-0/` ...; default 4); an existing one keeps its own.
+   * `lanes` lane stores (`lane-0/` ...; default 1); an existing one keeps its own.
    */
   static async open(
     dir: string,
