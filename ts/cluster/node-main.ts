@@ -92,7 +92,6 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
   const cn = await launchClusterNode(cfg, {
     onError: (e) => out({ ev: 'error', code: (e as { code?: string }).code, message: (e as Error).message }),
   });
-  out({ ev: 'joined', self: cfg.self, layout: cfg.journal ?? 'per-node' });
   let lastHeld = '';
   const timer = setInterval(() => {
     const held = cn.membership
@@ -199,5 +198,7 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
       });
     }
   });
+  // Only now, with the signal handlers in place: a supervisor may send SIGTERM as soon as it reads this.
+  out({ ev: 'joined', self: cfg.self, layout: cfg.journal ?? 'per-node' });
   return done;
 }

@@ -301,6 +301,8 @@ async function serve(args: string[]): Promise<number> {
     },
   });
   const api = server.clusterApi;
+  // The signal handlers go in before the serving line: whoever reads it may send SIGTERM at once.
+  const stopped = untilStopped();
   out({
     event: 'serving',
     address: server.address,
@@ -311,7 +313,7 @@ async function serve(args: string[]): Promise<number> {
     ...(clustered ? { cluster: true, id: server.store.clusterStatus()?.id, join: joining } : {}),
     ...(api ? { followerReads: api.bounds } : {}),
   });
-  await untilStopped();
+  await stopped;
   await server.close();
   out({ event: 'stopped' });
   return 0;

@@ -116,6 +116,8 @@ async function mediator(args: string[]): Promise<number> {
         process.stderr.write(`plexus federation: ${message} ${JSON.stringify(details ?? {})}\n`),
     },
   });
+  // The signal handlers go in before the serving line: whoever reads it may send SIGTERM at once.
+  const stopped = untilStopped();
   out({
     event: 'serving',
     did: server.did,
@@ -125,7 +127,7 @@ async function mediator(args: string[]): Promise<number> {
     dataDir: values.data,
     queued: server.mediator.queue.size,
   });
-  await untilStopped();
+  await stopped;
   await server.close();
   out({ event: 'stopped' });
   return 0;
