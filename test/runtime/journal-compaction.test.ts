@@ -364,6 +364,34 @@ describe('NodeLog compaction', () => {
     await nl.close();
   });
 
+  it('a shard compaction resolves once its lane reclaimed the records; records that die meanwhile get a compaction of their own', async () => {
+    const nl = await NodeLog.over([new MemoryLog(new MemoryLogState())], { deadRecords: 30 });
+    const a = nl.shard(0);
+    const b = nl.shard(1);
+    for (let i = 0; i < 100; i++) await Promise.all([a.append([enc.encode(`a${i}`)]), b.append([enc.encode(`b${i}`)])]);
+    // 60 of a's records die: fewer dead than live (60 against 140), no compaction yet
+    await a.compactBefore(61n);
+    expect(nl.compactions).toBe(0);
+    // 90 of b's: 150 dead against 50 live, a compaction starts, and the call returns after it
+    const dropB = b.compactBefore(91n);
+    // while it runs, the rest of a's die: they ask for a compaction that is already running
+    const dropA = a.compactBefore(101n);
+    await Promise.all([dropB, dropA]);
+    expect(nl.compactions).toBe(1);
+    // the next one starts by itself for those 40 (no further drop calls for it) ...
+    for (let i = 0; i < 200 && nl.compactions < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(nl.compactions).toBe(2);
+    // ... and none after it: its own marks (one per shard) are below the threshold
+    await new Promise((r) => setTimeout(r, 30));
+    expect(nl.compactions).toBe(2);
+    expect(nl.laneStats()[0]).toMatchObject({ live: 10, dead: 2, stored: 12 });
+    expect([a.last, (await a.read(1n)).length]).toEqual([100n, 0]);
+    expect((await b.read(91n)).map((r) => dec.decode(r.payload))).toEqual(
+      Array.from({ length: 10 }, (_, i) => `b${90 + i}`),
+    );
+    await nl.close();
+  });
+
   it('reads racing a lane compaction find the records where they moved', async () => {
     const states = [new MemoryLogState()];
     const nl = await NodeLog.over(

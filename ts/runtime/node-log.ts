@@ -444,7 +444,9 @@ class ShardView implements LogStorage {
         },
       );
     }
-    this.node.compactShard(this.ix, Number(position));
+    // Resolves once the lane has reclaimed what this made dead, when that started a lane
+    // compaction (its failure is counted in the node log, and the next drop retries it).
+    await this.node.compactShard(this.ix, Number(position))?.catch(() => {});
   }
   /** The node log stays open: `NodeLog.close()` closes it. */
   async close(): Promise<void> {}
@@ -743,18 +745,26 @@ export class NodeLog {
     );
   }
 
-  /** Drops shard positions below `position` from the index; the lane reclaims them when it compacts. */
-  compactShard(ix: ShardIndex, position: number): void {
+  /**
+   * Drops shard positions below `position` from the index; the lane reclaims them when it
+   * compacts. Returns the lane compaction this started or found running, if any.
+   */
+  compactShard(ix: ShardIndex, position: number): Promise<void> | undefined {
     const p = Math.min(position, ix.last + 1);
-    if (p <= ix.start) return;
+    if (p <= ix.start) return undefined;
     ix.start = p;
     const dropped = ix.runs.dropBelow(p);
     ix.lane.live -= dropped;
     ix.lane.dead += dropped;
-    const lane = ix.lane;
+    return this.maybeCompactLane(ix.lane);
+  }
+
+  /** Starts a compaction of the lane once enough of it is dead (as many dead records as live, and `deadRecords`). */
+  private maybeCompactLane(lane: Lane): Promise<void> | undefined {
     if (this.deadRecords > 0 && lane.dead >= this.deadRecords && lane.dead >= lane.live && !this.closed) {
-      void this.compactLane(lane);
+      return this.compactLane(lane);
     }
+    return lane.compacting;
   }
 
   /** Compacts a lane (one compaction at a time per lane); resolves when it has finished. */
@@ -763,15 +773,21 @@ export class NodeLog {
     if (l.compacting === undefined) {
       l.compacting = this.runCompaction(l)
         .then(
-          () => {
+          (diedMeanwhile) => {
             this.compactions++;
+            return diedMeanwhile;
           },
           () => {
             this.compactionFailures++;
+            return 0;
           },
         )
-        .finally(() => {
+        .then((diedMeanwhile) => {
           l.compacting = undefined;
+          // Records that died while it ran asked for a compaction that found this one running:
+          // look again. Not after a failure (the next dropped records retry), and not for the
+          // marks a compaction writes itself, which would start one after another.
+          if (diedMeanwhile > 0) void this.maybeCompactLane(l);
         });
     }
     return l.compacting;
@@ -782,8 +798,9 @@ export class NodeLog {
    * position), writes a mark per shard, then compacts the store before the copies. A crash
    * at any point leaves every live record in the lane (the originals until the copies are
    * durable, the copies after); a later copy of a position replaces the earlier one.
+   * Returns how many records died while it ran.
    */
-  private async runCompaction(lane: Lane): Promise<void> {
+  private async runCompaction(lane: Lane): Promise<number> {
     const store = lane.store;
     // Every store position below the cut is indexed (a record acknowledged by the store whose
     // append has not been indexed yet is above it).
@@ -864,7 +881,9 @@ export class NodeLog {
     }
     lane.gen++;
     await store.compactBefore(BigInt(cut));
-    lane.dead = Math.max(0, lane.dead - deadBefore) + marks;
+    const diedMeanwhile = Math.max(0, lane.dead - deadBefore);
+    lane.dead = diedMeanwhile + marks;
+    return diedMeanwhile;
   }
 
   async close(): Promise<void> {
