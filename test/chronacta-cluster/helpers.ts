@@ -1,27 +1,18 @@
 /** What the `serve --cluster` process tests share: free ports, polling, and running the CLI. */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
+import { freePort } from '../helpers/ports.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const MAIN = join(ROOT, 'dist/cli/main.js');
 const execFileP = promisify(execFile);
 
-/** A loopback port free at the moment of asking. */
-export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
+/** A loopback port free at the moment of asking, below the ephemeral range (test/helpers/ports.ts). */
+export { freePort };
 
 /** Polls `f` until it gives a value; throws naming `what` (and the last error) after `ms`. */
 export async function until<T>(f: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {

@@ -4,26 +4,15 @@
  * apply the same records through onApply and refuse writes with NOT_LEADER.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HaMember } from '../../ts/chronacta/ha/config.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import type { RecordedEvent } from '../../ts/chronacta/types.js';
+import { freePort } from '../helpers/ports.js';
 
 const quiet = { warn: () => undefined, error: () => undefined };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function until(cond: () => boolean, ms = 10_000, what = 'condition'): Promise<void> {
   const end = Date.now() + ms;

@@ -7,7 +7,6 @@
  * and seeded from a copy of a member's local log it joins.
  */
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,23 +15,13 @@ import { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import type { RecordedEvent } from '../../ts/chronacta/types.js';
 import { isPlexusError } from '../../ts/core/errors.js';
+import { freePort } from '../helpers/ports.js';
 import { quiet, startCluster, TICK_MS, text, until } from './helpers.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const ev = (s: string) => ({ type: 'T', data: text(s) });
 

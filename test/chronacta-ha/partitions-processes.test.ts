@@ -17,8 +17,7 @@
  * The fast in-process stand-in of the same matrix is partitions.test.ts.
  */
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -29,6 +28,7 @@ import type { ClusterStatus } from '../../ts/chronacta/types.js';
 import { openLog } from '../../ts/storage/file-log.js';
 import { isRunning, MAIN, spawnServe, stopAll, stopChild, until } from '../chronacta-cluster/helpers.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
+import { freePort } from '../helpers/ports.js';
 import { sleep } from './helpers.js';
 
 const TICK_MS = 20;
@@ -37,33 +37,6 @@ const N = 3;
 const spawned = new Set<ChildProcess>();
 
 /** The low end of the kernel's range of ephemeral ports (outgoing connections take theirs from it). */
-function ephemeralLow(): number {
-  try {
-    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-    return Number.isInteger(low) && low > 11_000 ? low : 32_768;
-  } catch {
-    return 32_768;
-  }
-}
-
-/**
- * A free port for a member's gRPC or Raft listener, below the ephemeral range: the ports are
- * chosen before the processes bind them, and a killed member binds the same ones again, so
- * they must not be handed out meanwhile to an outgoing connection (the proxies make many).
- */
-async function freePort(): Promise<number> {
-  const low = ephemeralLow();
-  for (;;) {
-    const port = 10_000 + Math.floor(Math.random() * (low - 10_000));
-    const ok = await new Promise<boolean>((res) => {
-      const s = createServer();
-      s.once('error', () => res(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => res(true)));
-    });
-    if (ok) return port;
-  }
-}
-
 interface Member {
   readonly id: number;
   readonly dir: string;

@@ -1,31 +1,17 @@
 /** Cluster nodes as real processes (`plexus cluster node --control` from dist/) for tests. */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
 import { openJournalShards } from '../../ts/runtime/node-log.js';
+import { freePorts } from '../helpers/ports.js';
 
 export const CLI = fileURLToPath(new URL('./fixtures/cluster-cli.mjs', import.meta.url));
 
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((res) => {
-          const s = createServer();
-          s.listen(0, '127.0.0.1', () => res(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
+export { freePorts };
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON lines
 export type Line = Record<string, any>;

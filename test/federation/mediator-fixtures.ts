@@ -4,7 +4,6 @@
  * command compiled for child processes.
  */
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -93,16 +92,7 @@ export async function filesUnder(dir: string): Promise<Buffer[]> {
   return out;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../helpers/ports.js';
 
 export async function until(cond: () => boolean, ms = 10_000, what = 'a condition'): Promise<void> {
   const deadline = Date.now() + ms;
