@@ -5,28 +5,12 @@
  * Everything lives in a temporary directory that is removed at the end.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePorts } from '../net/ports.js';
 import { initCluster } from './init.js';
 import { type ClusterNode, launchClusterNode, readNodeConfig } from './node.js';
 import { ownerOf } from './types.js';
-
-async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((r) => {
-          const s = createServer();
-          s.listen(0, '127.0.0.1', () => r(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
 
 export interface ClusterDemoOptions {
   /** Actors to message (default 3000). */

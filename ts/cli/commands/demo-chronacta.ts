@@ -14,7 +14,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +21,7 @@ import { ChronactaClient } from '../../chronacta/client.js';
 import type { HaMember } from '../../chronacta/ha/config.js';
 import { clusterFiles, writeClusterFiles } from '../../chronacta/layout.js';
 import type { AppendResult, ClusterStatus } from '../../chronacta/types.js';
+import { freePorts } from '../../net/ports.js';
 
 type Out = (s?: string) => void;
 
@@ -121,24 +121,6 @@ async function within<T>(ms: number, what: string, probe: () => Promise<T | unde
     if (v !== undefined) return v;
     if (Date.now() > end) throw new StepFailure(`no ${what} within ${ms} ms`);
     await sleep(20);
-  }
-}
-
-/** `n` distinct free loopback ports: all bound at once (port 0), read, then closed. */
-async function freePorts(n: number): Promise<number[]> {
-  const servers: Server[] = [];
-  try {
-    for (let i = 0; i < n; i++) {
-      const s = createServer();
-      servers.push(s);
-      await new Promise<void>((res, rej) => {
-        s.once('error', rej);
-        s.listen(0, '127.0.0.1', () => res());
-      });
-    }
-    return servers.map((s) => (s.address() as { port: number }).port);
-  } finally {
-    await Promise.all(servers.map((s) => new Promise((res) => s.close(res))));
   }
 }
 
