@@ -31,7 +31,6 @@
 // when it runs past its time limit, and when this process exits or is interrupted.
 import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -69,26 +68,8 @@ function interrupted(signal) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function freePort() {
-  return new Promise((resolvePromise, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolvePromise(port));
-    });
-  });
-}
-
-/** `n` distinct free loopback ports. */
-async function freePorts(n) {
-  const out = [];
-  while (out.length < n) {
-    const p = await freePort();
-    if (!out.includes(p)) out.push(p);
-  }
-  return out;
-}
+/** Ports the nodes bind after they are written into their configs: below the ephemeral range (ts/net/ports.ts). */
+const { freePorts } = await import(new URL('../dist/net/ports.js', import.meta.url).href);
 
 /** `--group-commit-bytes` of the members (PLEXUS_BENCH_CHRONACTA_HA_GROUP_COMMIT_BYTES; default: not given, off). */
 const GROUP_COMMIT_BYTES = process.env.PLEXUS_BENCH_CHRONACTA_HA_GROUP_COMMIT_BYTES ?? '';

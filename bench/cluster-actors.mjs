@@ -16,7 +16,6 @@
 // bench/run.mjs (it returns { entries, targets, table } like the other suites).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -52,21 +51,8 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-async function freePorts(n) {
-  const servers = await Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise((r) => {
-          const s = createServer();
-          s.listen(0, '127.0.0.1', () => r(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => s.address().port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
+/** Ports the nodes bind after they are written into their configs: below the ephemeral range (ts/net/ports.ts). */
+const { freePorts } = await import(new URL('../dist/net/ports.js', import.meta.url).href);
 
 // ------------------------------------------------------------------------------------------
 // Child processes: a plexus node, or the moleculer server.

@@ -68,22 +68,8 @@ function cpuUs(pid) {
   return (Number(rest[11]) + Number(rest[12])) * TICK_US;
 }
 
-async function freePorts(n) {
-  const { createServer } = await import('node:net');
-  const out = [];
-  while (out.length < n) {
-    const p = await new Promise((ok, no) => {
-      const s = createServer();
-      s.on('error', no);
-      s.listen(0, '127.0.0.1', () => {
-        const { port } = s.address();
-        s.close(() => ok(port));
-      });
-    });
-    if (!out.includes(p)) out.push(p);
-  }
-  return out;
-}
+/** Ports the nodes bind after they are written into their configs: below the ephemeral range (ts/net/ports.ts). */
+const { freePorts } = await import(new URL('../../dist/net/ports.js', import.meta.url).href);
 
 async function startCluster(root) {
   const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-cpu-'));
