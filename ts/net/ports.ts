@@ -10,14 +10,19 @@
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
-/** The first port of the ephemeral range (32768 when it cannot be read). */
+let low: number | undefined;
+
+/** The first port of the ephemeral range (32768 when it cannot be read); read once. */
 export function ephemeralLow(): number {
-  try {
-    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-    return Number.isInteger(low) && low > 11_000 ? low : 32_768;
-  } catch {
-    return 32_768;
+  if (low === undefined) {
+    try {
+      const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+      low = Number.isInteger(first) && first > 11_000 ? first : 32_768;
+    } catch {
+      low = 32_768;
+    }
   }
+  return low;
 }
 
 function bindable(port: number, host: string): Promise<boolean> {
@@ -30,12 +35,12 @@ function bindable(port: number, host: string): Promise<boolean> {
 
 /** A port free on `host` at the moment of asking, from 10000 up to the ephemeral range. */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
-  const low = ephemeralLow();
+  const top = ephemeralLow();
   for (let i = 0; i < 1000; i++) {
-    const port = 10_000 + Math.floor(Math.random() * (low - 10_000));
+    const port = 10_000 + Math.floor(Math.random() * (top - 10_000));
     if (await bindable(port, host)) return port;
   }
-  throw new Error(`no free port below ${low} on ${host} after 1000 tries`);
+  throw new Error(`no free port below ${top} on ${host} after 1000 tries`);
 }
 
 /** `n` distinct free ports on `host`. */
