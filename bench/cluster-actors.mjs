@@ -9,13 +9,22 @@
 // - one-way: `node.send` resolves once b's macrostep is durable;
 // - request/reply: `node.ask`; b's counter answers with a send back to a.
 //
-// Next to it: moleculer 0.15.2 with its TCP transporter between two processes (this one calls,
-// a child serves `counter.inc`), request/reply with 16 in flight, nothing persisted.
+// Next to it:
+// - moleculer 0.15.2 with its TCP transporter between two processes (this one calls, a child
+//   serves `counter.inc`), request/reply with 16 in flight, nothing persisted;
+// - the durable floor: the cheapest durable request/reply over the same parts, with no plexus
+//   code. Bare node:http2 streams (one per pair) over mutual TLS 1.3 carry length-prefixed
+//   100-byte requests. The serving process appends each request to a file opened with O_DSYNC,
+//   gathering the requests of one turn of its event loop into one write (group commit), and
+//   answers each with a 100-byte reply once its write returned. No acknowledgements, no actor,
+//   no journal format, no deduplication: any durable request/reply over node:http2 on this
+//   machine costs at least this much.
 // Every case runs REPEATS times, alternating; the table gives medians. Target: durable actor
 // request/reply at 16 pairs >= 1x moleculer's rate. `runClusterActorsSuite` is the hook for
 // bench/run.mjs (it returns { entries, targets, table } like the other suites).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync, write } from 'node:fs';
+import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -94,6 +103,131 @@ async function moleculerServer(ports) {
   await broker.start();
   process.stdout.write('{"ev":"ready"}\n');
   process.on('SIGTERM', () => broker.stop().then(() => process.exit(0)));
+}
+
+/**
+ * The durable floor's serving process: reads length-prefixed requests from bare node:http2
+ * streams, appends them to `file` (O_DSYNC) one group per turn of the event loop, and writes
+ * each request's reply on its stream once the group's write returned.
+ */
+async function floorServer(credsFile, file) {
+  const creds = JSON.parse(readFileSync(credsFile, 'utf8'));
+  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_DSYNC);
+  let group = [];
+  let writing = false;
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (writing || group.length === 0) return;
+    writing = true;
+    const g = group;
+    group = [];
+    const bytes = Buffer.concat(g.map((e) => e.request));
+    write(fd, bytes, 0, bytes.length, null, (err) => {
+      writing = false;
+      if (err) throw err;
+      for (const e of g) e.stream.write(e.reply);
+      flush();
+    });
+  };
+  const server = http2.createSecureServer({
+    key: creds.b.key,
+    cert: creds.b.cert,
+    ca: creds.b.ca,
+    requestCert: true,
+    rejectUnauthorized: true,
+    minVersion: 'TLSv1.3',
+  });
+  server.prependListener('secureConnection', (socket) => socket.setNoDelay(true));
+  server.on('stream', (stream) => {
+    stream.respond({ ':status': 200 });
+    let buf = Buffer.alloc(0);
+    stream.on('data', (chunk) => {
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      let at = 0;
+      while (buf.length - at >= 4) {
+        const len = buf.readUInt32LE(at);
+        if (len > 1 << 20) return stream.destroy();
+        if (buf.length - at < 4 + len) break;
+        const request = Buffer.from(buf.subarray(at, at + 4 + len));
+        const reply = Buffer.allocUnsafe(4 + 16 + PAYLOAD.length);
+        reply.writeUInt32LE(16 + PAYLOAD.length, 0);
+        request.copy(reply, 4, 4, 20);
+        reply.fill(9, 20);
+        group.push({ request, reply, stream });
+        at += 4 + len;
+      }
+      buf = buf.subarray(at);
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    });
+    stream.on('error', () => {});
+  });
+  server.on('sessionError', () => {});
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  process.stdout.write(`${JSON.stringify({ ev: 'ready', port: server.address().port })}\n`);
+  process.on('SIGTERM', () => {
+    closeSync(fd);
+    process.exit(0);
+  });
+}
+
+/** The durable floor's calling side: `call(i)` sends one request on stream i and resolves with its reply. */
+function floorClient(port, creds) {
+  return new Promise((resolveConn, reject) => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, {
+      key: creds.a.key,
+      cert: creds.a.cert,
+      ca: creds.a.ca,
+      servername: 'b.bench.plexus.internal',
+      minVersion: 'TLSv1.3',
+      checkServerIdentity: () => undefined,
+    });
+    session.on('error', reject);
+    session.on('connect', (_session, socket) => {
+      socket.setNoDelay?.(true);
+      let seq = 0;
+      const lanes = new Map();
+      const lane = (i) => {
+        let l = lanes.get(i);
+        if (l) return l;
+        const stream = session.request({ ':method': 'POST', ':path': '/requests' }, { endStream: false });
+        l = { stream, waiting: [] };
+        let buf = Buffer.alloc(0);
+        stream.on('data', (chunk) => {
+          buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+          let at = 0;
+          while (buf.length - at >= 4) {
+            const len = buf.readUInt32LE(at);
+            if (buf.length - at < 4 + len) break;
+            l.waiting.shift()?.();
+            at += 4 + len;
+          }
+          buf = buf.subarray(at);
+        });
+        stream.on('error', () => {});
+        lanes.set(i, l);
+        return l;
+      };
+      resolveConn({
+        call(i) {
+          const l = lane(i);
+          const request = Buffer.allocUnsafe(4 + 16 + PAYLOAD.length);
+          request.writeUInt32LE(16 + PAYLOAD.length, 0);
+          request.writeDoubleLE(++seq, 4);
+          request.writeDoubleLE(i, 12);
+          request.fill(7, 20);
+          return new Promise((r) => {
+            l.waiting.push(r);
+            l.stream.write(request);
+          });
+        },
+        close: () => session.destroy(),
+      });
+    });
+  });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -196,11 +330,37 @@ async function moleculerCase(broker, inflight) {
   return (done / (performance.now() - t0)) * 1000;
 }
 
+/** Runs the durable floor for about CASE_MS with `inflight` callers; records CPU µs per request (both processes) in `cpu`. */
+async function floorCase(client, server, inflight, cpu) {
+  const end = performance.now() + CASE_MS;
+  let done = 0;
+  const a0 = process.cpuUsage();
+  const b0 = cpuMs(server.child.pid);
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: inflight }, async (_, i) => {
+      while (performance.now() < end) {
+        await client.call(i);
+        done++;
+      }
+    }),
+  );
+  const rate = (done / (performance.now() - t0)) * 1000;
+  const a1 = process.cpuUsage(a0);
+  const b1 = cpuMs(server.child.pid);
+  if (b0 !== undefined && b1 !== undefined) {
+    const key = `floor/${inflight}`;
+    cpu.set(key, [...(cpu.get(key) ?? []), (a1.user + a1.system + (b1 - b0) * 1000) / done]);
+  }
+  return rate;
+}
+
 export async function runClusterActorsSuite({ root = ROOT, log = console.log } = {}) {
   const { initCluster } = await import(pathToFileURL(resolve(root, 'dist/cluster/init.js')).href);
   const dir = mkdtempSync(join(tmpdir(), 'plexus-cluster-actors-bench-'));
   const procs = [];
   let broker;
+  let floor;
   try {
     const [ma, mb] = await freePorts(2);
     const self = fileURLToPath(import.meta.url);
@@ -240,6 +400,19 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
     broker = new ServiceBroker(moleculerOptions('ma', [ma, mb]));
     await broker.start();
     await broker.waitForServices(['counter'], 20_000);
+    // The durable floor's serving process, with node certificates of a cluster CA of its own.
+    const { createClusterCa, issueNodeCertificate } = await import(
+      pathToFileURL(resolve(root, 'dist/net/index.js')).href
+    );
+    const floorCa = await createClusterCa('bench');
+    const creds = { a: await issueNodeCertificate(floorCa, 'a'), b: await issueNodeCertificate(floorCa, 'b') };
+    const { writeFile: writeCreds } = await import('node:fs/promises');
+    await writeCreds(join(dir, 'floor-creds.json'), JSON.stringify(creds));
+    const floorServing = new Proc([self, '--floor', join(dir, 'floor-creds.json'), join(dir, 'floor.log')]);
+    procs.push(floorServing);
+    const { port: floorPort } = await floorServing.wait((l) => l.ev === 'ready');
+    floor = await floorClient(floorPort, creds);
+    const floorCpu = new Map();
     const res = new Map();
     const push = (k, v) => res.set(k, [...(res.get(k) ?? []), v]);
     // Durable (group-commit fsync) first, then the same path without fsync.
@@ -249,12 +422,14 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
     await plexusCase(durable, 'oneway', 16, rates);
     await plexusCase(durable, 'rr', 16, rates);
     await moleculerCase(broker, 16);
+    await floorCase(floor, floorServing, 16, new Map());
     for (let rep = 0; rep < REPEATS; rep++) {
       for (const n of PAIRS) {
         push(`oneway/${n}`, await plexusCase(durable, 'oneway', n, rates, cpu));
         push(`rr/${n}`, await plexusCase(durable, 'rr', n, rates, cpu));
       }
       push('moleculer/16', await moleculerCase(broker, 16));
+      push('floor/16', await floorCase(floor, floorServing, 16, floorCpu));
     }
     await durable.a.stop();
     await durable.b.stop();
@@ -301,6 +476,20 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
       `${'16, no fsync'.padEnd(12)} ${nfo.toFixed(0).padStart(9)} ${nfr.toFixed(0).padStart(14)} ${(nfr / mol).toFixed(2).padStart(15)}  ${cpuOf(cpu2, 'oneway/16')} ${cpuOf(cpu2, 'rr/16')}`,
     );
     lines.push(`moleculer 0.15.2 TCP transporter, request/reply, 16 in flight (not persisted): ${mol.toFixed(0)}/s`);
+    const fl = median(res.get('floor/16'));
+    const rr16 = median(res.get('rr/16'));
+    lines.push(
+      `durable floor (bare node:http2 + mutual TLS 1.3, O_DSYNC group commit, no plexus code), request/reply, 16 in flight: ` +
+        `${fl.toFixed(0)}/s = ${(fl / mol).toFixed(2)}x moleculer, ${cpuOf(floorCpu, 'floor/16').trim()} µs CPU/request; ` +
+        `plexus durable request/reply at 16 pairs = ${(rr16 / fl).toFixed(2)}x the floor`,
+    );
+    entries.push({
+      suite: 'cluster-actors',
+      case: 'durable request/reply 100B, 16 in flight',
+      impl: 'bare node:http2 + O_DSYNC group commit (the durable floor, no plexus code)',
+      opsPerSec: fl,
+      bytesPerSec: fl * 100,
+    });
     entries.push({
       suite: 'cluster-actors',
       case: 'actor message 100B one-way, 16 pairs, journaled without fsync',
@@ -322,7 +511,6 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
       opsPerSec: mol,
       bytesPerSec: mol * 100,
     });
-    const rr16 = median(res.get('rr/16'));
     const ow16 = median(res.get('oneway/16'));
     const targets = [
       { name: 'durable actor request/reply vs moleculer, 16 pairs', ratio: rr16 / mol, want: 1, ok: rr16 / mol >= 1 },
@@ -338,6 +526,7 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
     log?.(table);
     return { entries, targets, table };
   } finally {
+    floor?.close();
     await broker?.stop().catch(() => {});
     for (const p of procs) await p.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -347,6 +536,8 @@ export async function runClusterActorsSuite({ root = ROOT, log = console.log } =
 const argv = process.argv.slice(2);
 if (argv[0] === '--node') {
   await plexusNode(argv[1], argv[2]);
+} else if (argv[0] === '--floor') {
+  await floorServer(argv[1], argv[2]);
 } else if (argv[0] === '--moleculer') {
   await moleculerServer([Number(argv[1]), Number(argv[2])]);
 } else if (process.argv[1] === fileURLToPath(import.meta.url)) {
