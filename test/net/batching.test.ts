@@ -186,7 +186,7 @@ describe('Http2Wire receiver', () => {
     net = undefined;
   });
 
-  it('takes many frames from one chunk one by one, in order, and answers with a few ACK runs', async () => {
+  it('takes many frames from one chunk one by one, in order, and answers with a few ACK runs, the first ones early', async () => {
     net = await http2Net(['a', 'b']);
     const seen: string[] = [];
     let inHandler = 0;
@@ -232,6 +232,10 @@ describe('Http2Wire receiver', () => {
     expect(maxInHandler).toBe(1);
     expect(runs.every((r) => r[0] === stream.id)).toBe(true);
     expect(runs.length).toBeLessThan(20);
+    // The first ACKs of the turn go out after 8 frames, the next after 16 more: the sender can
+    // send again while the rest are stored.
+    expect(runs[0]).toEqual([stream.id, 8, 0]);
+    expect(runs[1]).toEqual([stream.id, 16, 0]);
     expect(runs[runs.length - 1]).toEqual([stream.id, 1, 1]);
     expect(runs.slice(0, -1).every((r) => r[2] === 0)).toBe(true);
   });

@@ -97,6 +97,13 @@ const STREAM_WINDOW = 256 * 1024;
 const SESSION_WINDOW = 16 * 1024 * 1024;
 /** Bytes a receiving stream buffers ahead of the frame being stored before it pauses. */
 const READ_AHEAD_BYTES = 64 * 1024;
+/**
+ * ACKs of a turn of the event loop that go out before the turn ends: the first write after
+ * this many frames, each next one after twice as many as the one before, up to `ACK_EARLY_MAX`.
+ * The sender can then send its next frames while this side still stores the rest of the turn's.
+ */
+const ACK_EARLY = 8;
+const ACK_EARLY_MAX = 64;
 /** ACKs written together at most (one buffer of 64 x 40 bytes). */
 const ACK_BATCH = 64;
 /** Frames of one inbound stream taken by the handler and not yet acknowledged, at most. */
@@ -254,9 +261,13 @@ class AckSink {
   private lastSid = -1;
   private lastStatus = -1;
   private lastCount = 0;
+  /** Frames acknowledged since the last write. */
+  private frames = 0;
   private scheduled = false;
+  private early = ACK_EARLY;
   private readonly flushLater = () => {
     this.scheduled = false;
+    this.early = ACK_EARLY;
     this.flush();
   };
 
@@ -287,6 +298,16 @@ class AckSink {
   }
 
   push(sid: number, status: AckStatusCode): void {
+    if (++this.frames >= this.early) {
+      this.pushRun(sid, status);
+      this.flush();
+      this.early = Math.min(this.early * 2, ACK_EARLY_MAX);
+      return;
+    }
+    this.pushRun(sid, status);
+  }
+
+  private pushRun(sid: number, status: AckStatusCode): void {
     if (sid === this.lastSid && status === this.lastStatus && this.lastCount < MAX_ACK_RUN) {
       const c = ++this.lastCount;
       const b = this.buf!;
@@ -308,6 +329,7 @@ class AckSink {
   }
 
   flush(): void {
+    this.frames = 0;
     if (this.at === 0 || this.buf === undefined) return;
     const out = this.buf.subarray(0, this.at);
     this.buf = undefined;
