@@ -38,7 +38,7 @@ if (opts.help) {
   console.log(`Usage: npm run bench [-- --json FILE] [--filter NAME] [--time MS]
 
   --json FILE    also write the results as JSON: [{suite, case, impl, opsPerSec, bytesPerSec}]
-  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, cluster, federation, ...)
+  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, cluster, cluster-actors, federation, ...)
   --time MS      sampling time per task in milliseconds (default 400)`);
   process.exit(0);
 }
@@ -442,6 +442,16 @@ if (!opts.filter || ('chronacta-ha'.includes(opts.filter) && !'chronacta'.includ
 if (!opts.filter || 'cluster'.includes(opts.filter)) {
   const { runClusterSuite } = await import('./cluster.mjs');
   const run = await runClusterSuite({ root, log: null });
+  entries.push(...run.entries);
+  targets.push(...run.targets);
+  console.log(run.table);
+}
+// ---------- durable actor messages between two cluster nodes (bench/cluster-actors.mjs: vs
+// moleculer and the durable floor). `--filter cluster` runs it after the wire suite,
+// `--filter cluster-actors` alone. ----------
+if (!opts.filter || 'cluster-actors'.includes(opts.filter)) {
+  const { runClusterActorsSuite } = await import('./cluster-actors.mjs');
+  const run = await runClusterActorsSuite({ root, log: null });
   entries.push(...run.entries);
   targets.push(...run.targets);
   console.log(run.table);
