@@ -28,6 +28,7 @@ import * as http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { connectH2, serverTls } from './mtls.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // CLUSTER_ACTORS_ROOT points at another checkout's build (its dist/ and build/) to compare builds.
@@ -106,6 +107,28 @@ async function moleculerServer(ports) {
 }
 
 /**
+ * Reads length-prefixed frames (4-byte little-endian length, then the body) from a stream:
+ * `onFrame(bytes)` gets each whole frame, length included (a view, valid during the call);
+ * `onChunk()` runs after the frames of each chunk. A length above 1 MiB destroys the stream.
+ */
+function readFrames(stream, onFrame, onChunk) {
+  let buf = Buffer.alloc(0);
+  stream.on('data', (chunk) => {
+    buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+    let at = 0;
+    while (buf.length - at >= 4) {
+      const len = buf.readUInt32LE(at);
+      if (len > 1 << 20) return stream.destroy();
+      if (buf.length - at < 4 + len) break;
+      onFrame(buf.subarray(at, at + 4 + len));
+      at += 4 + len;
+    }
+    buf = buf.subarray(at);
+    onChunk?.();
+  });
+}
+
+/**
  * The durable floor's serving process: reads length-prefixed requests from bare node:http2
  * streams, appends them to `file` (O_DSYNC) one group per turn of the event loop, and writes
  * each request's reply on its stream once the group's write returned.
@@ -130,39 +153,27 @@ async function floorServer(credsFile, file) {
       flush();
     });
   };
-  const server = http2.createSecureServer({
-    key: creds.b.key,
-    cert: creds.b.cert,
-    ca: creds.b.ca,
-    requestCert: true,
-    rejectUnauthorized: true,
-    minVersion: 'TLSv1.3',
-  });
+  const server = http2.createSecureServer(serverTls(creds));
   server.prependListener('secureConnection', (socket) => socket.setNoDelay(true));
   server.on('stream', (stream) => {
     stream.respond({ ':status': 200 });
-    let buf = Buffer.alloc(0);
-    stream.on('data', (chunk) => {
-      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
-      let at = 0;
-      while (buf.length - at >= 4) {
-        const len = buf.readUInt32LE(at);
-        if (len > 1 << 20) return stream.destroy();
-        if (buf.length - at < 4 + len) break;
-        const request = Buffer.from(buf.subarray(at, at + 4 + len));
+    readFrames(
+      stream,
+      (frame) => {
+        const request = Buffer.from(frame);
         const reply = Buffer.allocUnsafe(4 + 16 + PAYLOAD.length);
         reply.writeUInt32LE(16 + PAYLOAD.length, 0);
         request.copy(reply, 4, 4, 20);
         reply.fill(9, 20);
         group.push({ request, reply, stream });
-        at += 4 + len;
-      }
-      buf = buf.subarray(at);
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
-    });
+      },
+      () => {
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      },
+    );
     stream.on('error', () => {});
   });
   server.on('sessionError', () => {});
@@ -175,59 +186,36 @@ async function floorServer(credsFile, file) {
 }
 
 /** The durable floor's calling side: `call(i)` sends one request on stream i and resolves with its reply. */
-function floorClient(port, creds) {
-  return new Promise((resolveConn, reject) => {
-    const session = http2.connect(`https://127.0.0.1:${port}`, {
-      key: creds.a.key,
-      cert: creds.a.cert,
-      ca: creds.a.ca,
-      servername: 'b.bench.plexus.internal',
-      minVersion: 'TLSv1.3',
-      checkServerIdentity: () => undefined,
-    });
-    session.on('error', reject);
-    session.on('connect', (_session, socket) => {
-      socket.setNoDelay?.(true);
-      let seq = 0;
-      const lanes = new Map();
-      const lane = (i) => {
-        let l = lanes.get(i);
-        if (l) return l;
-        const stream = session.request({ ':method': 'POST', ':path': '/requests' }, { endStream: false });
-        l = { stream, waiting: [] };
-        let buf = Buffer.alloc(0);
-        stream.on('data', (chunk) => {
-          buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
-          let at = 0;
-          while (buf.length - at >= 4) {
-            const len = buf.readUInt32LE(at);
-            if (buf.length - at < 4 + len) break;
-            l.waiting.shift()?.();
-            at += 4 + len;
-          }
-          buf = buf.subarray(at);
-        });
-        stream.on('error', () => {});
-        lanes.set(i, l);
-        return l;
-      };
-      resolveConn({
-        call(i) {
-          const l = lane(i);
-          const request = Buffer.allocUnsafe(4 + 16 + PAYLOAD.length);
-          request.writeUInt32LE(16 + PAYLOAD.length, 0);
-          request.writeDoubleLE(++seq, 4);
-          request.writeDoubleLE(i, 12);
-          request.fill(7, 20);
-          return new Promise((r) => {
-            l.waiting.push(r);
-            l.stream.write(request);
-          });
-        },
-        close: () => session.destroy(),
+async function floorClient(port, creds) {
+  const session = await connectH2(port, creds);
+  let seq = 0;
+  const lanes = new Map();
+  const lane = (i) => {
+    let l = lanes.get(i);
+    if (l) return l;
+    const stream = session.request({ ':method': 'POST', ':path': '/requests' }, { endStream: false });
+    const waiting = [];
+    l = { stream, waiting };
+    readFrames(stream, () => waiting.shift()?.());
+    stream.on('error', () => {});
+    lanes.set(i, l);
+    return l;
+  };
+  return {
+    call(i) {
+      const l = lane(i);
+      const request = Buffer.allocUnsafe(4 + 16 + PAYLOAD.length);
+      request.writeUInt32LE(16 + PAYLOAD.length, 0);
+      request.writeDoubleLE(++seq, 4);
+      request.writeDoubleLE(i, 12);
+      request.fill(7, 20);
+      return new Promise((r) => {
+        l.waiting.push(r);
+        l.stream.write(request);
       });
-    });
-  });
+    },
+    close: () => session.destroy(),
+  };
 }
 
 // ------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import * as tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
+import { clientTls, connectH2, serverTls } from './mtls.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // CLUSTER_BENCH_ROOT points at another checkout's build (its dist/ and build/) to compare builds.
@@ -85,14 +86,7 @@ async function serve(credsFile) {
   // The same, polling for POLL_MS while frames and ACKs are due (docs/cluster.md, "Polling").
   const pollingAddress = await listening({ spinMs: POLL_MS });
 
-  const serverTls = {
-    key: creds.b.key,
-    cert: creds.b.cert,
-    ca: creds.b.ca,
-    requestCert: true,
-    rejectUnauthorized: true,
-    minVersion: 'TLSv1.3',
-  };
+  const serving = serverTls(creds);
   /** Reads length-prefixed frames from a duplex and answers each with its 16-byte id. */
   const acknowledge = (duplex) => {
     let buf = Buffer.alloc(0);
@@ -115,12 +109,12 @@ async function serve(credsFile) {
     });
     duplex.on('error', () => {});
   };
-  const raw = tls.createServer(serverTls, (sock) => {
+  const raw = tls.createServer(serving, (sock) => {
     sock.setNoDelay(true);
     acknowledge(sock);
   });
   await new Promise((r) => raw.listen(0, '127.0.0.1', r));
-  const bare = http2.createSecureServer(serverTls);
+  const bare = http2.createSecureServer(serving);
   bare.prependListener('secureConnection', (socket) => socket.setNoDelay(true));
   bare.on('stream', (stream) => {
     stream.respond({ ':status': 200 });
@@ -196,18 +190,6 @@ async function pump(inflight, ms, sendOne) {
   return rate;
 }
 
-/** TLS options of the sending process (node a's certificate, b's name). */
-function clientTls(creds) {
-  return {
-    key: creds.a.key,
-    cert: creds.a.cert,
-    ca: creds.a.ca,
-    servername: 'b.bench.plexus.internal',
-    minVersion: 'TLSv1.3',
-    checkServerIdentity: () => undefined,
-  };
-}
-
 /** A length-prefixed frame: 4-byte length, a 16-byte id from a counter (no random bytes per frame: this is the ceiling), the payload. */
 function rawFrame(seq) {
   const frame = Buffer.allocUnsafe(4 + 16 + PAYLOAD);
@@ -253,42 +235,36 @@ function rawClient(port, creds) {
 }
 
 /** Bare node:http2 over mutual TLS 1.3: `send(i)` writes one frame on long-lived stream i. */
-function bareH2Client(port, creds, streams) {
-  return new Promise((resolveConn, reject) => {
-    const session = http2.connect(`https://127.0.0.1:${port}`, clientTls(creds));
-    session.on('error', reject);
-    session.on('connect', (_session, socket) => {
-      socket.setNoDelay?.(true);
-      let seq = 0;
-      const lanes = Array.from({ length: streams }, () => {
-        const stream = session.request({ ':method': 'POST', ':path': '/frames' }, { endStream: false });
-        const waiting = [];
-        let buf = Buffer.alloc(0);
-        stream.on('data', (chunk) => {
-          buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
-          let at = 0;
-          while (buf.length - at >= 16) {
-            waiting.shift()?.();
-            at += 16;
-          }
-          buf = buf.subarray(at);
-        });
-        stream.on('error', () => {});
-        return { stream, waiting };
-      });
-      resolveConn({
-        send(i) {
-          const lane = lanes[i % streams];
-          const frame = rawFrame(++seq);
-          return new Promise((r) => {
-            lane.waiting.push(r);
-            lane.stream.write(frame);
-          });
-        },
-        close: () => session.destroy(),
-      });
+async function bareH2Client(port, creds, streams) {
+  const session = await connectH2(port, creds);
+  let seq = 0;
+  const lanes = Array.from({ length: streams }, () => {
+    const stream = session.request({ ':method': 'POST', ':path': '/frames' }, { endStream: false });
+    const waiting = [];
+    let buf = Buffer.alloc(0);
+    stream.on('data', (chunk) => {
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      let at = 0;
+      while (buf.length - at >= 16) {
+        waiting.shift()?.();
+        at += 16;
+      }
+      buf = buf.subarray(at);
     });
+    stream.on('error', () => {});
+    return { stream, waiting };
   });
+  return {
+    send(i) {
+      const lane = lanes[i % streams];
+      const frame = rawFrame(++seq);
+      return new Promise((r) => {
+        lane.waiting.push(r);
+        lane.stream.write(frame);
+      });
+    },
+    close: () => session.destroy(),
+  };
 }
 
 export async function runClusterSuite({ root = ROOT, log = console.log } = {}) {

@@ -298,13 +298,12 @@ class AckSink {
   }
 
   push(sid: number, status: AckStatusCode): void {
-    if (++this.frames >= this.early) {
-      this.pushRun(sid, status);
+    const early = ++this.frames >= this.early;
+    this.pushRun(sid, status);
+    if (early) {
       this.flush();
       this.early = Math.min(this.early * 2, ACK_EARLY_MAX);
-      return;
     }
-    this.pushRun(sid, status);
   }
 
   private pushRun(sid: number, status: AckStatusCode): void {
