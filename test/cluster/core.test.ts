@@ -12,7 +12,7 @@ import { decodeClusterFrame, encodeClusterFrame } from '../../ts/codec/cluster-f
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { fnv1a64, shardOf } from '../../ts/core/index.js';
 import { MemoryLog, openLog } from '../../ts/storage/index.js';
-import { sharedVectors } from '../helpers/paths.js';
+import { externalVectors } from '../helpers/paths.js';
 import { localCluster, META, until } from './helpers.js';
 
 const dirs: string[] = [];
@@ -67,7 +67,7 @@ describe('ClusterMeta and cluster.meta', () => {
   });
 
   it('shard hash version 1 is FNV-1a 64 of the IRI mod the shard count (reference vectors)', async () => {
-    const lines = (await readFile(sharedVectors('fnv1a64.txt'), 'utf8'))
+    const lines = (await readFile(externalVectors('fnv1a64.txt'), 'utf8'))
       .split('\n')
       .filter((l) => l && !l.startsWith('#'));
     for (const line of lines) {

@@ -9,10 +9,10 @@ import {
   shardOf,
   shardOfBatch,
 } from '../../ts/core/index.js';
-import { sharedVectors } from '../helpers/paths.js';
+import { externalVectors } from '../helpers/paths.js';
 import { randomBytes, rng } from '../helpers/rng.js';
 
-const vectors = readFileSync(sharedVectors('fnv1a64.txt'), 'utf8')
+const vectors = readFileSync(externalVectors('fnv1a64.txt'), 'utf8')
   .split('\n')
   .filter((l) => l.length > 0 && !l.startsWith('#'))
   .map((l) => {
@@ -41,7 +41,7 @@ const SAMPLE_STRINGS = [
 ];
 
 describe.each(kernels())('FNV-1a 64 ($name)', (k) => {
-  it('matches the FNV reference vectors (shared/vectors/fnv1a64.txt)', () => {
+  it('matches the FNV reference vectors (vectors/external/fnv1a64.txt)', () => {
     expect(vectors.length).toBe(20);
     for (const v of vectors) expect(k.fnv1a64(v.input)).toBe(v.want);
   });

@@ -5,7 +5,7 @@ import { ml_dsa44 } from '@noble/post-quantum/ml-dsa.js';
 import { describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { CompositeSig, SPERLI_COMMIT_CONTEXT, SPERLI_JOIN_CONTEXT } from '../../ts/crypto/index.js';
-import { sharedVectors } from '../helpers/paths.js';
+import { externalVectors } from '../helpers/paths.js';
 import { randomBytes, rng } from '../helpers/rng.js';
 
 interface VectorFile {
@@ -15,7 +15,7 @@ interface VectorFile {
   tests: { tcId: string; pk: string; x5c: string; sk: string; sk_pkcs8: string; s: string; sWithContext: string }[];
 }
 
-const file = JSON.parse(readFileSync(sharedVectors('composite-mldsa44-ed25519.json'), 'utf8')) as VectorFile;
+const file = JSON.parse(readFileSync(externalVectors('composite-mldsa44-ed25519.json'), 'utf8')) as VectorFile;
 const b64 = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s, 'base64'));
 const message = b64(file.m);
 const context = b64(file.ctx);
@@ -64,7 +64,7 @@ function representative(m: Uint8Array, ctx: Uint8Array): Uint8Array {
   ]);
 }
 
-describe('CompositeSig external vectors (shared/vectors/composite-mldsa44-ed25519.json)', () => {
+describe('CompositeSig external vectors (vectors/external/composite-mldsa44-ed25519.json)', () => {
   it('holds the ML-DSA-44 + Ed25519 case with the documented sizes', () => {
     expect(vectors.map((v) => v.id)).toEqual(['id-MLDSA44-Ed25519-SHA512']);
     for (const v of vectors) {

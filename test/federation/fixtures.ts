@@ -4,7 +4,7 @@ import { PlexusError } from '../../ts/core/errors.js';
 import { b64uDecode } from '../../ts/federation/did/base64url.js';
 import type { DidDocument, DidResolver } from '../../ts/federation/did/types.js';
 import type { KeyManager } from '../../ts/federation/keys/types.js';
-import { sharedVectors } from '../helpers/paths.js';
+import { externalVectors } from '../helpers/paths.js';
 
 export interface VectorJwk {
   kid: string;
@@ -15,7 +15,7 @@ export interface VectorJwk {
 }
 
 export const didcommVectors = () =>
-  JSON.parse(readFileSync(sharedVectors('didcomm-v2.json'), 'utf8')) as {
+  JSON.parse(readFileSync(externalVectors('didcomm-v2.json'), 'utf8')) as {
     keys: VectorJwk[];
     expected_plaintext: Record<string, unknown>;
     vectors: {
@@ -30,7 +30,7 @@ export const didcommVectors = () =>
   };
 
 // biome-ignore lint/suspicious/noExplicitAny: the vector file is plain JSON
-export const didMethodVectors = () => JSON.parse(readFileSync(sharedVectors('did-methods.json'), 'utf8')) as any;
+export const didMethodVectors = () => JSON.parse(readFileSync(externalVectors('did-methods.json'), 'utf8')) as any;
 
 /** A resolver for a fixed set of documents, registered as one DID method. */
 export class StaticResolver implements DidResolver {

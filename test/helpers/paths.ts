@@ -5,17 +5,14 @@ import { fileURLToPath } from 'node:url';
 /** The package root. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-/**
- * The shared conformance material (`../shared/vectors` beside the checkout), read in
- * place so it cannot drift; PLEXUS_SHARED_DIR overrides the location of `shared/`.
- */
-export function sharedVectors(file: string): string {
-  const base = process.env.PLEXUS_SHARED_DIR ?? resolve(ROOT, '../shared');
-  const p = resolve(base, 'vectors', file);
+/** The project's copy of the external conformance vectors (see `vectors/README.md`). */
+export const EXTERNAL_VECTORS = resolve(ROOT, 'vectors/external');
+
+/** A file of the external conformance vectors, read from the project's own copy. */
+export function externalVectors(file: string): string {
+  const p = resolve(EXTERNAL_VECTORS, file);
   if (!existsSync(p)) {
-    throw new Error(
-      `external vectors not found at ${p}: check out shared/ beside the project or set PLEXUS_SHARED_DIR`,
-    );
+    throw new Error(`external vector file not found at ${p}: vectors/external/ is part of the checkout`);
   }
   return p;
 }
