@@ -38,7 +38,7 @@ if (opts.help) {
   console.log(`Usage: npm run bench [-- --json FILE] [--filter NAME] [--time MS]
 
   --json FILE    also write the results as JSON: [{suite, case, impl, opsPerSec, bytesPerSec}]
-  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, cluster, cluster-actors, federation, ...)
+  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, h2load, cluster, cluster-actors, federation, ...)
   --time MS      sampling time per task in milliseconds (default 400)`);
   process.exit(0);
 }
@@ -428,6 +428,13 @@ if (!opts.filter || 'chronacta'.includes(opts.filter)) {
   entries.push(...run.entries);
   targets.push(...run.targets);
   console.log(run.table);
+}
+// ---------- Chronacta and etcd driven by h2load with pre-encoded gRPC bodies (bench/chronacta/h2load.mjs):
+// a load generator that costs far less per call than either server. `--filter chronacta` runs it
+// after the suite above, `--filter h2load` alone. ----------
+if (!opts.filter || 'chronacta-h2load'.includes(opts.filter)) {
+  const r = spawnSync(process.execPath, [resolve(root, 'bench/chronacta/h2load.mjs')], { stdio: 'inherit' });
+  if (r.status !== 0) console.log(`chronacta-h2load: exited with ${r.status ?? r.signal}`);
 }
 // ---------- Chronacta HA (bench/chronacta-ha.mjs: 3-member cluster vs 3-member etcd, failover) ----------
 // Its own filter: `--filter chronacta` runs only the suite above, `--filter chronacta-ha` only this one.
