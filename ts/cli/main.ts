@@ -4,16 +4,8 @@
  * `Command` with its own help text.
  */
 import { readFileSync } from 'node:fs';
-import { type Command, EXIT_USAGE, failureReport } from './command.js';
-import { chronacta } from './commands/chronacta.js';
-import { cluster } from './commands/cluster.js';
-import { demo } from './commands/demo.js';
-import { federation } from './commands/federation.js';
-import { hash } from './commands/hash.js';
-import { shard } from './commands/shard.js';
-import { sperli } from './commands/sperli.js';
-
-const commands: readonly Command[] = [demo, shard, hash, sperli, chronacta, federation, cluster];
+import { EXIT_USAGE, failureReport } from './command.js';
+import { commands } from './registry.js';
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -50,21 +42,22 @@ async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
     const which = name === 'help' ? commands.find((c) => c.name === rest[0]) : undefined;
-    process.stdout.write(`${which ? which.help : usage()}\n`);
+    process.stdout.write(`${which ? (await which.load()).help : usage()}\n`);
     return 0;
   }
   if (name === '-v' || name === '--version') {
     process.stdout.write(`${version()}\n`);
     return 0;
   }
-  const cmd = commands.find((c) => c.name === name);
-  if (!cmd) {
+  const entry = commands.find((c) => c.name === name);
+  if (!entry) {
     process.stderr.write(`plexus: error PLX_CLI_USAGE: unknown command "${name}"\n\n${usage()}\n`);
     return EXIT_USAGE;
   }
   // Options after `--` belong to the program a command runs (sperli launch ... -- PROGRAM).
   const dd = rest.indexOf('--');
   const own = dd >= 0 ? rest.slice(0, dd) : rest;
+  const cmd = await entry.load();
   if (own.includes('-h') || own.includes('--help')) {
     process.stdout.write(`${cmd.help}\n`);
     return 0;

@@ -2,7 +2,9 @@
  * `plexus federation`: the DIDComm v2 mediator as a process (ts/federation/mediator/), its queue
  * on the log engine in --data, its keys in --key-file.
  */
+import { existsSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { PlexusError } from '../../core/errors.js';
 import { parseDidUrl } from '../../federation/did/did-url.js';
 import { FileKeyManager } from '../../federation/keys/file.js';
 import { InMemoryKeyManager } from '../../federation/keys/memory.js';
@@ -38,6 +40,9 @@ const HELP = [
   '        A client registers (keylist-update) only its own DID and key ids of its own',
   '        DID document, with a fresh request (created_time within 5 minutes, id used',
   '        once); see docs/federation.md.',
+  '',
+  'Exit status: 0 after SIGTERM or SIGINT; 1 when it cannot start (a coded error:',
+  'the data directory or key file refused); 2 for a usage mistake (PLX_CLI_USAGE).',
   '',
   'Examples:',
   '  PLEXUS_MEDIATOR_PASSPHRASE=... plexus federation mediator --port 8080 \\',
@@ -108,6 +113,9 @@ async function mediator(args: string[]): Promise<number> {
   const maxMessageBytes = num('max-message-bytes', values['max-message-bytes'], 1, 1 << 30);
   const maxQueue = num('max-queue', values['max-queue'], 1, 100_000_000);
   const allow = values.allow ? new Set(values.allow.map(allowedDid)) : undefined;
+  if (existsSync(values.data) && !statSync(values.data).isDirectory()) {
+    throw new PlexusError('PLX_MEDIATOR_BAD_INPUT', `--data ${values.data} is not a directory`, { dir: values.data });
+  }
   let keys: KeyManager;
   if (values['key-file'] !== undefined) {
     const envName = values['passphrase-env'];
