@@ -4,8 +4,10 @@
  * still be fresh. Ids are remembered for 2 x skew (past that, the time check refuses a replay),
  * in a map of at most `capacity` entries. When the map is full of ids still fresh, the oldest is
  * forgotten and a floor is raised to its `created_time`: a message created at or before the floor
- * is refused too, so forgetting an id never lets its message through again.
+ * is refused too, so forgetting an id never lets its message through again. An entry is keyed by
+ * the SHA-256 of client and id, so its size does not depend on how long a DID or an id is.
  */
+import { createHash } from 'node:crypto';
 import { PlexusError } from '../../core/errors.js';
 
 interface Seen {
@@ -47,7 +49,7 @@ export class ReplayGuard {
       );
     }
     if (typeof id !== 'string' || id.length === 0) refuse('no-id', `${what} must carry an id`);
-    const key = `${client}\n${id}`;
+    const key = createHash('sha256').update(client).update('\n').update(id).digest('base64');
     if (this.seen.has(key)) refuse('seen', `${what} ${id.slice(0, 80)} was already taken: a replay is refused`);
     if (createdTime <= this.floor) {
       refuse('stale', `${what} is older than the ids the mediator still remembers: send a fresh one`);
