@@ -56,7 +56,14 @@ function run(args: string[]): Promise<{ code: number | null; stdout: string; std
     child.stderr.setEncoding('utf8').on('data', (d: string) => {
       stderr += d;
     });
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    // A command that should have refused its arguments but serves instead is stopped by its PID.
+    const timer = setTimeout(() => {
+      if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL');
+    }, 30_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 
