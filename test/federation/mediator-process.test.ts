@@ -5,14 +5,20 @@
  * after the restart, and once acknowledged it never comes again. SIGTERM stops it cleanly.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unpack } from '../../ts/federation/didcomm/unpack.js';
+import { KEYLIST_UPDATE } from '../../ts/federation/mediator/protocol.js';
+import type { PickupClient } from '../../ts/federation/pickup/client.js';
+import { expectCode } from './fixtures.js';
 import {
   CHILD,
   compileForChild,
   event,
   freePort,
   pickupClient,
+  post,
   recipient,
   resolver,
   send,
@@ -50,7 +56,14 @@ function run(args: string[]): Promise<{ code: number | null; stdout: string; std
     child.stderr.setEncoding('utf8').on('data', (d: string) => {
       stderr += d;
     });
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    // A command that should have refused its arguments but serves instead is stopped by its PID.
+    const timer = setTimeout(() => {
+      if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL');
+    }, 30_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 
@@ -117,6 +130,61 @@ describe('plexus federation mediator (a separate process)', () => {
     expect(noPass.code).toBe(2);
     expect(noPass.stderr).toContain('--passphrase-env');
     expect((await run(['nonsense'])).code).toBe(2);
+    // --allow takes DIDs only, refused before anything is made on disk.
+    for (const bad of ['not-a-did', 'did:example:alice#key-1', 'did:example:a/path']) {
+      const allow = await run(['mediator', '--port', '0', '--data', `${tmp.dir}/allow`, '--allow', bad]);
+      expect(allow.code).toBe(2);
+      expect(allow.stderr).toContain('PLX_CLI_USAGE');
+      expect(allow.stderr).toContain('--allow takes a DID');
+    }
+    expect(existsSync(`${tmp.dir}/allow`)).toBe(false);
+  });
+
+  it("three clients against the mediator process: mallory's registrations of alice's DID and key id and her replay are refused; forwards reach alice only", async () => {
+    const m = await startChild(['--port', String(await freePort()), '--data', `${tmp.dir}/three`, '--fsync', 'never']);
+    try {
+      const bob = await sender();
+      const alice = await recipient(m);
+      const mallory = await recipient(m);
+      const carol = await recipient(m);
+      const [ca, cm, cc] = [alice, mallory, carol].map((p) => pickupClient(p, m)) as [
+        PickupClient,
+        PickupClient,
+        PickupClient,
+      ];
+      for (const c of [ca, cm, cc]) await c.requestMediation();
+      // Mallory first: alice's DID, then alice's key id.
+      for (const did of [alice.did, `${alice.did}#key-2`]) {
+        const e = await expectCode(cm.addRecipients([did]), 'PLX_PICKUP_KEYLIST');
+        expect(e.details.code).toBe('PLX_MEDIATOR_NOT_CONTROLLER');
+      }
+      // Alice registers with a request mallory captures and replays.
+      const reg = await ca.pack({
+        id: randomUUID(),
+        type: KEYLIST_UPDATE,
+        from: alice.did,
+        to: [m.did],
+        created_time: Math.floor(Date.now() / 1000),
+        body: { updates: [{ recipient_did: alice.did, action: 'add' }] },
+        return_route: 'all',
+      });
+      expect((await post(m.url, reg)).status).toBe(200);
+      const replay = await post(m.url, reg);
+      expect(replay.status).toBe(409);
+      expect(JSON.parse(replay.body).code).toBe('PLX_MEDIATOR_REPLAY');
+      await cm.addRecipients([mallory.did]);
+      await cc.addRecipients([carol.did]);
+      for (let i = 0; i < 3; i++) expect((await send(bob, alice, event(bob, alice, i))).status).toBe(202);
+      expect((await send(bob, carol, event(bob, carol, 7))).status).toBe(202);
+      expect(await cm.fetch(100)).toEqual([]);
+      const got = await ca.fetch(100);
+      const ids = [];
+      for (const g of got) ids.push((await unpack(g.envelope, { resolver, keys: alice.keys })).message.id);
+      expect(ids).toEqual(['send-0-c0ffee', 'send-1-c0ffee', 'send-2-c0ffee']);
+      expect((await cc.fetch(100)).length).toBe(1);
+    } finally {
+      expect((await kill(m, 'SIGTERM')).code).toBe(0);
+    }
   });
 
   it('SIGKILL after a delivery and before messages-received: the message comes again; after it, never', async () => {

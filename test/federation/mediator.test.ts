@@ -50,14 +50,16 @@ describe('coordinate mediation 2.0 over HTTP', () => {
     expect(early.details.problem).toBe('e.p.req.not-granted');
     expect(await c.requestMediation()).toEqual({ routingDid: server.did });
     expect(server.did.startsWith('did:peer:2.')).toBe(true);
-    const other = `did:example:${'x'.repeat(8)}`;
+    // A client registers its own DID and key ids of its own DID document, nothing else.
+    const other = `${bob.did}#key-2`;
     const r = await c.updateKeylist([
       { recipient_did: bob.did, action: 'add' },
       { recipient_did: other, action: 'add' },
       { recipient_did: 'not a did', action: 'add' },
       { recipient_did: bob.did, action: 'add' },
+      { recipient_did: `did:example:${'x'.repeat(8)}`, action: 'add' },
     ]);
-    expect(r.map((x) => x.result)).toEqual(['success', 'success', 'client_error', 'no_change']);
+    expect(r.map((x) => x.result)).toEqual(['success', 'success', 'client_error', 'no_change', 'client_error']);
     expect((await c.queryKeylist()).keys).toEqual([bob.did, other]);
     expect(await c.queryKeylist({ limit: 1, offset: 1 })).toEqual({
       keys: [other],
@@ -70,7 +72,8 @@ describe('coordinate mediation 2.0 over HTTP', () => {
     const ce = pickupClient(eve, server);
     await ce.requestMediation();
     expect((await ce.updateKeylist([{ recipient_did: bob.did, action: 'add' }]))[0]!.result).toBe('client_error');
-    await expectCode(ce.addRecipients([bob.did]), 'PLX_PICKUP_KEYLIST');
+    const e = await expectCode(ce.addRecipients([bob.did]), 'PLX_PICKUP_KEYLIST');
+    expect(e.details.code).toBe('PLX_MEDIATOR_NOT_CONTROLLER');
   });
 
   it('denies mediation to a client the policy refuses', async () => {

@@ -4,17 +4,8 @@
  * `Command` with its own help text.
  */
 import { readFileSync } from 'node:fs';
-import { PlexusError } from '../core/errors.js';
-import { type Command, UsageError } from './command.js';
-import { chronacta } from './commands/chronacta.js';
-import { cluster } from './commands/cluster.js';
-import { demo } from './commands/demo.js';
-import { federation } from './commands/federation.js';
-import { hash } from './commands/hash.js';
-import { shard } from './commands/shard.js';
-import { sperli } from './commands/sperli.js';
-
-const commands: readonly Command[] = [demo, shard, hash, sperli, chronacta, federation, cluster];
+import { EXIT_USAGE, failureReport } from './command.js';
+import { commands } from './registry.js';
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -37,6 +28,13 @@ function usage(): string {
     '',
     'Environment:',
     '  PLEXUS_BACKEND=wasm|js   kernels from WebAssembly (default) or their TypeScript twins',
+    '  PLEXUS_DEBUG=1           print the stack trace of a failure',
+    '',
+    'Exit status (docs/cli.md):',
+    '  0  done',
+    '  1  the work failed; the message names its PLX_* code (a missing or malformed file too)',
+    '  2  usage mistake (PLX_CLI_USAGE): unknown command or option, missing or out-of-range value',
+    '  (sperli launch gives its job status, chronacta verify 1 for damage it finds)',
   ].join('\n');
 }
 
@@ -44,41 +42,46 @@ async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
     const which = name === 'help' ? commands.find((c) => c.name === rest[0]) : undefined;
-    process.stdout.write(`${which ? which.help : usage()}\n`);
+    process.stdout.write(`${which ? (await which.load()).help : usage()}\n`);
     return 0;
   }
   if (name === '-v' || name === '--version') {
     process.stdout.write(`${version()}\n`);
     return 0;
   }
-  const cmd = commands.find((c) => c.name === name);
-  if (!cmd) {
-    process.stderr.write(`plexus: unknown command "${name}"\n\n${usage()}\n`);
-    return 2;
+  const entry = commands.find((c) => c.name === name);
+  if (!entry) {
+    process.stderr.write(`plexus: error PLX_CLI_USAGE: unknown command "${name}"\n\n${usage()}\n`);
+    return EXIT_USAGE;
   }
-  if (rest.includes('-h') || rest.includes('--help')) {
+  // Options after `--` belong to the program a command runs (sperli launch ... -- PROGRAM).
+  const dd = rest.indexOf('--');
+  const own = dd >= 0 ? rest.slice(0, dd) : rest;
+  const cmd = await entry.load();
+  if (own.includes('-h') || own.includes('--help')) {
     process.stdout.write(`${cmd.help}\n`);
     return 0;
   }
   return cmd.run(rest);
 }
 
+// A failure outside the command's own promise (an event handler, a stray rejection) is reported
+// the same way, without a stack trace unless PLEXUS_DEBUG=1, and ends the process as Node would.
+function fatal(err: unknown): void {
+  const r = failureReport(err);
+  process.stderr.write(r.text);
+  process.exit(r.exitCode);
+}
+process.on('uncaughtException', fatal);
+process.on('unhandledRejection', fatal);
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
   (err: unknown) => {
-    if (err instanceof UsageError) {
-      process.stderr.write(`plexus: ${err.message}\n(see plexus ${err.command} --help)\n`);
-      process.exitCode = 2;
-    } else if (err instanceof PlexusError) {
-      process.stderr.write(`plexus: error ${err.code}: ${err.message}\n`);
-      process.exitCode = 1;
-    } else {
-      process.stderr.write(
-        `plexus: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-      );
-      process.exitCode = 1;
-    }
+    const r = failureReport(err);
+    process.stderr.write(r.text);
+    process.exitCode = r.exitCode;
   },
 );

@@ -2,6 +2,10 @@
  * `plexus federation`: the DIDComm v2 mediator as a process (ts/federation/mediator/), its queue
  * on the log engine in --data, its keys in --key-file.
  */
+import { existsSync, statSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { PlexusError } from '../../core/errors.js';
+import { parseDidUrl } from '../../federation/did/did-url.js';
 import { FileKeyManager } from '../../federation/keys/file.js';
 import { InMemoryKeyManager } from '../../federation/keys/memory.js';
 import type { KeyManager } from '../../federation/keys/types.js';
@@ -31,7 +35,14 @@ const HELP = [
   '        --fsync        batch (default), always or never (never: tests only)',
   '        --max-message-bytes  largest message taken (default 1048576)',
   '        --max-queue    most queued messages per client (default 10000)',
-  '        --allow        grant mediation only to these DIDs (default: to any client)',
+  '        --allow        grant mediation only to these DIDs (default: to any client);',
+  '                       each must be a DID (did:<method>:<id>)',
+  '        A client registers (keylist-update) only its own DID and key ids of its own',
+  '        DID document, with a fresh request (created_time within 5 minutes, id used',
+  '        once); see docs/federation.md.',
+  '',
+  'Exit status: 0 after SIGTERM or SIGINT; 1 when it cannot start (a coded error:',
+  'the data directory or key file refused); 2 for a usage mistake (PLX_CLI_USAGE).',
   '',
   'Examples:',
   '  PLEXUS_MEDIATOR_PASSPHRASE=... plexus federation mediator --port 8080 \\',
@@ -39,10 +50,23 @@ const HELP = [
   '      --passphrase-env PLEXUS_MEDIATOR_PASSPHRASE',
 ].join('\n');
 
-function num(name: string, v: string | undefined): number | undefined {
+function num(name: string, v: string | undefined, min: number, max: number): number | undefined {
   if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) throw new UsageError('federation', `--${name} takes a whole number, got "${v}"`);
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new UsageError('federation', `--${name} takes a whole number from ${min} to ${max}, got "${v}"`);
+  }
   return Number(v);
+}
+
+/** A client DID for --allow: a DID, not a DID URL (no path, query or fragment). */
+function allowedDid(v: string): string {
+  let did: string | undefined;
+  try {
+    did = parseDidUrl(v).did;
+  } catch {}
+  if (did !== v)
+    throw new UsageError('federation', `--allow takes a DID (did:<method>:<id>), got "${v.slice(0, 200)}"`);
+  return v;
 }
 
 function out(o: unknown): void {
@@ -71,15 +95,26 @@ async function mediator(args: string[]): Promise<number> {
     },
   });
   if (positionals.length > 0) throw new UsageError('federation', `unexpected argument "${positionals[0]}"`);
-  const port = num('port', values.port);
-  if (port === undefined || port > 65535) throw new UsageError('federation', 'mediator needs --port N (0..65535)');
+  const port = num('port', values.port, 0, 65535);
+  if (port === undefined) throw new UsageError('federation', 'mediator needs --port N (0..65535)');
   if (values.data === undefined || values.data === '') throw new UsageError('federation', 'mediator needs --data DIR');
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new UsageError('federation', `--fsync is batch, always or never, got "${fsync}"`);
   }
-  if (values.url !== undefined && !/^https?:\/\//.test(values.url)) {
+  if (values.url !== undefined && !/^https?:\/\/[^/\s]+/.test(values.url)) {
     throw new UsageError('federation', `--url must be an http: or https: URL, got "${values.url}"`);
+  }
+  const host = values.host ?? '127.0.0.1';
+  if (isIP(host) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$/.test(host)) {
+    throw new UsageError('federation', `--host takes an IP address or a host name, got "${host.slice(0, 200)}"`);
+  }
+  // Every argument is checked before anything is made on disk (the key file, the data directory).
+  const maxMessageBytes = num('max-message-bytes', values['max-message-bytes'], 1, 1 << 30);
+  const maxQueue = num('max-queue', values['max-queue'], 1, 100_000_000);
+  const allow = values.allow ? new Set(values.allow.map(allowedDid)) : undefined;
+  if (existsSync(values.data) && !statSync(values.data).isDirectory()) {
+    throw new PlexusError('PLX_MEDIATOR_BAD_INPUT', `--data ${values.data} is not a directory`, { dir: values.data });
   }
   let keys: KeyManager;
   if (values['key-file'] !== undefined) {
@@ -96,14 +131,11 @@ async function mediator(args: string[]): Promise<number> {
       'plexus federation: no --key-file: the mediator keys live in memory and its DID changes on restart\n',
     );
   }
-  const maxMessageBytes = num('max-message-bytes', values['max-message-bytes']);
-  const maxQueue = num('max-queue', values['max-queue']);
-  const allow = values.allow ? new Set(values.allow) : undefined;
   const server = await startMediator({
     keys,
     dataDir: values.data,
     port,
-    host: values.host ?? '127.0.0.1',
+    host,
     ...(values.url !== undefined ? { url: values.url } : {}),
     ...(fsync ? { fsync } : {}),
     limits: {

@@ -44,6 +44,9 @@ export const hash: Command = {
     '',
     'Options:',
     '  -a, --alg NAME   sha256 (default) or crc32c',
+    '',
+    'Exit status: 0, 1 when a FILE cannot be read (PLX_CLI_IO; the others are still',
+    'digested), 2 for a usage mistake.',
   ].join('\n'),
   async run(args) {
     const { values, positionals } = parse('hash', {
@@ -59,8 +62,9 @@ export const hash: Command = {
       try {
         process.stdout.write(`${await digestFile(path, alg)}  ${path}\n`);
       } catch (e) {
+        // The other files are still digested; the exit status says one could not be read.
         const err = e as NodeJS.ErrnoException;
-        process.stderr.write(`plexus: cannot read ${path}: ${err.code ?? ''} ${err.message}\n`);
+        process.stderr.write(`plexus: error PLX_CLI_IO: cannot read ${path}: ${err.code ?? ''} ${err.message}\n`);
         status = 1;
       }
     }

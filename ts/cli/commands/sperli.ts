@@ -1,3 +1,5 @@
+import { existsSync, statSync } from 'node:fs';
+import { PlexusError } from '../../core/errors.js';
 import { launch, readHostsFile } from '../../sperli/launcher.js';
 import { type Command, parse, UsageError } from '../command.js';
 
@@ -16,7 +18,8 @@ const HELP = [
   '      --hosts FILE     one host[:port] per rank; without it every rank runs here',
   '                       (127.0.0.x addresses count as distinct hosts)',
   '      --deny-hosts FILE  more hosts that must never run a rank (one per line), added',
-  '                       to SPERLI_REFUSED_HOSTS and the reserved host-a/host-b.invalid',
+  '                       to SPERLI_REFUSED_HOSTS and the reserved host-a/host-b.invalid;',
+  '                       FILE must exist (PLX_SPERLI_DENY_FILE)',
   '      --silence-ms N   a peer silent this long is lost (default 5000)',
   '      --remote CMD     how to start a rank on another host, {host} replaced,',
   "                       e.g. --remote 'ssh {host}'",
@@ -29,6 +32,9 @@ const HELP = [
   '                       sleeps, 0..1000 ms (default: 1 when the ranks on a machine',
   '                       fit its cores, else 0; SPERLI_SPIN_MS sets it too)',
   '      --json           print the result as JSON on the last line',
+  '',
+  "Exit status: the job's (above); before the job starts, 1 for a refused input",
+  '(PLX_SPERLI_LAUNCH, PLX_SPERLI_DENY_FILE, ...) and 2 for a usage mistake.',
   '',
   'Example:',
   '  plexus sperli launch -n 4 -- node examples/sperli/pi.mjs',
@@ -77,6 +83,16 @@ export const sperli: Command = {
       if (!/^\d+$/.test(v)) throw new UsageError('sperli', `--${name} takes a whole number, got "${v}"`);
       return Number(v);
     };
+    // A deny list that is not there would refuse nothing: a missing file is an error here (the
+    // launcher itself reads a missing file as empty).
+    const deny = values['deny-hosts'];
+    if (deny !== undefined && !existsSync(deny)) {
+      throw new PlexusError('PLX_SPERLI_DENY_FILE', `the deny-hosts file ${deny} does not exist`, { file: deny });
+    }
+    const ckpt = values['checkpoint-dir'];
+    if (ckpt !== undefined && existsSync(ckpt) && !statSync(ckpt).isDirectory()) {
+      throw new PlexusError('PLX_SPERLI_LAUNCH', `--checkpoint-dir ${ckpt} is not a directory`, { dir: ckpt });
+    }
     const result = await launch({
       size: num('np', values.np),
       command,

@@ -16,8 +16,9 @@ import { PlexusError } from '../../core/errors.js';
 import { openLog } from '../../storage/file-log.js';
 import type { FsyncMode, LogStorage, StorageLogger } from '../../storage/types.js';
 import { clip, parseDidUrl } from '../did/did-url.js';
+import { findMethod } from '../did/doc-keys.js';
 import { ResolverRegistry } from '../did/registry.js';
-import type { DidDocumentSource } from '../did/types.js';
+import type { DidDocument, DidDocumentSource } from '../did/types.js';
 import { FORWARD_TYPE, parseForward } from '../didcomm/forward.js';
 import type { Attachment, DidCommMessage } from '../didcomm/message.js';
 import { packEncrypted } from '../didcomm/pack.js';
@@ -45,6 +46,7 @@ import {
   type StatusBody,
 } from './protocol.js';
 import { DEFAULT_QUEUE_LIMITS, MessageQueue, type QueuedMessage, type QueueLimits } from './queue.js';
+import { ReplayGuard } from './replay.js';
 import { DEFAULT_ROUTE_LIMITS, type RouteLimits, RouteTable } from './routes.js';
 
 export interface MediatorLimits extends QueueLimits, RouteLimits {
@@ -56,6 +58,13 @@ export interface MediatorLimits extends QueueLimits, RouteLimits {
   liveWindow: number;
   /** Most ids in one messages-received (default 1000) and updates in one keylist-update. */
   maxListItems: number;
+  /**
+   * How far a keylist-update's `created_time` may be from the mediator's clock (default 300,000 ms);
+   * one outside it is refused as a possible replay (PLX_MEDIATOR_REPLAY).
+   */
+  maxClockSkewMs: number;
+  /** How many recent keylist-update ids are remembered to refuse replays (default 100,000). */
+  maxRecentIds: number;
 }
 
 export const DEFAULT_MEDIATOR_LIMITS: MediatorLimits = {
@@ -65,6 +74,8 @@ export const DEFAULT_MEDIATOR_LIMITS: MediatorLimits = {
   maxDeliveryBytes: 512 * 1024,
   liveWindow: 100,
   maxListItems: 1000,
+  maxClockSkewMs: 300_000,
+  maxRecentIds: 100_000,
 };
 
 export interface MediatorOptions {
@@ -123,6 +134,7 @@ export class Mediator {
   private readonly links = new Map<string, Set<Link>>();
   private closed = false;
   private readonly pending = new Set<Promise<unknown>>();
+  private readonly replays: ReplayGuard;
 
   private constructor(
     readonly identity: PeerIdentity,
@@ -133,7 +145,9 @@ export class Mediator {
     readonly limits: MediatorLimits,
     private readonly allowClient: (did: string) => boolean,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.replays = new ReplayGuard(limits.maxClockSkewMs, limits.maxRecentIds, now);
+  }
 
   /** Opens the mediator's logs (rebuilding its queue and routes) and its identity. */
   static async open(opts: MediatorOptions): Promise<Mediator> {
@@ -164,6 +178,12 @@ export class Mediator {
       const now = opts.now ?? Date.now;
       const queue = await MessageQueue.open(logs.queue, limits, now);
       const routes = await RouteTable.open(logs.routes, limits);
+      if (routes.dropped > 0) {
+        opts.logger?.warn(
+          'registrations of DIDs other than their client were dropped: the owner of each DID must register it again',
+          { dropped: routes.dropped },
+        );
+      }
       const mk = await mediatorKeys(opts.keys);
       const { identity, keys } = mediatorIdentity(opts.keys, mk, opts.url);
       return new Mediator(
@@ -256,7 +276,7 @@ export class Mediator {
           reply = await this.mediateRequest(client);
           break;
         case KEYLIST_UPDATE:
-          reply = await this.keylistUpdate(client, msg.body);
+          reply = await this.keylistUpdate(client, msg);
           break;
         case KEYLIST_QUERY:
           reply = this.keylistQuery(client, msg.body);
@@ -348,16 +368,29 @@ export class Mediator {
     }
   }
 
-  private async keylistUpdate(client: string, body: unknown): Promise<DidCommMessage> {
+  /**
+   * keylist-update. The client proves control of what it registers: the request is authcrypted by
+   * `from` (its sender key is a keyAgreement key of the client's DID document, checked by unpack),
+   * so a client may register its own DID and key ids listed in its own DID document, nothing else.
+   * The request must be fresh (created_time within the clock skew) and seen once (its id), so a
+   * captured request cannot be replayed.
+   */
+  private async keylistUpdate(client: string, msg: DidCommMessage): Promise<DidCommMessage> {
     this.granted(client);
-    const updates = (body as { updates?: unknown })?.updates;
+    const updates = (msg.body as { updates?: unknown })?.updates;
     if (!Array.isArray(updates) || updates.length > this.limits.maxListItems) {
       throw new Problem(
         PROBLEM.badRequest,
         `keylist-update needs body.updates, an array of at most ${this.limits.maxListItems}`,
       );
     }
+    this.replays.check(client, msg.id, msg.created_time, 'keylist-update');
     const updated: KeylistUpdated[] = [];
+    let doc: Promise<DidDocument | undefined> | undefined;
+    const document = () => {
+      doc ??= this.resolver.resolve(client).catch(() => undefined);
+      return doc;
+    };
     for (const u of updates as { recipient_did?: unknown; action?: unknown }[]) {
       const did = u?.recipient_did;
       const action = u?.action;
@@ -366,13 +399,46 @@ export class Mediator {
           recipient_did: typeof did === 'string' ? clip(did, 200) : '',
           action: action === 'remove' ? 'remove' : 'add',
           result: 'client_error',
+          code: 'PLX_MEDIATOR_BAD_INPUT',
         });
         continue;
       }
+      if (action === 'add') {
+        const refused = await this.controls(client, did, document);
+        if (refused !== undefined) {
+          updated.push({ recipient_did: clip(did, 200), action, result: 'client_error', code: refused });
+          continue;
+        }
+      }
       const result = action === 'add' ? await this.routes.add(client, did) : await this.routes.remove(client, did);
-      updated.push({ recipient_did: did, action, result });
+      updated.push({
+        recipient_did: did,
+        action,
+        result,
+        ...(result === 'client_error'
+          ? { code: this.routes.owner(did) === client ? 'PLX_MEDIATOR_TOO_MANY_KEYS' : 'PLX_MEDIATOR_TAKEN' }
+          : {}),
+      });
     }
     return { id: randomUUID(), type: KEYLIST_UPDATE_RESPONSE, body: { updated } };
+  }
+
+  /**
+   * Why `client` may not register `recipient`, or undefined when it may: the recipient must be the
+   * client's DID or a key id (`<did>#fragment`) of a verification method in its DID document.
+   */
+  private async controls(
+    client: string,
+    recipient: string,
+    document: () => Promise<DidDocument | undefined>,
+  ): Promise<string | undefined> {
+    const p = parseDidUrl(recipient);
+    if (p.did !== client) return 'PLX_MEDIATOR_NOT_CONTROLLER';
+    if (recipient === client) return undefined;
+    if (p.fragment === undefined || recipient !== `${p.did}#${p.fragment}`) return 'PLX_MEDIATOR_UNKNOWN_KEY';
+    const doc = await document();
+    if (doc === undefined || findMethod(doc, recipient) === undefined) return 'PLX_MEDIATOR_UNKNOWN_KEY';
+    return undefined;
   }
 
   private keylistQuery(client: string, body: unknown): DidCommMessage {

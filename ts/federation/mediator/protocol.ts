@@ -47,6 +47,12 @@ export interface KeylistUpdate {
 }
 export interface KeylistUpdated extends KeylistUpdate {
   result: KeylistResult;
+  /**
+   * Why a `client_error` (a plexus extension the protocol lets a receiver ignore):
+   * PLX_MEDIATOR_NOT_CONTROLLER, PLX_MEDIATOR_UNKNOWN_KEY, PLX_MEDIATOR_TAKEN,
+   * PLX_MEDIATOR_TOO_MANY_KEYS or PLX_MEDIATOR_BAD_INPUT.
+   */
+  code?: string;
 }
 
 /** The body of a pickup status message. `message_count` is the only required member. */

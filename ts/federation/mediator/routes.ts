@@ -5,6 +5,10 @@
  *   u8 kind (1 grant, 2 add, 3 remove) | client u16+utf8 | recipient u16+utf8 (empty for grant)
  *
  * and rebuilt from it on open. Changes are rare, so the log is never compacted.
+ *
+ * A client may hold only its own DID and key ids of it (the mediator checks that before it adds
+ * one). Registrations of another DID that older versions took (first come) are dropped when the
+ * table is opened and counted in `dropped`: the owner of that DID registers it again.
  */
 import { PlexusError } from '../../core/errors.js';
 import type { LogStorage } from '../../storage/types.js';
@@ -74,6 +78,8 @@ export class RouteTable {
   private readonly clients = new Map<string, Set<string>>();
   /** recipient key -> client DID. */
   private readonly recipients = new Map<string, string>();
+  /** Registrations of another client's DID found in the log and not applied. */
+  dropped = 0;
 
   private constructor(
     private readonly log: LogStorage,
@@ -89,8 +95,10 @@ export class RouteTable {
       for (const r of recs) {
         const d = decode(r.payload, r.position);
         if (d.kind === GRANT) t.clients.set(d.client, t.clients.get(d.client) ?? new Set());
-        else if (d.kind === ADD) t.applyAdd(d.client, d.recipient);
-        else t.applyRemove(d.client, d.recipient);
+        else if (d.kind === ADD) {
+          if (ownDid(d.client, d.recipient)) t.applyAdd(d.client, d.recipient);
+          else t.dropped++;
+        } else t.applyRemove(d.client, d.recipient);
         from = r.position + 1n;
       }
     }
@@ -151,6 +159,11 @@ export class RouteTable {
     return 'success';
   }
 
+  /** The client that registered exactly `recipient`. */
+  owner(recipient: string): string | undefined {
+    return this.recipients.get(recipient);
+  }
+
   keys(client: string): string[] {
     return [...(this.clients.get(client) ?? [])];
   }
@@ -171,4 +184,9 @@ export class RouteTable {
   async close(): Promise<void> {
     await this.log.close();
   }
+}
+
+/** Whether `recipient` is `client` itself or one of its key ids (`<client>#fragment`). */
+function ownDid(client: string, recipient: string): boolean {
+  return recipient === client || recipient.startsWith(`${client}#`);
 }

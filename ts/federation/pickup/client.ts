@@ -263,18 +263,20 @@ export class PickupClient {
     return u as KeylistUpdated[];
   }
 
-  /** Registers recipient DIDs; refuses when the mediator did not take one. */
+  /**
+   * Registers recipient DIDs; refuses when the mediator did not take one (PLX_PICKUP_KEYLIST, with
+   * the mediator's reason in `details.code`). A client registers its own DID and key ids of its own
+   * DID document: the request, authcrypted from this DID, is the proof of control.
+   */
   async addRecipients(dids: readonly string[]): Promise<void> {
     const r = await this.updateKeylist(dids.map((d) => ({ recipient_did: d, action: 'add' as const })));
     const bad = r.filter((x) => x.result !== 'success' && x.result !== 'no_change');
     if (bad.length > 0) {
-      fail(
-        'KEYLIST',
-        `the mediator did not register ${bad.map((b) => clip(b.recipient_did)).join(', ')} (${bad[0]!.result})`,
-        {
-          results: bad,
-        },
-      );
+      const why = (b: KeylistUpdated) => `${clip(b.recipient_did)} (${b.result}${b.code ? ` ${b.code}` : ''})`;
+      fail('KEYLIST', `the mediator did not register ${bad.map(why).join(', ')}`, {
+        results: bad,
+        ...(bad[0]!.code ? { code: bad[0]!.code } : {}),
+      });
     }
   }
 
@@ -494,6 +496,7 @@ class LiveConnection implements LiveSession {
       type,
       from: this.client.did,
       to: [this.client.mediatorDid],
+      created_time: Math.floor(Date.now() / 1000),
       body,
       return_route: 'all',
     };
