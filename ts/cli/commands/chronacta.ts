@@ -1,7 +1,7 @@
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { genDirName, readPointer } from '../../chronacta/archive.js';
 import { ChronactaClient, type ReadConsistency } from '../../chronacta/client.js';
+import { findDataLogs, truncateDamagedTail } from '../../chronacta/data-dir-logs.js';
 import { checkAddress, type HaMember } from '../../chronacta/ha/config.js';
 import {
   clusterFiles,
@@ -15,6 +15,8 @@ import {
 import { migrateDataDir } from '../../chronacta/migrate.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
+import { StorageCode, storageError } from '../../storage/errors.js';
+import type { VerifyProblem } from '../../storage/types.js';
 import { verifyLog } from '../../storage/verify.js';
 import { type Command, parse, UsageError, untilStopped } from '../command.js';
 import { applyHeapGrowingPercent, DEFAULT_HEAP_GROWING_PERCENT, MAX_HEAP_GROWING_PERCENT } from '../heap.js';
@@ -37,6 +39,11 @@ const HELP = [
   '        let the heap grow to 1 + N/100 times what is live before its next full',
   '        collection (0: V8 chooses). Fewer full collections under load, for more',
   '        memory. A value given to node itself (node --heap-growing-percent=N) wins.',
+  '        --truncate-damaged-tail (also with --cluster): before serving, cut off a last',
+  '        record that lies whole in its log but fails its CRC (it may have been',
+  '        acknowledged, so without this flag the store refuses to open with',
+  '        PLX_CHRONACTA_CORRUPT naming the file and offset); each cut is reported on',
+  '        standard error. For a deliberate repair, once no replica or backup has it.',
   '  serve --cluster [--data DIR] [--metrics-port N] [--tick-ms N]',
   '        [--readiness-max-replication-lag N] [--max-read-lag N]',
   '        [--max-read-staleness-ms N] [--group-commit-bytes N] [--heap-growing-percent N]',
@@ -88,9 +95,17 @@ const HELP = [
   '  cluster remove --server ADDR --id N',
   '        Removes member N (a voter or a learner) on the leader; never the last voter.',
   '        A leader that removes itself steps down once the change commits.',
-  '  verify DIR',
-  '        Checks the log (and the compacted archive) of a data directory that no',
-  '        server has open, changing nothing. Exit 1 when a problem would stop it opening.',
+  '  verify DIR [--truncate-damaged-tail]',
+  '        Checks every log of a data directory that no server has open, changing',
+  "        nothing: the log of a standalone store, or a cluster member's replicated log",
+  '        (replica/log) and Raft journal with its snapshots (replica/raft), and the',
+  '        compacted archive. Prints one JSON line per log ({"log": "log" | "replica-log"',
+  '        | "raft-log" | "archive", "ok", "openable", "problems", ...}). Exit 1 with',
+  '        PLX_STORAGE_CORRUPT (naming the file and offset) when a problem would stop the',
+  '        store opening, and with PLX_CHRONACTA_BAD_DATA_DIR when DIR holds no log.',
+  '        --truncate-damaged-tail: cut off a damaged last record (reason damaged-tail)',
+  '        on purpose, print {"event":"truncated-damaged-tail", "dropped"} for it, and',
+  '        check again.',
   '  migrate [--data DIR]',
   '        Raises the data directory DIR (default ./data) of a stopped node to the',
   '        current data format (2: node.json records its cluster id). Idempotent;',
@@ -228,6 +243,7 @@ async function serve(args: string[]): Promise<number> {
       'max-read-staleness-ms': { type: 'string' },
       'group-commit-bytes': { type: 'string' },
       'heap-growing-percent': { type: 'string' },
+      'truncate-damaged-tail': { type: 'boolean' },
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
@@ -272,6 +288,12 @@ async function serve(args: string[]): Promise<number> {
     throw new UsageError('chronacta', `--heap-growing-percent takes 0 to ${MAX_HEAP_GROWING_PERCENT}`);
   }
   const heapGrowingPercent = applyHeapGrowingPercent(heapGrowing);
+  if (values['truncate-damaged-tail'] === true) {
+    // Cut on purpose, before the store opens its logs: each cut is reported on standard error.
+    for (const l of await findDataLogs(values.data ?? 'data', { allowEmpty: true })) {
+      await truncateDamagedTail(l.dir, warnLogger);
+    }
+  }
   const server = await startServer({
     dataDir: values.data ?? 'data',
     host: values.host ?? '127.0.0.1',
@@ -330,18 +352,35 @@ async function migrate(args: string[]): Promise<number> {
   return 0;
 }
 
+/** Warnings of the log engine and the store, one line each on standard error. */
+const warnLogger = {
+  warn: (message: string, details?: Record<string, unknown>) =>
+    process.stderr.write(
+      `plexus chronacta: ${message} ${JSON.stringify(details ?? {}, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}\n`,
+    ),
+};
+
 async function verify(args: string[]): Promise<number> {
-  const { positionals } = parse('chronacta', { args, allowPositionals: true, options: {} });
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { 'truncate-damaged-tail': { type: 'boolean' } },
+  });
   if (positionals.length !== 1) throw new UsageError('chronacta', 'verify takes one data directory');
   const root = positionals[0] as string;
-  const logs = [join(root, 'log')];
-  const pointer = await readPointer(join(root, 'archive')).catch(() => undefined);
-  if (pointer && pointer.generation > 0) logs.push(join(root, 'archive', genDirName(pointer.generation)));
-  let openable = true;
-  for (const dir of logs) {
-    const r = await verifyLog(dir);
-    openable &&= r.openable;
+  const repair = values['truncate-damaged-tail'] === true;
+  const fatal: (VerifyProblem & { dir: string })[] = [];
+  for (const { kind, dir } of await findDataLogs(root)) {
+    let r = await verifyLog(dir);
+    const isFatal = (p: VerifyProblem) => p.severity === 'fatal';
+    // Only a damaged tail is cut on purpose; any other damage stays for the operator to restore.
+    if (repair && r.problems.some(isFatal) && r.problems.filter(isFatal).every((p) => p.reason === 'damaged-tail')) {
+      const dropped = await truncateDamagedTail(dir, warnLogger);
+      out({ event: 'truncated-damaged-tail', log: kind, dir: r.dir, dropped });
+      r = await verifyLog(dir);
+    }
     out({
+      log: kind,
       dir: r.dir,
       ok: r.ok,
       openable: r.openable,
@@ -352,8 +391,20 @@ async function verify(args: string[]): Promise<number> {
       bytes: r.bytes,
       problems: r.problems,
     });
+    for (const p of r.problems) if (isFatal(p)) fatal.push({ ...p, dir: r.dir });
   }
-  return openable ? 0 : 1;
+  const first = fatal[0];
+  if (first) {
+    const tail = fatal.some((p) => p.reason === 'damaged-tail') && !repair;
+    throw storageError(
+      StorageCode.CORRUPT,
+      `${fatal.length} problem${fatal.length === 1 ? '' : 's'} would stop the store opening; the first: ` +
+        `${join(first.dir, first.file)} is damaged at byte offset ${first.offset} (${first.reason}): ${first.message}. ` +
+        `Restore the directory from a replica or a backup${tail ? ', or run verify --truncate-damaged-tail' : ''}`,
+      { dir: first.dir, file: first.file, offset: first.offset, reason: first.reason, problems: fatal.length },
+    );
+  }
+  return 0;
 }
 
 function target(
