@@ -228,6 +228,87 @@ describe('recovery of a torn tail', () => {
   });
 });
 
+describe('a damaged last record (whole in the file, CRC wrong)', () => {
+  // A group is acknowledged once its O_DSYNC write returned, so a record that lies whole in
+  // the file was written whole and may have been acknowledged: a wrong CRC there is damage,
+  // not a torn write, and open refuses it unless asked to cut it.
+  it('refuses to open, naming the file and the offset, and verifyLog calls it fatal', async () => {
+    const offs = await write([[10], [20], [30]]);
+    const size = (await stat(join(dir, SEG))).size;
+    await flipByte(SEG, (offs[2] as number) + REC + 7);
+    const e = await refusal(open());
+    expect(e.code).toBe('PLX_STORAGE_CORRUPT');
+    expect(e.details).toMatchObject({ file: SEG, offset: offs[2], reason: 'damaged-tail', dir });
+    expect(e.message).toContain(join(dir, SEG));
+    expect(e.message).toContain(`offset ${offs[2]}`);
+    expect(e.message).toContain('truncateDamagedTail');
+    // Nothing was cut, nothing was logged as repaired, and the lock is released.
+    expect((await stat(join(dir, SEG))).size).toBe(size);
+    expect(warnings).toEqual([]);
+    expect((await readdir(dir)).includes('LOCK')).toBe(false);
+    const report = await verifyLog(dir);
+    expect(report.ok).toBe(false);
+    expect(report.openable).toBe(false);
+    expect(report.problems).toEqual([
+      expect.objectContaining({ file: SEG, offset: offs[2], severity: 'fatal', reason: 'damaged-tail' }),
+    ]);
+  });
+
+  it('refuses a flipped bit in the header of the last record too (position, epoch, flags are under the CRC)', async () => {
+    const offs = await write([[10], [20]]);
+    await flipByte(SEG, (offs[1] as number) + 8); // the position field
+    const e = await refusal(open());
+    expect(e.details).toMatchObject({ file: SEG, offset: offs[1], reason: 'damaged-tail' });
+  });
+
+  it('with truncateDamagedTail cuts it, reports what it dropped, and takes appends after it', async () => {
+    const offs = await write([[10], [20], [30]]);
+    await flipByte(SEG, (offs[2] as number) + REC + 7);
+    const log = await open({ truncateDamagedTail: true });
+    expect(log.last).toBe(2n);
+    expect(warnings.map((w) => w.details)).toEqual([
+      expect.objectContaining({ file: SEG, offset: offs[2], reason: 'damaged-tail' }),
+    ]);
+    expect(warnings[0]?.message).toContain('position 3');
+    expect(log.recovery).toEqual([
+      expect.objectContaining({ file: SEG, offset: offs[2], severity: 'repairable', reason: 'damaged-tail' }),
+    ]);
+    expect((await stat(join(dir, SEG))).size).toBe(offs[2]);
+    expect((await log.read(1n)).map((r) => r.payload.length)).toEqual([10, 20]);
+    expect((await log.append([bytes(5, 9)])).first).toBe(3n);
+    await log.close();
+    expect((await verifyLog(dir)).ok).toBe(true);
+  });
+
+  it('with truncateDamagedTail drops the whole batch the damaged record ends', async () => {
+    const offs = await write([[10], [11, 12, 13]]);
+    await flipByte(SEG, (offs[3] as number) + REC + 1);
+    const log = await open({ truncateDamagedTail: true });
+    expect(log.last).toBe(1n);
+    expect(warnings.map((w) => w.details?.reason)).toEqual(['damaged-tail', 'incomplete-batch']);
+    expect(log.recovery.map((p) => p.reason)).toEqual(['damaged-tail', 'incomplete-batch']);
+    await log.close();
+  });
+
+  it('still cuts a record cut short by the end of the file, with a warning, without the option', async () => {
+    const offs = await write([[10], [20], [30]]);
+    const size = (await stat(join(dir, SEG))).size;
+    await truncate(join(dir, SEG), size - 1);
+    const log = await open();
+    expect(log.last).toBe(2n);
+    expect(warnings.map((w) => w.details)).toEqual([
+      expect.objectContaining({ file: SEG, offset: offs[2], reason: 'torn-tail' }),
+    ]);
+    expect(log.recovery.map((p) => p.reason)).toEqual(['torn-tail']);
+    await log.close();
+  });
+
+  it('refuses a bad truncateDamagedTail option', async () => {
+    const e = await refusal(open({ truncateDamagedTail: 'yes' as unknown as boolean }));
+    expect(e.code).toBe('PLX_STORAGE_BAD_INPUT');
+  });
+});
+
 describe('damage before the tail', () => {
   it('refuses a flipped payload byte of an earlier record, naming the file and offset', async () => {
     const offs = await write([[10], [20], [30], [40]]);

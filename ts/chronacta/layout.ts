@@ -23,6 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PlexusError } from '../core/errors.js';
+import { makeDirs } from '../storage/files.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import { type HaMember, parseHaConfig } from './ha/config.js';
 
@@ -223,13 +224,32 @@ export function checkBinding(paths: DataPaths, node: NodeFile, cluster: ClusterF
   );
 }
 
+/**
+ * Makes `dir` (a directory of the data directory `root`) and its missing parents, refusing
+ * with PLX_CHRONACTA_BAD_DATA_DIR what cannot be made: a file in the way, a parent that
+ * refuses new entries (`/proc`), no permission.
+ */
+export async function makeDataDir(root: string, dir: string): Promise<void> {
+  try {
+    await makeDirs(dir);
+  } catch (e) {
+    const errno = (e as { code?: string }).code;
+    throw chronactaError(
+      ChronactaCode.BAD_DATA_DIR,
+      `cannot use ${root} as a data directory: ${dir} cannot be made (${(e as Error).message}); give a directory, or a path where one can be made`,
+      { dir, ...(errno ? { errno } : {}) },
+      e,
+    );
+  }
+}
+
 /** Makes the directories and the cluster files when missing; reads and checks them otherwise. */
 export async function prepareDataDir(root: string): Promise<PreparedDataDir> {
   if (typeof root !== 'string' || root === '') {
     throw chronactaError(ChronactaCode.BAD_INPUT, 'the data directory must be a non-empty path');
   }
   const paths = dataPaths(root);
-  for (const d of [paths.root, paths.log, paths.archive, paths.cluster]) await mkdir(d, { recursive: true });
+  for (const d of [paths.root, paths.log, paths.archive, paths.cluster]) await makeDataDir(root, d);
   const nodeRaw = await readJson(paths.nodeFile);
   const clusterRaw = await readJson(paths.clusterFile);
   const found = clusterRaw === undefined ? undefined : checkCluster(paths.clusterFile, clusterRaw);

@@ -84,11 +84,12 @@ export function compactedError(position: bigint, first: bigint): PlexusError {
   );
 }
 
-export function corruptError(file: string, offset: number, reason: string, what: string): PlexusError {
+export function corruptError(file: string, offset: number, reason: string, what: string, dir?: string): PlexusError {
+  const where = dir === undefined ? file : `${dir}/${file}`;
   return storageError(
     StorageCode.CORRUPT,
-    `${file} is damaged at byte offset ${offset} (${reason}): ${what}. Records before the damage are intact; restore the directory from a replica or backup (verifyLog lists every problem)`,
-    { file, offset, reason },
+    `${where} is damaged at byte offset ${offset} (${reason}): ${what}. Records before the damage are intact; restore the directory from a replica or backup (verifyLog lists every problem)`,
+    { file, offset, reason, ...(dir === undefined ? {} : { dir }) },
   );
 }
 

@@ -72,6 +72,7 @@ import type {
   LogStorage,
   ReadOptions,
   StorageLogger,
+  VerifyProblem,
 } from './types.js';
 
 export interface FileLogOptions {
@@ -107,6 +108,15 @@ export interface FileLogOptions {
    * with fsync `never` (see `inlineWrites`) and where O_DSYNC is missing.
    */
   readonly inlineSyncWrites?: boolean;
+  /**
+   * Cut off a damaged tail instead of refusing it: the log's last record lies whole in the
+   * file but fails its CRC-32C, with nothing intact after it. Such a record was written
+   * whole, so it may have been acknowledged; by default open refuses it with
+   * PLX_STORAGE_CORRUPT (reason `damaged-tail`). With this option the record (and, by the
+   * batch rule, the rest of its batch) is dropped and reported through the logger and
+   * `recovery`. Default false; for an operator's deliberate repair.
+   */
+  readonly truncateDamagedTail?: boolean;
 }
 
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
@@ -170,8 +180,8 @@ type Op = AppendOp | ChangeOp;
 
 function checkOptions(
   opts: FileLogOptions,
-): Required<Omit<FileLogOptions, 'onSync' | 'inlineWrites' | 'inlineSyncWrites'>> &
-  Pick<FileLogOptions, 'onSync'> & { inlineWrites: boolean; inlineSyncWrites: boolean } {
+): Required<Omit<FileLogOptions, 'onSync' | 'inlineWrites' | 'inlineSyncWrites' | 'truncateDamagedTail'>> &
+  Pick<FileLogOptions, 'onSync'> & { inlineWrites: boolean; inlineSyncWrites: boolean; truncateDamagedTail: boolean } {
   if (typeof opts !== 'object' || opts === null) throw badInput('openLog options must be an object');
   const segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
   if (!Number.isSafeInteger(segmentBytes) || segmentBytes < MIN_SEGMENT_BYTES || segmentBytes > MAX_SEGMENT_BYTES) {
@@ -197,7 +207,19 @@ function checkOptions(
   if (typeof inlineWrites !== 'boolean') throw badInput('inlineWrites must be a boolean');
   const inlineSyncWrites = opts.inlineSyncWrites ?? false;
   if (typeof inlineSyncWrites !== 'boolean') throw badInput('inlineSyncWrites must be a boolean');
-  return { segmentBytes, fsync, indexEvery, logger, scanOnOpen, onSync: opts.onSync, inlineWrites, inlineSyncWrites };
+  const truncateDamagedTail = opts.truncateDamagedTail ?? false;
+  if (typeof truncateDamagedTail !== 'boolean') throw badInput('truncateDamagedTail must be a boolean');
+  return {
+    segmentBytes,
+    fsync,
+    indexEvery,
+    logger,
+    scanOnOpen,
+    onSync: opts.onSync,
+    inlineWrites,
+    inlineSyncWrites,
+    truncateDamagedTail,
+  };
 }
 
 /**
@@ -221,7 +243,12 @@ export async function openLog(dir: string, opts: FileLogOptions = {}): Promise<F
   }
   let writer: FileHandle | undefined;
   try {
-    const found = await inspectLog(abs, { indexEvery: o.indexEvery, mode: 'open', scanAll: o.scanOnOpen === 'all' });
+    const found = await inspectLog(abs, {
+      indexEvery: o.indexEvery,
+      mode: 'open',
+      scanAll: o.scanOnOpen === 'all',
+      truncateDamagedTail: o.truncateDamagedTail,
+    });
     await applyRepairs(abs, found, o.logger, o.fsync !== 'never');
     const segments = found.segments;
     if (segments.length === 0) {
@@ -234,7 +261,7 @@ export async function openLog(dir: string, opts: FileLogOptions = {}): Promise<F
         writerFlags(o.fsync !== 'never', false),
       );
     }
-    return new FileLog(abs, o, segments, writer, found.meta, found.highestEpoch);
+    return new FileLog(abs, o, segments, writer, found.meta, found.highestEpoch, found.problems);
   } catch (e) {
     await writer?.close().catch(() => {});
     await releaseLock(abs);
@@ -357,6 +384,8 @@ export class FileLog implements LogStorage {
     private writer: FileHandle,
     private meta: Meta,
     highestEpoch: bigint,
+    /** What recovery repaired when this log was opened (a torn tail, a dropped batch, ...), in order. */
+    readonly recovery: readonly VerifyProblem[] = [],
   ) {
     this.tailLast = this.lastPos;
     this.pendingEpoch = highestEpoch;

@@ -4,8 +4,8 @@
  * read handles.
  */
 import { writeSync, writevSync } from 'node:fs';
-import { type FileHandle, mkdir, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { type FileHandle, mkdir, open, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { StorageCode, storageError } from './errors.js';
 import { LOCK_FILE } from './format.js';
 
@@ -27,11 +27,41 @@ export async function syncDir(dir: string): Promise<void> {
   }
 }
 
+/**
+ * `mkdir(dir, { recursive: true })` without its endless loop: Node.js 20's recursive mkdir
+ * retries forever (spinning a CPU, deaf to signals) when a parent exists but refuses new
+ * entries with ENOENT, as `/proc` does. Each missing directory is made on its own, from the
+ * nearest one that exists, so every refusal (ENOENT, ENOTDIR, EACCES, EROFS, EEXIST for a
+ * file in the way) comes back as an error. Resolves with the first directory made, or
+ * undefined when `dir` existed.
+ */
+export async function makeDirs(dir: string): Promise<string | undefined> {
+  const missing: string[] = [];
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    try {
+      if ((await stat(d)).isDirectory()) break;
+      throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${d}'`), { code: 'ENOTDIR', path: d });
+    } catch (e) {
+      if (errnoOf(e) !== 'ENOENT' || dirname(d) === d) throw e;
+      missing.push(d);
+    }
+  }
+  for (let i = missing.length - 1; i >= 0; i--) {
+    try {
+      await mkdir(missing[i] as string);
+    } catch (e) {
+      // Made meanwhile by someone else: fine when it is a directory.
+      if (errnoOf(e) !== 'EEXIST' || !(await stat(missing[i] as string)).isDirectory()) throw e;
+    }
+  }
+  return missing[missing.length - 1];
+}
+
 /** Makes `dir` (and missing parents); new entries are fsynced into their parents. */
 export async function ensureDir(dir: string): Promise<void> {
-  const first = await mkdir(dir, { recursive: true });
+  const first = await makeDirs(dir);
   if (first === undefined) return;
-  for (let d = dir; ; d = dirname(d)) {
+  for (let d = resolve(dir); ; d = dirname(d)) {
     await syncDir(dirname(d));
     if (d === first || dirname(d) === d) break;
   }

@@ -27,7 +27,7 @@ import {
   type SegmentSummary,
   segmentName,
 } from './format.js';
-import { findRecordAfter, readSegmentHeader, type SegmentScan, scanSegment, TEARABLE } from './scan.js';
+import { findRecordAfter, isTornTail, readSegmentHeader, type SegmentScan, scanSegment, TEARABLE } from './scan.js';
 import { Segment } from './segment.js';
 import type { VerifyProblem } from './types.js';
 
@@ -59,6 +59,11 @@ export interface InspectOptions {
   readonly mode: 'open' | 'verify';
   /** In `open` mode, scan every closed segment too instead of trusting matching index files. */
   readonly scanAll?: boolean;
+  /**
+   * Take a damaged tail (the last record of the log lies whole in the file but fails its CRC,
+   * and nothing intact follows it) as repairable and cut it off, instead of refusing it.
+   */
+  readonly truncateDamagedTail?: boolean;
 }
 
 /** The last record of a segment, read through its index. */
@@ -96,7 +101,7 @@ export async function inspectLog(dir: string, opts: InspectOptions): Promise<Ins
   const problems: VerifyProblem[] = [];
   const repairs: Repair[] = [];
   const fatal = (file: string, offset: number, reason: string, message: string): void => {
-    if (!verify) throw corruptError(file, offset, reason, message);
+    if (!verify) throw corruptError(file, offset, reason, message, dir);
     problems.push({ file, offset, severity: 'fatal', reason, message });
   };
   const repairable = (file: string, offset: number, reason: string, message: string): void => {
@@ -195,9 +200,33 @@ export async function inspectLog(dir: string, opts: InspectOptions): Promise<Ins
             continue;
           }
           const after = TEARABLE.has(reason) ? await findRecordAfter(fh, size, offset, base + seg.count) : undefined;
-          if (TEARABLE.has(reason) && after === undefined) {
+          if (TEARABLE.has(reason) && after === undefined && isTornTail(scan.stop, size)) {
             repairable(name, offset, 'torn-tail', `${detail}; the ${size - offset} bytes from here on are cut off`);
             truncateLastTo = offset;
+          } else if (TEARABLE.has(reason) && after === undefined) {
+            // Whole in the file, so written whole: maybe acknowledged, and damaged since.
+            const position = base + seg.count;
+            const what =
+              `the last record (position ${position}, bytes ${offset} to ${scan.stop.end ?? size}) lies whole in ` +
+              `the file but ${detail.replace(/^the /, 'its ')}: a record written whole, maybe acknowledged, damaged since`;
+            if (opts.truncateDamagedTail) {
+              repairable(
+                name,
+                offset,
+                'damaged-tail',
+                `${what}; truncateDamagedTail: it and the ${size - offset} bytes from here on are dropped`,
+              );
+              truncateLastTo = offset;
+            } else {
+              fatal(
+                name,
+                offset,
+                'damaged-tail',
+                `${what}; to drop it on purpose, open with truncateDamagedTail (--truncate-damaged-tail)`,
+              );
+              prevIntact = false;
+              continue;
+            }
           } else {
             const follows = after === undefined ? '' : `; an intact record follows at offset ${after}`;
             fatal(name, offset, reason, `${detail}${follows}`);

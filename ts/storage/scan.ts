@@ -29,6 +29,21 @@ export type StopReason = 'cut' | 'bad-length' | 'bad-crc' | 'bad-position' | 'ba
 
 export const TEARABLE: ReadonlySet<StopReason> = new Set(['cut', 'bad-length', 'bad-crc']);
 
+/**
+ * Whether the first record not accepted at the end of the last segment, with no intact
+ * record after it, is a torn tail: a write the process or the machine did not finish, so a
+ * write that was never acknowledged. That is a record cut short by the end of the file (a
+ * header cut, or a length that runs past the end) or a header of zeros (bytes the file was
+ * extended by but never written). A record that lies whole in the file but fails its CRC
+ * is not: a group is acknowledged only once its write returned durable, so such a record
+ * can be an acknowledged one, damaged since (docs/storage.md, "Recovery").
+ */
+export function isTornTail(stop: NonNullable<SegmentScan['stop']>, size: number): boolean {
+  if (stop.reason === 'cut') return true;
+  if (stop.reason === 'bad-length') return stop.end === undefined || stop.end > size;
+  return stop.reason === 'bad-crc' && stop.zeroed === true;
+}
+
 export interface ScannedRecord {
   readonly offset: number;
   readonly position: number;
@@ -40,7 +55,15 @@ export interface SegmentScan {
   readonly segment: Segment;
   readonly size: number;
   /** The first record not accepted, if any; everything from `offset` on is not part of the log. */
-  readonly stop?: { readonly offset: number; readonly reason: StopReason; readonly detail: string };
+  readonly stop?: {
+    readonly offset: number;
+    readonly reason: StopReason;
+    readonly detail: string;
+    /** Where the record would end by its header's length (`bad-length`, `bad-crc`); absent when the header is cut. */
+    readonly end?: number;
+    /** `bad-crc` on a header of 48 zero bytes: no record was ever written there. */
+    readonly zeroed?: boolean;
+  };
   /** The last accepted record. */
   readonly lastRecord?: ScannedRecord;
   /** The first record of the batch `lastRecord` belongs to, and the record count before it. */
@@ -68,10 +91,10 @@ export async function scanSegment(
   let prevBatchId: Buffer | undefined;
   let prevIndex = 0;
   let prevEpoch = 0n;
-  const stopAt = (reason: StopReason, detail: string): SegmentScan => ({
+  const stopAt = (reason: StopReason, detail: string, end?: number, zeroed?: boolean): SegmentScan => ({
     segment,
     size,
-    stop: { offset: off, reason, detail },
+    stop: { offset: off, reason, detail, ...(end === undefined ? {} : { end }), ...(zeroed ? { zeroed } : {}) },
     ...(last ? { lastRecord: last } : {}),
     ...(lastBatchStart ? { lastBatchStart } : {}),
   });
@@ -80,10 +103,15 @@ export async function scanSegment(
     const head = await reader.get(off, RECORD_HEADER_BYTES);
     if (!head) return stopAt('cut', `only ${size - off} bytes left, less than a record header`);
     const h = decodeRecordHeader(head.buf, head.at);
-    if (h.length > MAX_RECORD_BYTES) return stopAt('bad-length', `length ${h.length} is above the largest record`);
+    const end = off + RECORD_HEADER_BYTES + h.length;
+    if (h.length > MAX_RECORD_BYTES) return stopAt('bad-length', `length ${h.length} is above the largest record`, end);
     const whole = await reader.get(off, RECORD_HEADER_BYTES + h.length);
     if (!whole) return stopAt('cut', `the record of ${h.length} payload bytes runs past the end of the file`);
-    if (recordCrc(whole.buf, whole.at, h.length) !== h.crc) return stopAt('bad-crc', 'the CRC-32C does not match');
+    if (recordCrc(whole.buf, whole.at, h.length) !== h.crc) {
+      // A zeroed header is no record: bytes the file was extended by but never written.
+      const zeroed = whole.buf.subarray(whole.at, whole.at + RECORD_HEADER_BYTES).every((b) => b === 0);
+      return stopAt('bad-crc', zeroed ? 'a record header of zeros' : 'the CRC-32C does not match', end, zeroed);
+    }
     const expected = base + segment.count;
     if (h.position !== expected) {
       return stopAt('bad-position', `position ${h.position < 0 ? 'above 2^53' : h.position}, expected ${expected}`);

@@ -1,7 +1,8 @@
-import { access, readFile } from 'node:fs/promises';
+import { access, open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { genDirName, readPointer } from '../../chronacta/archive.js';
 import { ChronactaClient, type ReadConsistency } from '../../chronacta/client.js';
+import { findDataLogs, truncateDamagedTail } from '../../chronacta/data-dir-logs.js';
+import { ChronactaCode, chronactaError } from '../../chronacta/errors.js';
 import { checkAddress, type HaMember } from '../../chronacta/ha/config.js';
 import {
   clusterFiles,
@@ -9,12 +10,17 @@ import {
   haConfigOf,
   joinFiles,
   MAX_GROUP_COMMIT_BYTES,
+  makeDataDir,
   prepareDataDir,
   writeClusterFiles,
 } from '../../chronacta/layout.js';
 import { migrateDataDir } from '../../chronacta/migrate.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
+import { MAX_BATCH_BYTES } from '../../chronacta/validate.js';
+import { PlexusError } from '../../core/errors.js';
+import { StorageCode, storageError } from '../../storage/errors.js';
+import type { VerifyProblem } from '../../storage/types.js';
 import { verifyLog } from '../../storage/verify.js';
 import { type Command, parse, UsageError, untilStopped } from '../command.js';
 import { applyHeapGrowingPercent, DEFAULT_HEAP_GROWING_PERCENT, MAX_HEAP_GROWING_PERCENT } from '../heap.js';
@@ -37,6 +43,11 @@ const HELP = [
   '        let the heap grow to 1 + N/100 times what is live before its next full',
   '        collection (0: V8 chooses). Fewer full collections under load, for more',
   '        memory. A value given to node itself (node --heap-growing-percent=N) wins.',
+  '        --truncate-damaged-tail (also with --cluster): before serving, cut off a last',
+  '        record that lies whole in its log but fails its CRC (it may have been',
+  '        acknowledged, so without this flag the store refuses to open with',
+  '        PLX_CHRONACTA_CORRUPT naming the file and offset); each cut is reported on',
+  '        standard error. For a deliberate repair, once no replica or backup has it.',
   '  serve --cluster [--data DIR] [--metrics-port N] [--tick-ms N]',
   '        [--readiness-max-replication-lag N] [--max-read-lag N]',
   '        [--max-read-staleness-ms N] [--group-commit-bytes N] [--heap-growing-percent N]',
@@ -88,9 +99,17 @@ const HELP = [
   '  cluster remove --server ADDR --id N',
   '        Removes member N (a voter or a learner) on the leader; never the last voter.',
   '        A leader that removes itself steps down once the change commits.',
-  '  verify DIR',
-  '        Checks the log (and the compacted archive) of a data directory that no',
-  '        server has open, changing nothing. Exit 1 when a problem would stop it opening.',
+  '  verify DIR [--truncate-damaged-tail]',
+  '        Checks every log of a data directory that no server has open, changing',
+  "        nothing: the log of a standalone store, or a cluster member's replicated log",
+  '        (replica/log) and Raft journal with its snapshots (replica/raft), and the',
+  '        compacted archive. Prints one JSON line per log ({"log": "log" | "replica-log"',
+  '        | "raft-log" | "archive", "ok", "openable", "problems", ...}). Exit 1 with',
+  '        PLX_STORAGE_CORRUPT (naming the file and offset) when a problem would stop the',
+  '        store opening, and with PLX_CHRONACTA_BAD_DATA_DIR when DIR holds no log.',
+  '        --truncate-damaged-tail: cut off a damaged last record (reason damaged-tail)',
+  '        on purpose, print {"event":"truncated-damaged-tail", "dropped"} for it, and',
+  '        check again.',
   '  migrate [--data DIR]',
   '        Raises the data directory DIR (default ./data) of a stopped node to the',
   '        current data format (2: node.json records its cluster id). Idempotent;',
@@ -112,7 +131,14 @@ const HELP = [
   '        Prints events as they come (and {"caughtUp"} once live); with --count,',
   '        exits after N events.',
   '',
-  `--server defaults to ${DEFAULT_SERVER}.`,
+  `--server defaults to ${DEFAULT_SERVER} (host:port, a port from 1 to 65535).`,
+  '',
+  'Exit status: 0 on success; 1 when the work failed, with "plexus: error CODE: message" on',
+  'standard error (a refused call, a bad --events file: PLX_CHRONACTA_BAD_INPUT or',
+  'PLX_CHRONACTA_TOO_LARGE above 128 MiB, a data directory that cannot be one:',
+  'PLX_CHRONACTA_BAD_DATA_DIR, damage found by verify: PLX_STORAGE_CORRUPT); 2 for a usage',
+  'mistake (an unknown option, a number out of range: ports 0 to 65535, --segment-bytes 128',
+  'to 1073741824, --compact-every-ms 1 to 2147483647).',
   '',
   'Examples:',
   '  plexus chronacta serve --data /var/lib/chronacta --port 2113 --metrics-port 2114',
@@ -132,7 +158,30 @@ const HELP = [
 function num(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   if (!/^\d+$/.test(v)) throw new UsageError('chronacta', `--${name} takes a whole number, got "${v}"`);
-  return Number(v);
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw new UsageError('chronacta', `--${name} ${v} is above 2^53 - 1`);
+  return n;
+}
+
+/** A whole number from `min` to `max`, or undefined when the option is absent. */
+function ranged(name: string, v: string | undefined, min: number, max: number): number | undefined {
+  const n = num(name, v);
+  if (n !== undefined && (n < min || n > max)) throw new UsageError('chronacta', `--${name} takes ${min} to ${max}`);
+  return n;
+}
+
+/** A port to listen on: 0 (any free port) to 65535. */
+const port = (name: string, v: string | undefined) => ranged(name, v, 0, 65535);
+
+/** --server: host:port with a port from 1 to 65535. */
+function serverAddress(v: string | undefined): string {
+  if (v === undefined) return DEFAULT_SERVER;
+  const i = v.lastIndexOf(':');
+  const p = i > 0 && /^\d{1,5}$/.test(v.slice(i + 1)) ? Number(v.slice(i + 1)) : 0;
+  if (p < 1 || p > 65535) {
+    throw new UsageError('chronacta', `--server takes host:port with a port from 1 to 65535, got "${v}"`);
+  }
+  return v;
 }
 
 function big(name: string, v: string | undefined): bigint | undefined {
@@ -179,23 +228,68 @@ function out(o: unknown): void {
   process.stdout.write(`${JSON.stringify(o, (_k, v) => (typeof v === 'bigint' ? Number(v) : v))}\n`);
 }
 
+/** The largest --events file read: twice an append's largest batch, room for JSON's escapes. */
+const MAX_EVENTS_FILE_BYTES = 2 * MAX_BATCH_BYTES;
+
+/** The text of an --events file (or standard input for `-`), read up to MAX_EVENTS_FILE_BYTES. */
+async function readEventsText(file: string): Promise<string> {
+  const tooLarge = () =>
+    chronactaError(
+      ChronactaCode.TOO_LARGE,
+      `--events ${file} holds more than ${MAX_EVENTS_FILE_BYTES} bytes; split the events over several appends`,
+      { file, maxBytes: MAX_EVENTS_FILE_BYTES },
+    );
+  const chunks: Buffer[] = [];
+  let total = 0;
+  let stream: AsyncIterable<Buffer>;
+  if (file === '-') stream = process.stdin;
+  else {
+    try {
+      const fh = await open(file, 'r');
+      if ((await fh.stat()).isDirectory()) {
+        await fh.close();
+        throw Object.assign(new Error('it is a directory'), { code: 'EISDIR' });
+      }
+      stream = fh.createReadStream();
+    } catch (e) {
+      throw chronactaError(
+        ChronactaCode.BAD_INPUT,
+        `--events ${file} cannot be read: ${(e as Error).message}`,
+        { file, errno: (e as { code?: string }).code },
+        e,
+      );
+    }
+  }
+  try {
+    for await (const c of stream) {
+      total += c.length;
+      if (total > MAX_EVENTS_FILE_BYTES) throw tooLarge();
+      chunks.push(c);
+    }
+  } catch (e) {
+    if (e instanceof PlexusError) throw e;
+    throw chronactaError(ChronactaCode.BAD_INPUT, `--events ${file} cannot be read: ${(e as Error).message}`, {
+      file,
+    });
+  } finally {
+    if (file !== '-') (stream as { destroy?: () => void }).destroy?.();
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 async function readEvents(file: string): Promise<EventData[]> {
-  let raw: string;
-  if (file === '-') {
-    const chunks: Buffer[] = [];
-    for await (const c of process.stdin) chunks.push(c as Buffer);
-    raw = Buffer.concat(chunks).toString('utf8');
-  } else raw = await readFile(file, 'utf8');
+  const raw = await readEventsText(file);
+  const bad = (message: string) => chronactaError(ChronactaCode.BAD_INPUT, message, { file });
   let v: unknown;
   try {
     v = JSON.parse(raw);
   } catch (e) {
-    throw new UsageError('chronacta', `--events ${file} is not JSON: ${(e as Error).message}`);
+    throw bad(`--events ${file} is not JSON: ${(e as Error).message}`);
   }
-  if (!Array.isArray(v)) throw new UsageError('chronacta', `--events ${file} must hold a JSON array of events`);
+  if (!Array.isArray(v)) throw bad(`--events ${file} must hold a JSON array of events`);
   return v.map((e: Record<string, unknown>, i) => {
     if (typeof e !== 'object' || e === null || typeof e.type !== 'string') {
-      throw new UsageError('chronacta', `event ${i} of ${file} needs a "type" string`);
+      throw bad(`event ${i} of ${file} needs a "type" string`);
     }
     const asText = (x: unknown) => (x === undefined ? undefined : typeof x === 'string' ? x : JSON.stringify(x));
     const data = asText(e.data);
@@ -228,6 +322,7 @@ async function serve(args: string[]): Promise<number> {
       'max-read-staleness-ms': { type: 'string' },
       'group-commit-bytes': { type: 'string' },
       'heap-growing-percent': { type: 'string' },
+      'truncate-damaged-tail': { type: 'boolean' },
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
@@ -265,18 +360,25 @@ async function serve(args: string[]): Promise<number> {
   if (fsync !== undefined && fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new UsageError('chronacta', `--fsync is batch, always or never, got "${fsync}"`);
   }
-  const segmentBytes = num('segment-bytes', values['segment-bytes']);
-  const compactEveryMs = num('compact-every-ms', values['compact-every-ms']);
+  const segmentBytes = ranged('segment-bytes', values['segment-bytes'], 128, 1024 * 1024 * 1024);
+  // A timer's longest delay (about 24.8 days); 0 would compact in a busy loop.
+  const compactEveryMs = ranged('compact-every-ms', values['compact-every-ms'], 1, 2 ** 31 - 1);
   const heapGrowing = num('heap-growing-percent', values['heap-growing-percent']) ?? DEFAULT_HEAP_GROWING_PERCENT;
   if (heapGrowing > MAX_HEAP_GROWING_PERCENT) {
     throw new UsageError('chronacta', `--heap-growing-percent takes 0 to ${MAX_HEAP_GROWING_PERCENT}`);
   }
   const heapGrowingPercent = applyHeapGrowingPercent(heapGrowing);
+  if (values['truncate-damaged-tail'] === true) {
+    // Cut on purpose, before the store opens its logs: each cut is reported on standard error.
+    for (const l of await findDataLogs(values.data ?? 'data', { allowEmpty: true })) {
+      await truncateDamagedTail(l.dir, warnLogger);
+    }
+  }
   const server = await startServer({
     dataDir: values.data ?? 'data',
     host: values.host ?? '127.0.0.1',
-    ...(clustered ? {} : { port: num('port', values.port) ?? 2113 }),
-    ...(clustered && values.port !== undefined ? { port: num('port', values.port) } : {}),
+    ...(clustered ? {} : { port: port('port', values.port) ?? 2113 }),
+    ...(clustered && values.port !== undefined ? { port: port('port', values.port) } : {}),
     ...(clustered
       ? {
           cluster: true,
@@ -289,7 +391,7 @@ async function serve(args: string[]): Promise<number> {
           ...(maxReadStalenessMs !== undefined ? { maxReadStalenessMs } : {}),
         }
       : {}),
-    metricsPort: num('metrics-port', values['metrics-port']) ?? 2114,
+    metricsPort: port('metrics-port', values['metrics-port']) ?? 2114,
     ...(fsync ? { fsync } : {}),
     ...(segmentBytes !== undefined ? { segmentBytes } : {}),
     ...(compactEveryMs !== undefined ? { compactEveryMs } : {}),
@@ -330,18 +432,40 @@ async function migrate(args: string[]): Promise<number> {
   return 0;
 }
 
+/** Warnings of the log engine and the store, one line each on standard error. */
+const warnLogger = {
+  warn: (message: string, details?: Record<string, unknown>) =>
+    process.stderr.write(
+      `plexus chronacta: ${message} ${JSON.stringify(details ?? {}, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}\n`,
+    ),
+};
+
 async function verify(args: string[]): Promise<number> {
-  const { positionals } = parse('chronacta', { args, allowPositionals: true, options: {} });
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { 'truncate-damaged-tail': { type: 'boolean' } },
+  });
   if (positionals.length !== 1) throw new UsageError('chronacta', 'verify takes one data directory');
   const root = positionals[0] as string;
-  const logs = [join(root, 'log')];
-  const pointer = await readPointer(join(root, 'archive')).catch(() => undefined);
-  if (pointer && pointer.generation > 0) logs.push(join(root, 'archive', genDirName(pointer.generation)));
-  let openable = true;
-  for (const dir of logs) {
-    const r = await verifyLog(dir);
-    openable &&= r.openable;
+  const repair = values['truncate-damaged-tail'] === true;
+  const fatal: (VerifyProblem & { dir: string })[] = [];
+  const check = (dir: string) =>
+    verifyLog(dir).catch((e: unknown) => {
+      if (e instanceof PlexusError) throw e;
+      throw storageError(StorageCode.IO, `cannot read the log in ${dir}: ${(e as Error).message}`, { dir }, e);
+    });
+  for (const { kind, dir } of await findDataLogs(root)) {
+    let r = await check(dir);
+    const isFatal = (p: VerifyProblem) => p.severity === 'fatal';
+    // Only a damaged tail is cut on purpose; any other damage stays for the operator to restore.
+    if (repair && r.problems.some(isFatal) && r.problems.filter(isFatal).every((p) => p.reason === 'damaged-tail')) {
+      const dropped = await truncateDamagedTail(dir, warnLogger);
+      out({ event: 'truncated-damaged-tail', log: kind, dir: r.dir, dropped });
+      r = await check(dir);
+    }
     out({
+      log: kind,
       dir: r.dir,
       ok: r.ok,
       openable: r.openable,
@@ -352,8 +476,20 @@ async function verify(args: string[]): Promise<number> {
       bytes: r.bytes,
       problems: r.problems,
     });
+    for (const p of r.problems) if (isFatal(p)) fatal.push({ ...p, dir: r.dir });
   }
-  return openable ? 0 : 1;
+  const first = fatal[0];
+  if (first) {
+    const tail = fatal.some((p) => p.reason === 'damaged-tail') && !repair;
+    throw storageError(
+      StorageCode.CORRUPT,
+      `${fatal.length} problem${fatal.length === 1 ? '' : 's'} would stop the store opening; the first: ` +
+        `${join(first.dir, first.file)} is damaged at byte offset ${first.offset} (${first.reason}): ${first.message}. ` +
+        `Restore the directory from a replica or a backup${tail ? ', or run verify --truncate-damaged-tail' : ''}`,
+      { dir: first.dir, file: first.file, offset: first.offset, reason: first.reason, problems: fatal.length },
+    );
+  }
+  return 0;
 }
 
 function target(
@@ -379,7 +515,7 @@ function target(
 }
 
 async function withClient<T>(server: string | undefined, fn: (c: ChronactaClient) => Promise<T>): Promise<T> {
-  const client = new ChronactaClient(server ?? DEFAULT_SERVER);
+  const client = new ChronactaClient(serverAddress(server));
   try {
     return await fn(client);
   } finally {
@@ -589,6 +725,7 @@ async function clusterInit(args: string[]): Promise<number> {
       if (exists) throw new UsageError('chronacta', `${d} already has cluster files; pass --force to replace them`);
     }
   }
+  for (const d of dirs) await makeDataDir(d, dataPaths(d).cluster);
   for (let i = 0; i < n; i++) {
     const m = members[i] as HaMember;
     await writeClusterFiles(dirs[i] as string, clusterFiles(clusterId, members, m.id));
@@ -710,6 +847,7 @@ async function clusterJoinFiles(args: string[]): Promise<number> {
       }
     }
   }
+  await makeDataDir(dir, dataPaths(dir).cluster);
   await writeClusterFiles(dir, joinFiles(s.clusterId, current, self));
   out({ id: self.id, dataDir: dir, advertise: self.advertise, raftAddress: self.raftAddress, clusterId: s.clusterId });
   return 0;
