@@ -19,6 +19,7 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
+import type { PeerCredentials } from './client-auth.js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
 import {
   type CallContext,
@@ -96,6 +97,8 @@ export interface ClusterApiOptions {
   /** How long a `leader` read waits for a new leader to apply earlier terms' entries (default 10,000 ms). */
   readonly leaderReadyMs?: number;
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
+  /** What this member presents when it calls the leader's client port (TLS, token: client-auth.ts). */
+  readonly peer?: PeerCredentials;
 }
 
 export interface ClusterApi {
@@ -263,12 +266,14 @@ class FollowerReadGate {
   constructor(
     private readonly store: EventStore,
     private readonly bounds: FollowerReadBounds,
+    private readonly peer: PeerCredentials,
   ) {}
 
   private clientFor(address: string): ChronactaClient {
     if (this.client?.address !== address) {
       this.client?.close();
       this.client = new ChronactaClient(address, {
+        ...this.peer,
         deadlineMs: Math.max(50, Math.min(this.bounds.maxReadStalenessMs, 2000)),
       });
     }
@@ -358,7 +363,7 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
   if (!routes) throw haError(HaErrorCode.BAD_CONFIG, `no gRPC server of this process listens on port ${port}`);
   if (!store.clusterStatus()) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
   const bounds = followerReadBounds(opts);
-  const gate = new FollowerReadGate(store, bounds);
+  const gate = new FollowerReadGate(store, bounds, opts.peer ?? {});
   const status = () => store.clusterStatus() as ReplicatedLogStatus;
   const log = replicatedLogOf(store);
   /** One election timeout and a half: how long a deposed leader may take to learn who leads. */
