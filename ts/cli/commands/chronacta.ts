@@ -440,6 +440,21 @@ interface ClientFlagValues {
   'token-file'?: string | undefined;
 }
 
+/**
+ * grpc-js sends the host it dials as the TLS server name (SNI) even when it is an IP address,
+ * which RFC 6066 does not allow: Node ignores it (the certificate is still checked against the
+ * IP address) and prints a DeprecationWarning (DEP0123) that would end up in every TLS
+ * command's output. This drops that one warning, and only in the CLI.
+ */
+function quietIpServerName(): void {
+  const emit = process.emitWarning;
+  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+    const code = typeof rest[0] === 'object' && rest[0] !== null ? (rest[0] as { code?: string }).code : rest[1];
+    if (code === 'DEP0123') return;
+    (emit as (...a: unknown[]) => void).call(process, warning, ...rest);
+  }) as typeof process.emitWarning;
+}
+
 /** A client of --server with the TLS files and token the flags (or PLEXUS_CHRONACTA_TOKEN) give. */
 async function withClient<T>(flags: ClientFlagValues, fn: (c: ChronactaClient) => Promise<T>): Promise<T> {
   const security = clientSecurityFromFiles({
@@ -450,6 +465,7 @@ async function withClient<T>(flags: ClientFlagValues, fn: (c: ChronactaClient) =
     ...(flags['server-name'] !== undefined ? { serverName: flags['server-name'] } : {}),
     ...(flags['token-file'] !== undefined ? { tokenFile: flags['token-file'] } : {}),
   });
+  if (security.tls) quietIpServerName();
   const client = new ChronactaClient(flags.server ?? DEFAULT_SERVER, security);
   try {
     return await fn(client);
