@@ -311,6 +311,8 @@ async function serve(args: string[]): Promise<number> {
     throw new UsageError('chronacta', `--heap-growing-percent takes 0 to ${MAX_HEAP_GROWING_PERCENT}`);
   }
   const heapGrowingPercent = applyHeapGrowingPercent(heapGrowing);
+  // A member with TLS dials its leader's client port by IP address (follower-read probes).
+  if (clientAuth.certFile !== undefined) quietIpServerName();
   const server = await startServer({
     dataDir: values.data ?? 'data',
     host: values.host ?? '127.0.0.1',
