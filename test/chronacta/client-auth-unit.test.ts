@@ -130,6 +130,29 @@ describe('the TLS files', async () => {
     }
   });
 
+  it('warns about an expired certificate (and still loads it)', async () => {
+    const old = await issueRankCertificate(ca, {
+      jobId,
+      rank: 2,
+      host: '127.0.0.1',
+      notBefore: new Date(Date.now() - 10 * 86_400_000),
+      notAfter: new Date(Date.now() - 86_400_000),
+    });
+    const warnings: string[] = [];
+    const sec = loadClientPortSecurity(
+      { certFile: file('old.pem', old.cert), keyFile: file('old-key.pem', old.key) },
+      { warn: (m) => warnings.push(m) },
+    );
+    sec.close();
+    expect(warnings.some((w) => w.includes('has expired'))).toBe(true);
+    const fresh: string[] = [];
+    loadClientPortSecurity(
+      { certFile: file('fresh.pem', a.cert), keyFile: file('fresh-key.pem', a.key) },
+      { warn: (m) => fresh.push(m) },
+    ).close();
+    expect(fresh).toEqual([]);
+  });
+
   it('refuses a key of another certificate, missing halves and a CA without TLS', () => {
     const cert = file('a2.pem', a.cert);
     const otherKey = file('b-key.pem', b.key);

@@ -170,6 +170,27 @@ export function loadTlsFiles(opts: ClientPortSecurityOptions): SecureContextOpti
   return context;
 }
 
+/** Warns when the server certificate is expired or not valid yet (it is served all the same). */
+function warnValidity(context: SecureContextOptions, file: string, logger: StorageLogger | undefined): void {
+  try {
+    const x = new X509Certificate(context.cert as Buffer);
+    const now = Date.now();
+    if (Date.parse(x.validTo) < now) {
+      logger?.warn('chronacta: the client port certificate has expired; clients will refuse it', {
+        file,
+        validTo: x.validTo,
+      });
+    } else if (Date.parse(x.validFrom) > now) {
+      logger?.warn('chronacta: the client port certificate is not valid yet; clients will refuse it', {
+        file,
+        validFrom: x.validFrom,
+      });
+    }
+  } catch {
+    // loadTlsFiles read it already
+  }
+}
+
 /** The tokens of a tokens file: one a line, `#` lines and blank lines skipped, each checked. */
 export function parseTokens(text: string, file: string): string[] {
   const tokens: string[] = [];
@@ -264,6 +285,7 @@ export function loadClientPortSecurity(
     throw badTls('the reload interval takes 10 to 3600000 ms');
   }
   let context = tlsOn ? loadTlsFiles(opts) : undefined;
+  if (context) warnValidity(context, opts.certFile as string, logger);
   let tokens = opts.authTokensFile !== undefined ? loadTokens(opts.authTokensFile) : undefined;
   for (const f of [opts.keyFile, opts.authTokensFile]) {
     if (f && readableByOthers(f)) {
@@ -285,6 +307,7 @@ export function loadClientPortSecurity(
           const next = loadTlsFiles(opts);
           server.setSecureContext(next);
           context = next;
+          warnValidity(next, opts.certFile as string, logger);
           logger?.info?.('chronacta: reloaded the client port certificate', { certFile: opts.certFile });
         } catch (e) {
           logger?.warn('chronacta: the changed TLS files were not taken; the server keeps its certificate', {

@@ -393,7 +393,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
         ...(options.maxReadLag !== undefined ? { maxReadLag: options.maxReadLag } : {}),
         ...(options.maxReadStalenessMs !== undefined ? { maxReadStalenessMs: options.maxReadStalenessMs } : {}),
         ...(options.logger ? { logger: options.logger } : {}),
-        peer: security.peerCredentials(),
+        peer: () => security.peerCredentials(),
       });
     } catch (e) {
       security.close();
