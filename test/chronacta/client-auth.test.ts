@@ -267,6 +267,28 @@ describe('the client port over TLS', () => {
         expect(without.code).toBe(1);
         expect(without.stderr).toContain('PLX_CHRONACTA_UNAVAILABLE');
         expect((await good.readStream('s-1')).events.map((e) => e.type)).toEqual(['trusted', 'cli']);
+        // A subscription over mutual TLS, from the library and the CLI.
+        const sub = good.subscribe({ stream: 's-1', fromVersion: 'start' });
+        const seen: string[] = [];
+        for await (const m of sub) {
+          if (m.kind === 'event') seen.push(m.event.type);
+          if (seen.length === 2) break;
+        }
+        sub.close();
+        expect(seen).toEqual(['trusted', 'cli']);
+        const subscribed = await run([
+          'subscribe',
+          's-1',
+          '--count',
+          '2',
+          ...args,
+          '--cert',
+          join(root, 'mtls-client-cert.pem'),
+          '--key',
+          join(root, 'mtls-client-key.pem'),
+        ]);
+        expect(subscribed.code, subscribed.stderr).toBe(0);
+        expect(subscribed.stdout).toContain('"cli"');
         // The refused handshakes are reported (rate-limited) on stderr.
         await until(
           async () => (s.stderr().includes('refused a TLS connection') ? true : undefined),
