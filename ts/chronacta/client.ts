@@ -7,6 +7,7 @@
  *   for await (const m of client.subscribe({ all: true })) if (m.kind === 'event') ...
  */
 import * as grpc from '@grpc/grpc-js';
+import { type ClientTls, channelSecurity, checkToken } from './client-credentials.js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
 import {
   CHANNEL_OPTIONS,
@@ -68,6 +69,14 @@ export interface ClientOptions {
   readonly readConsistency?: ReadConsistency;
   /** Follow a read refusal that names the leader by reading there (default true). */
   readonly followReadRedirects?: boolean;
+  /**
+   * Dial with TLS (absent: plaintext): `ca` the server's certificate must chain to (default
+   * Node's CA list), `cert` and `key` for a server that asks for client certificates. The
+   * leaders that redirects name are dialled with the same settings.
+   */
+  readonly tls?: ClientTls;
+  /** A bearer token sent with every call (`authorization: Bearer <token>`), for a server with a tokens file. */
+  readonly token?: string;
 }
 
 export type ReadConsistency = 'leader' | 'follower';
@@ -189,6 +198,8 @@ export class ChronactaClient {
   private readonly peers = new Map<string, ChronactaClient>();
   /** The last leader a redirect named: keyed appends go there first. */
   private leaderHint: string | undefined;
+  /** `Bearer <token>`, sent with every call (absent: no token). */
+  private readonly authorization: string | undefined;
 
   /** `address` is `host:port` of a Chronacta server. */
   constructor(
@@ -199,10 +210,12 @@ export class ChronactaClient {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'the client needs an address host:port');
     }
     const defs = definitions();
-    const creds = grpc.credentials.createInsecure();
-    this.store = new defs.EventStore(address, creds, CHANNEL_OPTIONS);
+    const { credentials: creds, options: secureOptions } = channelSecurity(opts.tls);
+    if (opts.token !== undefined) this.authorization = `Bearer ${checkToken(opts.token)}`;
+    this.store = new defs.EventStore(address, creds, { ...CHANNEL_OPTIONS, ...secureOptions });
     this.cluster = new defs.ClusterService(address, creds, {
       ...CHANNEL_OPTIONS,
+      ...secureOptions,
       // One connection for both services.
       channelOverride: this.store.getChannel(),
     });
@@ -229,11 +242,18 @@ export class ChronactaClient {
     return c;
   }
 
+  /** A call's request metadata: the bearer token, when there is one. */
+  private metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.authorization !== undefined) md.set('authorization', this.authorization);
+    return md;
+  }
+
   private call<T>(client: grpc.Client, method: string, req: unknown): Promise<T> {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
     const opts: grpc.CallOptions = this.deadlineMs > 0 ? { deadline: Date.now() + this.deadlineMs } : {};
     return new Promise<T>((resolve, reject) => {
-      fn.call(client, req, new grpc.Metadata(), opts, (err, res) => {
+      fn.call(client, req, this.metadata(), opts, (err, res) => {
         if (err) reject(fromServiceError(err));
         else resolve(res as T);
       });
@@ -250,7 +270,7 @@ export class ChronactaClient {
   ): Promise<{ res: T; trailers: grpc.Metadata | undefined }> {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
     const opts: grpc.CallOptions = deadlineMs > 0 ? { deadline: Date.now() + deadlineMs } : {};
-    const md = new grpc.Metadata();
+    const md = this.metadata();
     for (const [k, v] of Object.entries(headers)) md.set(k, v);
     return new Promise((resolve, reject) => {
       let res: T | undefined;
@@ -608,7 +628,7 @@ export class ChronactaClient {
         req: unknown,
         md: grpc.Metadata,
       ) => grpc.ClientReadableStream<WireSubscribeResponse>;
-      const md = new grpc.Metadata();
+      const md = at.metadata();
       md.set(CONSISTENCY_HEADER, m);
       const c = fn.call(at.store, request, md);
       c.on('data', (w: WireSubscribeResponse) => {

@@ -19,6 +19,7 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
+import type { PeerCredentials } from './client-auth.js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
 import {
   type CallContext,
@@ -96,6 +97,11 @@ export interface ClusterApiOptions {
   /** How long a `leader` read waits for a new leader to apply earlier terms' entries (default 10,000 ms). */
   readonly leaderReadyMs?: number;
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
+  /**
+   * What this member presents when it calls the leader's client port (TLS, token:
+   * client-auth.ts); asked at each call, so reloaded files are used.
+   */
+  readonly peer?: () => PeerCredentials;
 }
 
 export interface ClusterApi {
@@ -259,16 +265,23 @@ class FollowerReadGate {
   private heard: { at: number; leader: number; lastPosition: bigint } | undefined;
   private probing: Promise<void> | undefined;
   private client: ChronactaClient | undefined;
+  /** The credentials `client` was made with (it is made again when they change). */
+  private peerKey = '';
 
   constructor(
     private readonly store: EventStore,
     private readonly bounds: FollowerReadBounds,
+    private readonly peer: () => PeerCredentials,
   ) {}
 
   private clientFor(address: string): ChronactaClient {
-    if (this.client?.address !== address) {
+    const peer = this.peer();
+    const key = `${peer.tls ? `${peer.tls.ca ?? ''}|${peer.tls.cert ?? ''}|${peer.tls.key ?? ''}` : 'plain'}|${peer.token ?? ''}`;
+    if (this.client?.address !== address || this.peerKey !== key) {
       this.client?.close();
+      this.peerKey = key;
       this.client = new ChronactaClient(address, {
+        ...peer,
         deadlineMs: Math.max(50, Math.min(this.bounds.maxReadStalenessMs, 2000)),
       });
     }
@@ -358,7 +371,7 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
   if (!routes) throw haError(HaErrorCode.BAD_CONFIG, `no gRPC server of this process listens on port ${port}`);
   if (!store.clusterStatus()) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
   const bounds = followerReadBounds(opts);
-  const gate = new FollowerReadGate(store, bounds);
+  const gate = new FollowerReadGate(store, bounds, opts.peer ?? (() => ({})));
   const status = () => store.clusterStatus() as ReplicatedLogStatus;
   const log = replicatedLogOf(store);
   /** One election timeout and a half: how long a deposed leader may take to learn who leads. */

@@ -34,6 +34,12 @@ export const ChronactaCode = {
   SUBSCRIPTION_DROPPED: 'PLX_CHRONACTA_SUBSCRIPTION_DROPPED',
   /** A fault inside the server or a response the client cannot read. */
   INTERNAL: 'PLX_CHRONACTA_INTERNAL',
+  /** A call without a bearer token the server's tokens file holds (gRPC UNAUTHENTICATED). */
+  UNAUTHENTICATED: 'PLX_CHRONACTA_UNAUTHENTICATED',
+  /** A TLS certificate, key or CA file of the client port (server or client) that cannot be used. */
+  BAD_TLS: 'PLX_CHRONACTA_BAD_TLS',
+  /** A tokens file (server) or token (client) that cannot be used. */
+  BAD_TOKENS: 'PLX_CHRONACTA_BAD_TOKENS',
 } as const;
 
 export type ChronactaCodeName = (typeof ChronactaCode)[keyof typeof ChronactaCode];

@@ -94,6 +94,10 @@ export interface GrpcServerOptions {
   readonly statusOf: (e: unknown) => CallStatus;
   /** Called when a call ends: its method path and status code. */
   readonly onEnd?: (path: string, code: number) => void;
+  /** TLS: serve over `http2.createSecureServer` with these options (client-auth.ts); absent: plaintext. */
+  readonly tls?: http2.SecureServerOptions;
+  /** Checks a call's headers before its method is looked up; a status refuses the call with it. */
+  readonly authenticate?: (headers: http2.IncomingHttpHeaders) => CallStatus | undefined;
 }
 
 /** The methods of a running server by path: read, add or wrap them while it serves. */
@@ -105,6 +109,8 @@ export interface GrpcRoutes {
 export interface GrpcServer {
   readonly port: number;
   readonly routes: GrpcRoutes;
+  /** The TLS server, when it serves TLS (for `setSecureContext`). */
+  readonly secure: http2.Http2SecureServer | undefined;
   /** Stops taking connections, lets running calls finish (at most `graceMs`), then closes the rest. */
   close(graceMs?: number): Promise<void>;
 }
@@ -196,11 +202,13 @@ export async function startGrpcServer(
       table.set(path, method);
     },
   };
-  const server = http2.createServer({
+  const serverOptions: http2.ServerOptions = {
     maxSessionMemory: Number.MAX_SAFE_INTEGER,
     maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
     settings: { initialWindowSize: 1 << 20 },
-  });
+  };
+  const secure = opts.tls ? http2.createSecureServer({ ...serverOptions, ...opts.tls }) : undefined;
+  const server = secure ?? http2.createServer(serverOptions);
   server.on('session', (s) => {
     sessions.add(s);
     s.on('close', () => sessions.delete(s));
@@ -223,6 +231,11 @@ export async function startGrpcServer(
       return;
     }
     const call = new Call(stream, path, opts, headers);
+    const refused = opts.authenticate?.(headers);
+    if (refused) {
+      call.finish(refused);
+      return;
+    }
     const method = table.get(path);
     if (!method) {
       call.finish({ code: GrpcStatus.UNIMPLEMENTED, details: `the server has no method ${path}` });
@@ -260,6 +273,7 @@ export async function startGrpcServer(
   return {
     port: bound,
     routes,
+    secure,
     close(graceMs = 2000) {
       if (running.get(bound) === routes) running.delete(bound);
       return new Promise<void>((resolve) => {

@@ -13,6 +13,15 @@ export {
   type ReadInfo,
   type SubscribeOptions,
 } from './client.js';
+export {
+  type ClientPortSecurityOptions,
+  exposureWarning,
+  isLoopback,
+  MAX_TOKEN_LENGTH,
+  MAX_TOKENS,
+  MIN_TOKEN_LENGTH,
+} from './client-auth.js';
+export { type ClientSecurityFiles, type ClientTls, clientSecurityFromFiles, TOKEN_ENV } from './client-credentials.js';
 export { ChronactaCode, type ChronactaCodeName, isWrongExpectedVersion } from './errors.js';
 export { type ChronactaServer, type ServerOptions, startServer } from './server.js';
 export { DEFAULT_IDEMPOTENCY_TTL_MS, EventStore, type StoreObserver, type StoreOptions } from './store.js';

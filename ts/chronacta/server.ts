@@ -13,6 +13,7 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { isPlexusError } from '../core/errors.js';
 import type { FsyncMode, StorageLogger } from '../storage/types.js';
+import { type ClientPortSecurityOptions, exposureWarning, loadClientPortSecurity } from './client-auth.js';
 import { attachClusterApi, type ClusterApi } from './cluster-api.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import { type CallContext, frame, type GrpcMethod, type ServerStream, startGrpcServer } from './grpc-server.js';
@@ -32,6 +33,7 @@ import {
   type WireLong,
   type WireSubscribeRequest,
 } from './proto.js';
+import { checkTextFields, directionOf, TEXT_FIELDS } from './request-check.js';
 import { toCallStatus } from './status.js';
 import { EventStore } from './store.js';
 import {
@@ -41,7 +43,7 @@ import {
   type SubscriptionSink,
   type SubscriptionStats,
 } from './subscription.js';
-import type { Direction, SubscriptionMessage } from './types.js';
+import type { SubscriptionMessage } from './types.js';
 import { decodeAppendRequest, encodeAppendResponseFrame } from './wire.js';
 
 export interface ServerOptions {
@@ -79,6 +81,11 @@ export interface ServerOptions {
   readonly maxReadLag?: number;
   /** Cluster mode: how long ago a follower must have heard the leader's commit (default one election timeout). */
   readonly maxReadStalenessMs?: number;
+  /**
+   * TLS and client authentication of the gRPC port (client-auth.ts; default none: plaintext
+   * and no authentication, with a warning through `logger` when `host` is not loopback).
+   */
+  readonly clientAuth?: ClientPortSecurityOptions;
 }
 
 export interface ChronactaServer {
@@ -91,13 +98,11 @@ export interface ChronactaServer {
   readonly metrics: ChronactaMetrics;
   /** Cluster mode: the membership methods, the follower-read gate and cluster.json upkeep. */
   readonly clusterApi: ClusterApi | undefined;
+  /** How the gRPC port is secured. */
+  readonly security: { readonly tls: boolean; readonly clientCertAuth: boolean; readonly tokens: boolean };
   /** Statistics of the open subscriptions. */
   subscriptions(): SubscriptionStats[];
   close(): Promise<void>;
-}
-
-function dir(v: string | undefined): Direction {
-  return v === 'BACKWARDS' ? 'backwards' : 'forwards';
 }
 
 function optionalBig(v: WireLong | undefined, what: string): bigint | undefined {
@@ -113,6 +118,10 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     throw chronactaError(ChronactaCode.BAD_INPUT, 'startServer needs options with a dataDir');
   }
   const host = options.host ?? '127.0.0.1';
+  // The files are read (and refused) before the store opens.
+  const security = loadClientPortSecurity(options.clientAuth, options.logger);
+  const exposed = exposureWarning(host, security);
+  if (exposed) options.logger?.warn(exposed);
   const metrics = new ChronactaMetrics();
   let replication: Omit<ReplicatedLogOptions, 'dir'> | undefined;
   let clusterPort: number | undefined;
@@ -153,6 +162,8 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     methods.set(def.path, {
       kind: 'unary',
       handle: async (request: Buffer) => {
+        const text = TEXT_FIELDS[name];
+        if (text) checkTextFields(request, name, text);
         const res = await fn(decodeRequest(def, name, request) as Req);
         return frame(def.responseSerialize(res));
       },
@@ -180,7 +191,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
       const fromVersion = req.from === 'fromVersion' ? optionalBig(req.fromVersion, 'fromVersion') : undefined;
       const maxCount = count(req.maxCount);
       const r = await store.readStream(req.stream, {
-        direction: dir(req.direction),
+        direction: directionOf(req.direction, 'ReadStream'),
         ...(fromVersion !== undefined ? { fromVersion } : {}),
         ...(maxCount !== undefined ? { maxCount } : {}),
         types: req.types ?? [],
@@ -208,7 +219,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
       const fromPosition = req.from === 'fromPosition' ? optionalBig(req.fromPosition, 'fromPosition') : undefined;
       const maxCount = count(req.maxCount);
       const r = await store.readAll({
-        direction: dir(req.direction),
+        direction: directionOf(req.direction, 'ReadAll'),
         ...(fromPosition !== undefined ? { fromPosition } : {}),
         ...(maxCount !== undefined ? { maxCount } : {}),
         ...(req.streamPrefix ? { streamPrefix: req.streamPrefix } : {}),
@@ -341,6 +352,8 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   try {
     grpcServer = await startGrpcServer(host, options.port ?? clusterPort ?? 0, methods, {
       maxMessageBytes: MAX_MESSAGE_BYTES,
+      ...(security.tls ? { tls: security.tls } : {}),
+      ...(security.tokens ? { authenticate: security.authenticate } : {}),
       statusOf: (e: unknown) => {
         if (!isPlexusError(e)) options.logger?.warn('chronacta: unexpected failure in a call', { error: String(e) });
         return toCallStatus(e);
@@ -365,6 +378,8 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     );
   }
   const port = grpcServer.port;
+  if (grpcServer.secure) security.watch(grpcServer.secure);
+  else security.watch(undefined);
   const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   // Cluster mode keeps the addresses `cluster init` wrote: every member knows them.
   if (!replication) cluster = await recordAddress(prepared, address);
@@ -378,8 +393,10 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
         ...(options.maxReadLag !== undefined ? { maxReadLag: options.maxReadLag } : {}),
         ...(options.maxReadStalenessMs !== undefined ? { maxReadStalenessMs: options.maxReadStalenessMs } : {}),
         ...(options.logger ? { logger: options.logger } : {}),
+        peer: () => security.peerCredentials(),
       });
     } catch (e) {
+      security.close();
       await grpcServer.close(0);
       await store.close();
       throw e;
@@ -396,6 +413,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
           : {}),
       });
     } catch (e) {
+      security.close();
       await grpcServer.close(0);
       await store.close();
       throw chronactaError(
@@ -421,6 +439,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     store,
     metrics,
     clusterApi,
+    security: { tls: security.tls !== undefined, clientCertAuth: security.clientCertAuth, tokens: security.tokens },
     subscriptions: () => [...subs].map((s) => ({ ...s.stats })),
     close() {
       if (!closing) {
@@ -428,6 +447,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
           if (compactTimer) clearInterval(compactTimer);
           for (const s of subs) s.close();
           clusterApi?.close();
+          security.close();
           await grpcServer.close(2000);
           await metricsServer?.close();
           await store.close();

@@ -29,6 +29,9 @@ const STATUS_OF: Record<ChronactaCodeName, status> = {
   PLX_CHRONACTA_TIMEOUT: status.DEADLINE_EXCEEDED,
   PLX_CHRONACTA_SUBSCRIPTION_DROPPED: status.CANCELLED,
   PLX_CHRONACTA_INTERNAL: status.INTERNAL,
+  PLX_CHRONACTA_UNAUTHENTICATED: status.UNAUTHENTICATED,
+  PLX_CHRONACTA_BAD_TLS: status.FAILED_PRECONDITION,
+  PLX_CHRONACTA_BAD_TOKENS: status.FAILED_PRECONDITION,
 };
 
 /** Cluster mode: a follower's refusal carries the leader's address (also in the `leader-address` trailer). */
@@ -100,6 +103,7 @@ const CODE_OF_STATUS: Partial<Record<status, ChronactaCodeName>> = {
   [status.DATA_LOSS]: ChronactaCode.CORRUPT,
   [status.DEADLINE_EXCEEDED]: ChronactaCode.TIMEOUT,
   [status.CANCELLED]: ChronactaCode.SUBSCRIPTION_DROPPED,
+  [status.UNAUTHENTICATED]: ChronactaCode.UNAUTHENTICATED,
 };
 
 /** The PlexusError a failed call stands for, on the client. */

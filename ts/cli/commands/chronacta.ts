@@ -1,6 +1,7 @@
 import { access, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ChronactaClient, type ReadConsistency } from '../../chronacta/client.js';
+import { clientSecurityFromFiles } from '../../chronacta/client-credentials.js';
 import { findDataLogs, truncateDamagedTail } from '../../chronacta/data-dir-logs.js';
 import { ChronactaCode, chronactaError } from '../../chronacta/errors.js';
 import { checkAddress, type HaMember } from '../../chronacta/ha/config.js';
@@ -68,6 +69,21 @@ const HELP = [
   '        made by `cluster init` of this version; absent, so off, in older ones: set',
   '        it only once every member runs a plexus that applies several appends per',
   '        entry, this one or later).',
+  '  serve ... [--cert-file F --key-file F] [--trusted-ca-file F] [--client-cert-auth]',
+  '        [--auth-tokens-file F]                        (also with --cluster)',
+  '        Secures the gRPC port (etcd\'s flags; docs/chronacta.md, "Securing the client',
+  '        port"). --cert-file and --key-file (PEM): serve TLS 1.3 with this certificate.',
+  '        --client-cert-auth: refuse, in the TLS handshake, a client without a',
+  '        certificate that chains to --trusted-ca-file (PEM CA certificates; in',
+  '        cluster mode also what a member trusts when it calls the leader).',
+  '        --auth-tokens-file: a call must carry "authorization: Bearer T" with a',
+  '        token T of the file (one a line, 16 to 4096 printable ASCII characters, # for',
+  '        comments), or it ends UNAUTHENTICATED (PLX_CHRONACTA_UNAUTHENTICATED). With',
+  '        both, a call needs both. The files are checked every second: a changed',
+  '        certificate, key, CA or tokens file is taken for new connections and calls; a',
+  '        changed file that cannot be used is not (the old one stays, a warning says',
+  '        why). Default: plaintext, no authentication; on an address that is not',
+  '        loopback, serve warns on stderr at start.',
   '  cluster init --members N --root DIR [--base-port P] [--cluster-id ID]',
   '        [--advertise A1,A2,...] [--raft R1,R2,...] [--force]',
   '        Writes the cluster files of N members on loopback into DIR/node-1 ..',
@@ -131,7 +147,16 @@ const HELP = [
   '        Prints events as they come (and {"caughtUp"} once live); with --count,',
   '        exits after N events.',
   '',
-  `--server defaults to ${DEFAULT_SERVER} (host:port, a port from 1 to 65535).`,
+  `--server defaults to ${DEFAULT_SERVER} (host:port, a port from 1 to 65535). Every command that`,
+  'calls a server (append, read, subscribe, cluster status, join-files, add, promote, transfer,',
+  'remove) also takes:',
+  '  --cacert F       TLS: trust the CA certificates in F (PEM) for the server',
+  '  --tls            TLS with the system CA list (implied by --cacert, --cert)',
+  '  --cert F --key F TLS: present this client certificate and key (PEM)',
+  '  --server-name N  the name the server certificate must carry, when not the host',
+  '  --token-file F   send the bearer token on the first line of F; without it, the',
+  '                   token in PLEXUS_CHRONACTA_TOKEN (if set). Never printed.',
+  'A redirect to the leader is followed with the same TLS settings and token.',
   '',
   'Exit status: 0 on success; 1 when the work failed, with "plexus: error CODE: message" on',
   'standard error (a refused call, a bad --events file: PLX_CHRONACTA_BAD_INPUT or',
@@ -142,6 +167,10 @@ const HELP = [
   '',
   'Examples:',
   '  plexus chronacta serve --data /var/lib/chronacta --port 2113 --metrics-port 2114',
+  '  plexus chronacta serve --host 0.0.0.0 --cert-file server.pem --key-file server-key.pem \\',
+  '      --trusted-ca-file clients-ca.pem --client-cert-auth',
+  '  plexus chronacta read --all --server db1.example:2113 --cacert ca.pem \\',
+  '      --cert me.pem --key me-key.pem',
   '  plexus chronacta append orders-1 --type placed --data \'{"total":3}\' --expected-version no_stream',
   '  plexus chronacta read --all --max-count 10',
   '  plexus chronacta cluster init --members 3 --root /var/lib/chronacta',
@@ -323,10 +352,22 @@ async function serve(args: string[]): Promise<number> {
       'group-commit-bytes': { type: 'string' },
       'heap-growing-percent': { type: 'string' },
       'truncate-damaged-tail': { type: 'boolean' },
+      'cert-file': { type: 'string' },
+      'key-file': { type: 'string' },
+      'trusted-ca-file': { type: 'string' },
+      'client-cert-auth': { type: 'boolean' },
+      'auth-tokens-file': { type: 'string' },
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
   const clustered = values.cluster === true;
+  const clientAuth = {
+    ...(values['cert-file'] !== undefined ? { certFile: values['cert-file'] } : {}),
+    ...(values['key-file'] !== undefined ? { keyFile: values['key-file'] } : {}),
+    ...(values['trusted-ca-file'] !== undefined ? { trustedCaFile: values['trusted-ca-file'] } : {}),
+    ...(values['client-cert-auth'] ? { clientCertAuth: true } : {}),
+    ...(values['auth-tokens-file'] !== undefined ? { authTokensFile: values['auth-tokens-file'] } : {}),
+  };
   const tickMs = num('tick-ms', values['tick-ms']);
   const maxLag = num('readiness-max-replication-lag', values['readiness-max-replication-lag']);
   const maxReadLag = num('max-read-lag', values['max-read-lag']);
@@ -374,6 +415,8 @@ async function serve(args: string[]): Promise<number> {
       await truncateDamagedTail(l.dir, warnLogger);
     }
   }
+  // A member with TLS dials its leader's client port by IP address (follower-read probes).
+  if (clientAuth.certFile !== undefined) quietIpServerName();
   const server = await startServer({
     dataDir: values.data ?? 'data',
     host: values.host ?? '127.0.0.1',
@@ -392,13 +435,14 @@ async function serve(args: string[]): Promise<number> {
         }
       : {}),
     metricsPort: port('metrics-port', values['metrics-port']) ?? 2114,
+    clientAuth,
     ...(fsync ? { fsync } : {}),
     ...(segmentBytes !== undefined ? { segmentBytes } : {}),
     ...(compactEveryMs !== undefined ? { compactEveryMs } : {}),
     logger: {
       warn: (message, details) =>
         process.stderr.write(
-          `plexus chronacta: ${message} ${JSON.stringify(details ?? {}, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}\n`,
+          `plexus chronacta: ${message}${details === undefined ? '' : ` ${JSON.stringify(details, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`}\n`,
         ),
     },
   });
@@ -412,6 +456,7 @@ async function serve(args: string[]): Promise<number> {
     dataDir: server.store.dataDir,
     lastPosition: server.store.lastPosition,
     heapGrowingPercent,
+    security: server.security,
     ...(clustered ? { cluster: true, id: server.store.clusterStatus()?.id, join: joining } : {}),
     ...(api ? { followerReads: api.bounds } : {}),
   });
@@ -514,8 +559,54 @@ function target(
   return { stream: positionals[0] as string, fromVersion: f ?? 'start' };
 }
 
-async function withClient<T>(server: string | undefined, fn: (c: ChronactaClient) => Promise<T>): Promise<T> {
-  const client = new ChronactaClient(serverAddress(server));
+/** The flags of every command that calls a server: its address, TLS and bearer token. */
+const CLIENT_FLAGS = {
+  server: { type: 'string' },
+  tls: { type: 'boolean' },
+  cacert: { type: 'string' },
+  cert: { type: 'string' },
+  key: { type: 'string' },
+  'server-name': { type: 'string' },
+  'token-file': { type: 'string' },
+} as const;
+
+interface ClientFlagValues {
+  server?: string | undefined;
+  tls?: boolean | undefined;
+  cacert?: string | undefined;
+  cert?: string | undefined;
+  key?: string | undefined;
+  'server-name'?: string | undefined;
+  'token-file'?: string | undefined;
+}
+
+/**
+ * grpc-js sends the host it dials as the TLS server name (SNI) even when it is an IP address,
+ * which RFC 6066 does not allow: Node ignores it (the certificate is still checked against the
+ * IP address) and prints a DeprecationWarning (DEP0123) that would end up in every TLS
+ * command's output. This drops that one warning, and only in the CLI.
+ */
+function quietIpServerName(): void {
+  const emit = process.emitWarning;
+  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+    const code = typeof rest[0] === 'object' && rest[0] !== null ? (rest[0] as { code?: string }).code : rest[1];
+    if (code === 'DEP0123') return;
+    (emit as (...a: unknown[]) => void).call(process, warning, ...rest);
+  }) as typeof process.emitWarning;
+}
+
+/** A client of --server with the TLS files and token the flags (or PLEXUS_CHRONACTA_TOKEN) give. */
+async function withClient<T>(flags: ClientFlagValues, fn: (c: ChronactaClient) => Promise<T>): Promise<T> {
+  const security = clientSecurityFromFiles({
+    ...(flags.tls ? { tls: true } : {}),
+    ...(flags.cacert !== undefined ? { caFile: flags.cacert } : {}),
+    ...(flags.cert !== undefined ? { certFile: flags.cert } : {}),
+    ...(flags.key !== undefined ? { keyFile: flags.key } : {}),
+    ...(flags['server-name'] !== undefined ? { serverName: flags['server-name'] } : {}),
+    ...(flags['token-file'] !== undefined ? { tokenFile: flags['token-file'] } : {}),
+  });
+  if (security.tls) quietIpServerName();
+  const client = new ChronactaClient(serverAddress(flags.server), security);
   try {
     return await fn(client);
   } finally {
@@ -528,7 +619,7 @@ async function append(args: string[]): Promise<number> {
     args,
     allowPositionals: true,
     options: {
-      server: { type: 'string' },
+      ...CLIENT_FLAGS,
       type: { type: 'string' },
       data: { type: 'string' },
       metadata: { type: 'string' },
@@ -555,7 +646,7 @@ async function append(args: string[]): Promise<number> {
     ];
   }
   const expected = expectedVersion(values['expected-version']);
-  const r = await withClient(values.server, (c) =>
+  const r = await withClient(values, (c) =>
     c.append(positionals[0] as string, events, {
       ...(expected !== undefined ? { expectedVersion: expected } : {}),
       ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
@@ -570,7 +661,7 @@ async function read(args: string[]): Promise<number> {
     args,
     allowPositionals: true,
     options: {
-      server: { type: 'string' },
+      ...CLIENT_FLAGS,
       all: { type: 'boolean' },
       from: { type: 'string' },
       backwards: { type: 'boolean' },
@@ -591,7 +682,7 @@ async function read(args: string[]): Promise<number> {
   const maxCount = num('max-count', values['max-count']);
   const direction = values.backwards ? 'backwards' : 'forwards';
   const from = values.from === undefined ? undefined : big('from', values.from);
-  await withClient(values.server, async (c) => {
+  await withClient(values, async (c) => {
     if ('all' in t) {
       const r = await c.readAll({
         direction,
@@ -623,7 +714,7 @@ async function subscribe(args: string[]): Promise<number> {
     args,
     allowPositionals: true,
     options: {
-      server: { type: 'string' },
+      ...CLIENT_FLAGS,
       all: { type: 'boolean' },
       from: { type: 'string' },
       prefix: { type: 'string' },
@@ -633,7 +724,7 @@ async function subscribe(args: string[]): Promise<number> {
   });
   const t = target('subscribe', positionals, values);
   const limit = num('count', values.count);
-  await withClient(values.server, async (c) => {
+  await withClient(values, async (c) => {
     const sub = c.subscribe(t);
     const stop = () => sub.close();
     process.once('SIGINT', stop);
@@ -738,10 +829,10 @@ async function clusterStatus(args: string[]): Promise<number> {
   const { values, positionals } = parse('chronacta', {
     args,
     allowPositionals: true,
-    options: { server: { type: 'string' } },
+    options: { ...CLIENT_FLAGS },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
-  const s = await withClient(values.server, (c) => c.clusterStatus());
+  const s = await withClient(values, (c) => c.clusterStatus());
   out(s as unknown as Record<string, unknown>);
   return 0;
 }
@@ -797,7 +888,7 @@ function address(name: string, v: string | undefined): string {
 }
 
 const MEMBER_OPTIONS = {
-  server: { type: 'string' },
+  ...CLIENT_FLAGS,
   id: { type: 'string' },
   'raft-address': { type: 'string' },
   advertise: { type: 'string' },
@@ -828,7 +919,7 @@ async function clusterJoinFiles(args: string[]): Promise<number> {
     );
     if (exists) throw new UsageError('chronacta', `${dir} already has cluster files; pass --force to replace them`);
   }
-  const s = await withClient(values.server, (c) => c.clusterStatus());
+  const s = await withClient(values, (c) => c.clusterStatus());
   if (s.mode !== 'cluster') {
     throw new UsageError('chronacta', `the server at ${values.server ?? DEFAULT_SERVER} is not a cluster member`);
   }
@@ -865,7 +956,7 @@ async function clusterAdd(args: string[]): Promise<number> {
   if (catchUpMs !== undefined && (catchUpMs < 1 || catchUpMs > 3_600_000)) {
     throw new UsageError('chronacta', '--catch-up-ms takes 1 to 3600000');
   }
-  const r = await withClient(values.server, (c) =>
+  const r = await withClient(values, (c) =>
     c.addMember(m, { learner: values.learner === true, ...(catchUpMs !== undefined ? { catchUpMs } : {}) }),
   );
   out({ added: m.id, learner: values.learner === true, ...r });
@@ -876,11 +967,11 @@ async function clusterRemove(args: string[]): Promise<number> {
   const { values, positionals } = parse('chronacta', {
     args,
     allowPositionals: true,
-    options: { server: { type: 'string' }, id: { type: 'string' } },
+    options: { ...CLIENT_FLAGS, id: { type: 'string' } },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
   const id = memberId(values.id);
-  const r = await withClient(values.server, (c) => c.removeMember(id));
+  const r = await withClient(values, (c) => c.removeMember(id));
   out({ removed: id, ...r });
   return 0;
 }
@@ -889,7 +980,7 @@ async function clusterPromote(args: string[]): Promise<number> {
   const { values, positionals } = parse('chronacta', {
     args,
     allowPositionals: true,
-    options: { server: { type: 'string' }, id: { type: 'string' }, 'catch-up-ms': { type: 'string' } },
+    options: { ...CLIENT_FLAGS, id: { type: 'string' }, 'catch-up-ms': { type: 'string' } },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
   const id = memberId(values.id);
@@ -897,7 +988,7 @@ async function clusterPromote(args: string[]): Promise<number> {
   if (catchUpMs !== undefined && (catchUpMs < 1 || catchUpMs > 3_600_000)) {
     throw new UsageError('chronacta', '--catch-up-ms takes 1 to 3600000');
   }
-  const r = await withClient(values.server, (c) => c.promoteMember(id, catchUpMs !== undefined ? { catchUpMs } : {}));
+  const r = await withClient(values, (c) => c.promoteMember(id, catchUpMs !== undefined ? { catchUpMs } : {}));
   out({ promoted: id, ...r });
   return 0;
 }
@@ -906,7 +997,7 @@ async function clusterTransfer(args: string[]): Promise<number> {
   const { values, positionals } = parse('chronacta', {
     args,
     allowPositionals: true,
-    options: { server: { type: 'string' }, to: { type: 'string' }, 'timeout-ms': { type: 'string' } },
+    options: { ...CLIENT_FLAGS, to: { type: 'string' }, 'timeout-ms': { type: 'string' } },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
   let to: number | undefined;
@@ -918,7 +1009,7 @@ async function clusterTransfer(args: string[]): Promise<number> {
   if (timeoutMs !== undefined && (timeoutMs < 1 || timeoutMs > 3_600_000)) {
     throw new UsageError('chronacta', '--timeout-ms takes 1 to 3600000');
   }
-  const r = await withClient(values.server, (c) =>
+  const r = await withClient(values, (c) =>
     c.transferLeader({ ...(to !== undefined ? { to } : {}), ...(timeoutMs !== undefined ? { timeoutMs } : {}) }),
   );
   out({ transferred: true, ...r });
