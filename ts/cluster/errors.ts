@@ -33,6 +33,14 @@ export const ClusterCode = {
   HOP_LIMIT: 'PLX_CLUSTER_HOP_LIMIT',
   /** An operation a remote shard store does not offer (truncation, compaction, backward reads). */
   UNSUPPORTED: 'PLX_CLUSTER_UNSUPPORTED',
+  /** A replication factor above 1: nothing replicates shards yet, so the value would be a promise not kept. */
+  REPLICATION_UNSUPPORTED: 'PLX_CLUSTER_REPLICATION_UNSUPPORTED',
+  /** The lease authority's state file cannot be read, is damaged, or belongs to another cluster. */
+  AUTHORITY_STATE: 'PLX_CLUSTER_AUTHORITY_STATE',
+  /** `plexus cluster init` over a directory that already holds a cluster, without `--force`. */
+  EXISTS: 'PLX_CLUSTER_EXISTS',
+  /** A file or directory the command or node config names cannot be read (missing, not a file, no access). */
+  UNREADABLE: 'PLX_CLUSTER_UNREADABLE',
 } as const;
 export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
 
