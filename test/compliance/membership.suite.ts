@@ -96,7 +96,7 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
       }
       // Nothing replicates yet: a node built with a replication factor above 1 is refused
       // before it can join.
-      const e = await rejection(Promise.resolve().then(() => h.make('b', { ...h.meta, replicationFactor: 3 })));
+      const e = await rejection(Promise.resolve().then(() => h!.make('b', { ...h!.meta, replicationFactor: 3 })));
       expect(e.code).toBe('PLX_CLUSTER_REPLICATION_UNSUPPORTED');
       expect(e.details.field).toBe('replicationFactor');
     });

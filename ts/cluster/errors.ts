@@ -39,8 +39,8 @@ export const ClusterCode = {
   AUTHORITY_STATE: 'PLX_CLUSTER_AUTHORITY_STATE',
   /** `plexus cluster init` over a directory that already holds a cluster, without `--force`. */
   EXISTS: 'PLX_CLUSTER_EXISTS',
-  /** A file or directory the command or node config names cannot be read (missing, not a file, no access). */
-  UNREADABLE: 'PLX_CLUSTER_UNREADABLE',
+  /** A file or directory the command or node config names cannot be read or created (missing, not a file or directory, no access). */
+  BAD_PATH: 'PLX_CLUSTER_BAD_PATH',
 } as const;
 export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
 

@@ -8,11 +8,11 @@
  * directory).
  */
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createClusterCa, issueNodeCertificate } from '../net/ca.js';
 import type { ClusterConfig, DetectorConfig, LeaseConfig } from './config.js';
-import { writeFileDurably } from './durable-file.js';
+import { ensureDir, writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { clusterMeta, isDnsLabel, META_FILE, writeClusterMeta } from './meta.js';
 import type { ClusterNodeConfig } from './node.js';
@@ -101,7 +101,7 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       { dir, found },
     );
   }
-  await mkdir(dir, { recursive: true });
+  await ensureDir(dir);
   if (o.force === true) await rm(join(dir, META_FILE), { force: true });
   await writeClusterMeta(dir, meta);
   const ca = await createClusterCa(meta.id);
@@ -112,7 +112,7 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
   const out = new Map<string, string>();
   for (const id of o.nodes) {
     const nd = join(dir, 'nodes', id);
-    await mkdir(nd, { recursive: true });
+    await ensureDir(nd);
     const creds = await issueNodeCertificate(ca, id);
     await writeFileDurably(join(nd, 'cert.pem'), creds.cert);
     await writeFileDurably(join(nd, 'key.pem'), creds.key, 0o600);

@@ -22,6 +22,7 @@ import { rankedOwner } from './authority.js';
 import { BUILTIN_CHARTS } from './charts.js';
 import { decodeReply, encodeRequest } from './codec.js';
 import { type ClusterConfig, clusterConfig, type DetectorConfig, type LeaseConfig } from './config.js';
+import { ensureDir } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
 import { AuthorityHost } from './host.js';
@@ -236,7 +237,7 @@ export async function readNodeConfig(file: string): Promise<ClusterNodeConfig> {
     text = await readFile(file, 'utf8');
   } catch (e) {
     throw clusterError(
-      ClusterCode.UNREADABLE,
+      ClusterCode.BAD_PATH,
       `cannot read the node config ${file}: ${(e as Error).message}`,
       { field: 'file', file },
       e,
@@ -277,7 +278,7 @@ export async function readNodeConfig(file: string): Promise<ClusterNodeConfig> {
   };
 }
 
-/** Reads the PEM files a node config names; a missing or unreadable one is PLX_CLUSTER_UNREADABLE naming it. */
+/** Reads the PEM files a node config names; a missing or unreadable one is PLX_CLUSTER_BAD_PATH naming it. */
 export function readTlsFiles(tls: ClusterNodeConfig['tls']): { cert: string; key: string; ca: string } {
   const read = (field: 'cert' | 'key' | 'ca') => {
     const file = tls[field];
@@ -287,7 +288,7 @@ export function readTlsFiles(tls: ClusterNodeConfig['tls']): { cert: string; key
       return text;
     } catch (e) {
       throw clusterError(
-        ClusterCode.UNREADABLE,
+        ClusterCode.BAD_PATH,
         `cannot read the TLS ${field === 'ca' ? 'CA certificate' : field === 'key' ? 'key' : 'certificate'} ${file} (tls.${field} of the node config): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
         { field: `tls.${field}`, path: `tls.${field}`, file },
         e,
@@ -340,7 +341,7 @@ async function launch(
   tls: { cert: string; key: string; ca: string },
   cleanups: (() => Promise<void> | void)[],
 ): Promise<ClusterNode> {
-  await mkdir(cfg.dataDir, { recursive: true });
+  await ensureDir(cfg.dataDir);
   // The data directory belongs to one cluster: a config whose meta differs is refused.
   await writeClusterMeta(cfg.dataDir, meta);
   const layout = cfg.journal ?? 'per-node';
@@ -357,7 +358,9 @@ async function launch(
   let wire!: Http2Wire;
   if (layout === 'shared') {
     if (cfg.self === storeHostId) {
-      const sh = new StoreHost(cfg.sharedDir ?? join(cfg.dataDir, 'shared'), meta.shardCount, cfg.fsync ?? 'batch');
+      const sharedDir = cfg.sharedDir ?? join(cfg.dataDir, 'shared');
+      await ensureDir(sharedDir);
+      const sh = new StoreHost(sharedDir, meta.shardCount, cfg.fsync ?? 'batch');
       storeHost = sh;
       cleanups.push(() => sh.close());
     }

@@ -41,7 +41,7 @@ const HELP = [
   '  dead-letters DIR',
   '        Lists the dead-letter log of a stopped node whose data directory is DIR',
   '        (frames dropped for a stale fencing epoch or past the hop limit). A DIR that',
-  '        is not a directory is refused (PLX_CLUSTER_UNREADABLE); nothing is created.',
+  '        is not a directory is refused (PLX_CLUSTER_BAD_PATH); nothing is created.',
   '',
   'Exit status: 0 success; 1 a refusal or failure, printed as "plexus: error <CODE>: ..."',
   '(codes in docs/errors.md); 2 a usage mistake (unknown option, missing argument).',
@@ -166,7 +166,7 @@ async function deadLetters(args: string[]): Promise<number> {
   }
   if (!isDir) {
     throw clusterError(
-      ClusterCode.UNREADABLE,
+      ClusterCode.BAD_PATH,
       `${dir} is not a node data directory (${existsSync(dir) ? 'not a directory' : 'it does not exist'}); nothing was created`,
       { file: dir, field: 'dir', missing: !existsSync(dir) },
     );
