@@ -7,12 +7,14 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openJournal } from '../../ts/runtime/log-journal.js';
 import { ROOT } from '../helpers/paths.js';
 import { freePorts } from '../helpers/ports.js';
+import { NodeProc } from './actor-procs.js';
 
 const BIN = join(ROOT, 'dist/cli/main.js');
 // biome-ignore lint/suspicious/noExplicitAny: JSON
@@ -147,6 +149,59 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
         expect(r.stderr).toContain(`tls.${field}`);
       }
       expect(existsSync(join(dir, 'nodes', 'a', 'data'))).toBe(false);
+    });
+
+    it('TLS material that does not fit: a key of another certificate, a certificate of another node or CA', () => {
+      const cases: [string, (c: Json) => void, string][] = [
+        ['key-not-key', (c) => (c.tls.key = 'cert.pem'), 'tls.key'],
+        ['key-mismatch', (c) => (c.tls.key = '../b/key.pem'), 'tls.key'],
+        [
+          'other-node',
+          (c) => {
+            c.tls.cert = '../b/cert.pem';
+            c.tls.key = '../b/key.pem';
+          },
+          'names node "b"',
+        ],
+        ['other-ca', (c) => (c.tls.ca = 'cert.pem'), 'is not signed by the CA'],
+      ];
+      for (const [name, change, says] of cases) {
+        const r = node(variant(name, change));
+        refused(r, 'PLX_CLUSTER_BAD_TLS');
+        expect(r.stderr, name).toContain(says);
+      }
+    });
+
+    it('a member address that is taken or not this machine’s', async () => {
+      const port = Number((good.members[0].address as string).split(':')[1]);
+      const holder = createServer();
+      await new Promise<void>((res) => holder.listen(port, '127.0.0.1', () => res()));
+      try {
+        const r = node(variant('taken', () => {}));
+        refused(r, 'PLX_CLUSTER_LISTEN');
+        expect(r.stderr).toContain('the port is taken');
+      } finally {
+        await new Promise((res) => holder.close(res));
+      }
+      // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never this machine's.
+      refused(node(variant('foreign', (c) => (c.members[0].address = `192.0.2.1:${port}`))), 'PLX_CLUSTER_LISTEN');
+    });
+
+    it('a running node answers bad control commands with an error line and keeps running', async () => {
+      const p = new NodeProc('a', join(dir, 'nodes', 'a', 'node.json'));
+      try {
+        await p.wait((l) => l.ev === 'joined', 'joined', 30_000);
+        const q = p.queue({ cmd: 'route', shard: 0, owner: 'b', epoch: 'not-a-number' });
+        const err = await p.wait((l) => l.ev === 'error' && l.q === q, 'the error line', 15_000);
+        expect(err.message).toContain('not-a-number');
+        p.child.stdin?.write('{not json\n');
+        await p.wait((l) => l.ev === 'error' && l.code === 'PLX_CLUSTER_BAD_REQUEST' && l.q === undefined, 'not JSON');
+        expect((await p.cmd({ cmd: 'status' })).self).toBe('a');
+      } finally {
+        await p.stop();
+      }
+      expect(p.exited).toBe(0);
+      expect(p.stderr).not.toMatch(/^ {4}at /m);
     });
 
     it('the schema: unknown keys, bad values, duplicate ids, bad ports, names not in members', () => {

@@ -41,6 +41,10 @@ export const ClusterCode = {
   EXISTS: 'PLX_CLUSTER_EXISTS',
   /** A file or directory the command or node config names cannot be read or created (missing, not a file or directory, no access). */
   BAD_PATH: 'PLX_CLUSTER_BAD_PATH',
+  /** The TLS files of a node config cannot be used: not PEM, a key that is not the certificate's, a certificate the CA did not sign or that names another node. */
+  BAD_TLS: 'PLX_CLUSTER_BAD_TLS',
+  /** A node cannot listen on its member address (the port is taken, or the address is not this machine's). */
+  LISTEN: 'PLX_CLUSTER_LISTEN',
 } as const;
 export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
 

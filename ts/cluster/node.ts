@@ -7,7 +7,7 @@
  * file: static membership (hosting the MemoryAuthority on the authority node), the HTTP/2
  * mutual-TLS wire, the shared store host when configured, and the runtime node.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Http2Wire } from '../net/http2-wire.js';
@@ -29,6 +29,7 @@ import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
 import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
 import { checkNodeConfig } from './node-config.js';
+import { readNodeTls } from './node-tls.js';
 import { ClusterPlacement } from './placement.js';
 import { ClusterProcessor } from './processor.js';
 import { type AuthorityCall, StaticMembership } from './static.js';
@@ -278,26 +279,6 @@ export async function readNodeConfig(file: string): Promise<ClusterNodeConfig> {
   };
 }
 
-/** Reads the PEM files a node config names; a missing or unreadable one is PLX_CLUSTER_BAD_PATH naming it. */
-export function readTlsFiles(tls: ClusterNodeConfig['tls']): { cert: string; key: string; ca: string } {
-  const read = (field: 'cert' | 'key' | 'ca') => {
-    const file = tls[field];
-    try {
-      const text = readFileSync(file, 'utf8');
-      if (!text.includes('-----BEGIN ')) throw new Error('it holds no PEM block');
-      return text;
-    } catch (e) {
-      throw clusterError(
-        ClusterCode.BAD_PATH,
-        `cannot read the TLS ${field === 'ca' ? 'CA certificate' : field === 'key' ? 'key' : 'certificate'} ${file} (tls.${field} of the node config): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-        { field: `tls.${field}`, path: `tls.${field}`, file },
-        e,
-      );
-    }
-  };
-  return { cert: read('cert'), key: read('key'), ca: read('ca') };
-}
-
 /**
  * Starts a node from its configuration: checks its data directory (`cluster.meta` there must
  * equal the config's meta), opens its journal, restores the lease authority's state when it
@@ -320,7 +301,7 @@ export async function launchClusterNode(
   if (me === undefined) {
     throw clusterError(ClusterCode.UNKNOWN_NODE, `node ${cfg.self} is not in the members list`, { field: 'self' });
   }
-  const tls = readTlsFiles(cfg.tls);
+  const tls = readNodeTls(cfg);
   const cleanups: (() => Promise<void> | void)[] = [];
   const undo = async () => {
     for (const c of cleanups.reverse()) await Promise.resolve(c()).catch(() => {});
@@ -446,7 +427,18 @@ async function launch(
   });
   const w = wire;
   cleanups.push(() => w.close());
-  const address = await wire.listen();
+  let address: string;
+  try {
+    address = await wire.listen();
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw clusterError(
+      ClusterCode.LISTEN,
+      `node ${cfg.self} cannot listen on its member address ${me.address}: ${code === 'EADDRINUSE' ? 'the port is taken' : code === 'EADDRNOTAVAIL' ? 'the address is not this machine’s' : (e as Error).message}`,
+      { field: 'members', address: me.address, errno: code },
+      e,
+    );
+  }
   wire.onCall(async (from, body) => {
     if (body[0] === STORE_TAG) {
       if (!storeHost) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no shared store`);

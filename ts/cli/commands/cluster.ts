@@ -4,8 +4,9 @@ import { decodeReply, encodeRequest } from '../../cluster/codec.js';
 import { ClusterCode, clusterError } from '../../cluster/errors.js';
 import { DEAD_LETTER_LOG, listDeadLetters } from '../../cluster/fencing.js';
 import { initCluster } from '../../cluster/init.js';
-import { readNodeConfig, readTlsFiles } from '../../cluster/node.js';
+import { readNodeConfig } from '../../cluster/node.js';
 import { runNodeProcess } from '../../cluster/node-main.js';
+import { readNodeTls } from '../../cluster/node-tls.js';
 import { Http2Wire } from '../../net/http2-wire.js';
 import { type Command, parse, UsageError } from '../command.js';
 
@@ -121,7 +122,7 @@ async function status(args: string[]): Promise<number> {
   const wire = new Http2Wire({
     self: cfg.self,
     cluster: cfg.meta.id,
-    tls: readTlsFiles(cfg.tls),
+    tls: readNodeTls(cfg),
     resolve: (n) => cfg.members.find((m) => m.id === n)?.address,
     isMember: (n) => cfg.members.some((m) => m.id === n),
     deliveryDeadlineMs: 3000,
@@ -143,7 +144,8 @@ async function status(args: string[]): Promise<number> {
     json({ leased: v.leases.length, free: cfg.meta.shardCount - v.leases.length, byOwner: Object.fromEntries(owned) });
     return 0;
   } catch (e) {
-    const code = (e as { code?: string }).code ?? ClusterCode.UNAVAILABLE;
+    const own = (e as { code?: unknown }).code;
+    const code = typeof own === 'string' && own.startsWith('PLX_') ? own : ClusterCode.UNAVAILABLE;
     process.stderr.write(
       `plexus: error ${code}: cluster status cannot reach the authority ${cfg.authority}: ${(e as Error).message}\n`,
     );
