@@ -87,7 +87,6 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
       for (const [field, value] of [
         ['id', 'c2'],
         ['shardCount', 16],
-        ['replicationFactor', 3],
       ] as const) {
         const other = h.make('b', { ...h.meta, [field]: value });
         const e = await rejection(other.join());
@@ -95,6 +94,11 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
         expect(e.details.field).toBe(field);
         await other.close();
       }
+      // Nothing replicates yet: a node built with a replication factor above 1 is refused
+      // before it can join.
+      const e = await rejection(Promise.resolve().then(() => h!.make('b', { ...h!.meta, replicationFactor: 3 })));
+      expect(e.code).toBe('PLX_CLUSTER_REPLICATION_UNSUPPORTED');
+      expect(e.details.field).toBe('replicationFactor');
     });
 
     it('refuses a node id the cluster does not list', async () => {

@@ -10,8 +10,11 @@
  *   `<member>/<shard>` (FNV-1a 64), so assignment is deterministic;
  * - every new grant of a shard has a strictly greater epoch; a renewal keeps it;
  * - a failed member's leases free only when they expire; its renewals after expiry fail;
- * - epochs start above `epochBase` (pass the authority's start time in the high bits), so a
- *   restarted authority never hands out an epoch twice.
+ * - epochs start above `epochBase` and above the ceiling of a restored state;
+ * - what safety needs across a restart of the host (the epoch ceiling and, with per-node
+ *   journals, the member whose store holds each shard's journal) is reported by `ready()` as
+ *   `durable`; the driver persists it before it sends any reply (AuthorityHost,
+ *   ts/cluster/authority-state.ts) and gives it back as `restored`.
  */
 import { fnv1a64 } from '../core/index.js';
 import { type DetectorConfig, type LeaseConfig, leaseConfig } from './config.js';
@@ -74,7 +77,29 @@ export interface AuthorityOptions {
    * any member.
    */
   readonly journals?: 'shared' | 'per-node';
+  /** The state a previous run persisted (from `ready().durable`). */
+  readonly restored?: AuthorityDurable;
+  /**
+   * No lease is granted before this time on the authority's clock: after a restart, leases
+   * the previous run granted may still run for one lease length, by their owners' clocks.
+   */
+  readonly grantsFrom?: number;
 }
+
+/** What a restarted authority must know to stay safe. */
+export interface AuthorityDurable {
+  /** Every epoch granted so far is at or below this; new grants are above it. */
+  readonly epochCeiling: bigint;
+  /** Every view version so far is at or below this; new views are above it (holders ignore older versions). */
+  readonly viewCeiling: number;
+  /** per-node journals: the member whose store holds each shard's journal. */
+  readonly homes: ReadonlyMap<number, string>;
+}
+
+/** Epochs are reserved in blocks, so that the ceiling is persisted once per block, not per grant. */
+export const EPOCH_BLOCK = 1n << 16n;
+/** View versions are reserved in blocks too. */
+export const VIEW_BLOCK = 1 << 16;
 
 export interface AuthorityReady {
   /** The view, when it changed since the last advance(). */
@@ -82,6 +107,8 @@ export interface AuthorityReady {
   readonly grants: readonly LeaseEntry[];
   readonly freed: readonly LeaseEntry[];
   readonly health: readonly HealthChange[];
+  /** The state to persist before any reply is sent, when it changed since the last advance(). */
+  readonly durable?: AuthorityDurable;
 }
 
 interface Held {
@@ -131,6 +158,11 @@ export class MemoryAuthority {
   private readonly detector: FailureDetector;
   private readonly autoAssign: boolean;
   private readonly epochBase: bigint;
+  /** Epochs up to this are reserved (persisted); a grant above it raises it by EPOCH_BLOCK first. */
+  private ceiling: bigint;
+  private viewCeiling: number;
+  private durableChanged = false;
+  private readonly grantsFrom: number;
   private now = 0;
   private version = 0;
   private changed = false;
@@ -145,8 +177,22 @@ export class MemoryAuthority {
     for (const m of opts.members) this.allowed.set(m.id, m);
     this.detector = new FailureDetector(opts.detector);
     this.autoAssign = opts.autoAssign !== false;
-    this.epochBase = opts.epochBase ?? 0n;
-    this.pinned = opts.journals === 'per-node' && this.meta.replicationFactor === 1;
+    const restoredCeiling = opts.restored?.epochCeiling ?? 0n;
+    const base = opts.epochBase ?? 0n;
+    this.epochBase = base > restoredCeiling ? base : restoredCeiling;
+    this.ceiling = this.epochBase;
+    this.version = opts.restored?.viewCeiling ?? 0;
+    this.viewCeiling = this.version;
+    // Replication factors above 1 are refused by clusterMeta, so a shard's journal is in one
+    // store: with per-node stores every shard is pinned to the member whose store holds it.
+    this.pinned = opts.journals === 'per-node';
+    if (this.pinned) for (const [shard, home] of opts.restored?.homes ?? []) this.home.set(shard, home);
+    this.grantsFrom = opts.grantsFrom ?? Number.NEGATIVE_INFINITY;
+  }
+
+  /** The state a restarted authority needs (what `ready().durable` reports when it changes). */
+  durable(): AuthorityDurable {
+    return { epochCeiling: this.ceiling, viewCeiling: this.viewCeiling, homes: new Map(this.home) };
   }
 
   /** Moves time to `now` (ms, never backwards): judges health, frees expired leases, assigns free shards. */
@@ -231,6 +277,13 @@ export class MemoryAuthority {
           h.expiresAt = this.now + this.lease.ttlMs;
           return this.ok(req.shard, h.epoch);
         }
+        if (this.now < this.grantsFrom) {
+          return this.fail(
+            ClusterCode.LEASE_HELD,
+            `the lease authority restarted: leases granted before may still run for ${Math.ceil(this.grantsFrom - this.now)} ms, so shard ${req.shard} is granted after that`,
+            { shard: req.shard, reason: 'restart', retryAfterMs: Math.ceil(this.grantsFrom - this.now) },
+          );
+        }
         const home = this.pinned ? this.home.get(req.shard) : undefined;
         if (home !== undefined && home !== req.node) {
           return this.fail(
@@ -260,7 +313,7 @@ export class MemoryAuthority {
         const h = this.leases.get(req.shard);
         if (h && h.owner === req.node && h.epoch === req.epoch) {
           this.free(req.shard, h);
-          this.home.delete(req.shard);
+          if (this.home.delete(req.shard)) this.durableChanged = true;
         } else
           return this.fail(
             ClusterCode.LEASE_LOST,
@@ -276,6 +329,10 @@ export class MemoryAuthority {
   view(): View {
     if (this.changed || !this.cached) {
       this.version++;
+      if (this.version > this.viewCeiling) {
+        this.viewCeiling = this.version + VIEW_BLOCK;
+        this.durableChanged = true;
+      }
       this.changed = false;
       this.viewPending = true;
       const members: MemberState[] = [...this.joined.values()]
@@ -314,10 +371,17 @@ export class MemoryAuthority {
   ready(): AuthorityReady {
     const current = this.view();
     const view = this.viewPending ? current : undefined;
-    return { ...(view ? { view } : {}), grants: this.grants, freed: this.freed, health: this.detector.ready() };
+    return {
+      ...(view ? { view } : {}),
+      grants: this.grants,
+      freed: this.freed,
+      health: this.detector.ready(),
+      ...(this.durableChanged ? { durable: this.durable() } : {}),
+    };
   }
 
   advance(): void {
+    this.durableChanged = false;
     this.viewPending = false;
     this.grants = [];
     this.freed = [];
@@ -352,7 +416,7 @@ export class MemoryAuthority {
     const alive = [...this.joined.entries()]
       .filter(([id, m]) => !m.leaving && this.detector.status(id) === 'alive')
       .map(([id]) => id);
-    if (alive.length === 0) return;
+    if (alive.length === 0 || this.now < this.grantsFrom) return;
     for (let s = 0; s < this.meta.shardCount; s++) {
       if (this.leases.has(s)) continue;
       const home = this.pinned ? this.home.get(s) : undefined;
@@ -368,9 +432,16 @@ export class MemoryAuthority {
     const last = this.epochs.get(shard) ?? this.epochBase;
     const epoch = last + 1n;
     this.epochs.set(shard, epoch);
+    if (epoch > this.ceiling) {
+      this.ceiling = epoch + EPOCH_BLOCK;
+      this.durableChanged = true;
+    }
     const h = { owner, epoch, expiresAt: this.now + this.lease.ttlMs };
     this.leases.set(shard, h);
-    if (this.pinned) this.home.set(shard, owner);
+    if (this.pinned && this.home.get(shard) !== owner) {
+      this.home.set(shard, owner);
+      this.durableChanged = true;
+    }
     this.grants.push({ shard, owner, epoch });
     this.changed = true;
     return h;

@@ -33,6 +33,18 @@ export const ClusterCode = {
   HOP_LIMIT: 'PLX_CLUSTER_HOP_LIMIT',
   /** An operation a remote shard store does not offer (truncation, compaction, backward reads). */
   UNSUPPORTED: 'PLX_CLUSTER_UNSUPPORTED',
+  /** A replication factor above 1: nothing replicates shards yet, so the value would be a promise not kept. */
+  REPLICATION_UNSUPPORTED: 'PLX_CLUSTER_REPLICATION_UNSUPPORTED',
+  /** The lease authority's state file cannot be read, is damaged, or belongs to another cluster. */
+  AUTHORITY_STATE: 'PLX_CLUSTER_AUTHORITY_STATE',
+  /** `plexus cluster init` over a directory that already holds a cluster, without `--force`. */
+  EXISTS: 'PLX_CLUSTER_EXISTS',
+  /** A file or directory the command or node config names cannot be read or created (missing, not a file or directory, no access). */
+  BAD_PATH: 'PLX_CLUSTER_BAD_PATH',
+  /** The TLS files of a node config cannot be used: not PEM, a key that is not the certificate's, a certificate the CA did not sign or that names another node. */
+  BAD_TLS: 'PLX_CLUSTER_BAD_TLS',
+  /** A node cannot listen on its member address (the port is taken, or the address is not this machine's). */
+  LISTEN: 'PLX_CLUSTER_LISTEN',
 } as const;
 export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
 

@@ -3,6 +3,12 @@
  * the authority on a timer with the process's monotonic clock and answers requests, either
  * directly (`call`, for the hosting node's own membership) or as bytes from the cluster wire
  * (`handle`, bound to the wire's call handler).
+ *
+ * With `stateDir` (`AuthorityHost.open`), it persists what the authority reports as
+ * `durable` in `<stateDir>/authority.state` before it answers any request (persist first,
+ * then send), restores it on start, and grants no lease for one lease length after a restart.
+ * When persisting fails, the host answers nothing more (PLX_CLUSTER_AUTHORITY_STATE): a
+ * grant it could not make durable is never handed out.
  */
 import {
   type AuthorityOptions,
@@ -11,7 +17,11 @@ import {
   type AuthorityRequest,
   MemoryAuthority,
 } from './authority.js';
+import { loadAuthorityState, saveAuthorityState } from './authority-state.js';
 import { decodeRequest, encodeReply } from './codec.js';
+import { leaseConfig } from './config.js';
+import { ClusterCode, clusterError } from './errors.js';
+import { clusterMeta } from './meta.js';
 
 export interface AuthorityHostOptions extends AuthorityOptions {
   /** Monotonic milliseconds (default performance.now). */
@@ -20,6 +30,13 @@ export interface AuthorityHostOptions extends AuthorityOptions {
   readonly tickEveryMs?: number;
   /** Sees what each tick and request changed (grants, freed leases, health). */
   readonly onReady?: (r: AuthorityReady) => void;
+  /** Called once when the state cannot be persisted (the host then refuses every request). */
+  readonly onFatal?: (e: unknown) => void;
+}
+
+export interface PersistentAuthorityHostOptions extends Omit<AuthorityHostOptions, 'restored' | 'grantsFrom'> {
+  /** The directory of `authority.state` (the data directory of the authority's node). */
+  readonly stateDir: string;
 }
 
 export class AuthorityHost {
@@ -27,24 +44,58 @@ export class AuthorityHost {
   private readonly clock: () => number;
   private readonly timer: NodeJS.Timeout;
   private readonly onReady: (r: AuthorityReady) => void;
+  private readonly onFatal: (e: unknown) => void;
+  private stateDir: string | undefined;
+  private persisting: Promise<void> = Promise.resolve();
+  private failed: unknown;
+
+  /**
+   * A host whose authority state survives restarts: restores `<stateDir>/authority.state`
+   * (refusing a damaged one with PLX_CLUSTER_AUTHORITY_STATE) and persists it from then on.
+   */
+  static async open(opts: PersistentAuthorityHostOptions): Promise<AuthorityHost> {
+    const meta = clusterMeta(opts.meta);
+    const restored = await loadAuthorityState(opts.stateDir, meta);
+    const clock = opts.clock ?? (() => performance.now());
+    const ttl = leaseConfig(opts.lease).ttlMs;
+    const host = new AuthorityHost({
+      ...opts,
+      clock,
+      ...(restored ? { restored, grantsFrom: clock() + ttl } : {}),
+    });
+    host.stateDir = opts.stateDir;
+    // A new cluster's first state (its epoch floor) is on disk before any request is answered.
+    host.persist(host.authority.durable());
+    await host.persisting;
+    if (host.failed !== undefined) {
+      host.close();
+      throw host.failed;
+    }
+    return host;
+  }
 
   constructor(opts: AuthorityHostOptions) {
     this.authority = new MemoryAuthority(opts);
     this.clock = opts.clock ?? (() => performance.now());
     this.onReady = opts.onReady ?? (() => {});
+    this.onFatal = opts.onFatal ?? (() => {});
     this.authority.tick(this.clock());
     this.timer = setInterval(() => {
+      if (this.failed !== undefined) return;
       this.authority.tick(this.clock());
       this.flush();
     }, opts.tickEveryMs ?? 50);
     this.timer.unref();
   }
 
-  /** Answers one request at the current time. */
+  /** Answers one request at the current time, once what it changed is durable. */
   call = async (req: AuthorityRequest): Promise<AuthorityReply> => {
+    if (this.failed !== undefined) throw this.failed;
     this.authority.tick(this.clock());
     const r = this.authority.step(req);
     this.flush();
+    await this.persisting;
+    if (this.failed !== undefined) throw this.failed;
     return r;
   };
 
@@ -64,7 +115,27 @@ export class AuthorityHost {
 
   private flush(): void {
     const r = this.authority.ready();
+    if (r.durable) this.persist(r.durable);
     if (r.view || r.grants.length || r.freed.length || r.health.length) this.onReady(r);
     this.authority.advance();
+  }
+
+  private persist(state: NonNullable<AuthorityReady['durable']>): void {
+    const dir = this.stateDir;
+    if (dir === undefined) return;
+    this.persisting = this.persisting.then(async () => {
+      if (this.failed !== undefined) return;
+      try {
+        await saveAuthorityState(dir, this.authority.meta, state);
+      } catch (e) {
+        this.failed = clusterError(
+          ClusterCode.AUTHORITY_STATE,
+          `the lease authority cannot persist its state in ${dir}: ${(e as Error).message}; it answers no more requests`,
+          { file: dir, reason: 'write' },
+          e,
+        );
+        this.onFatal(this.failed);
+      }
+    });
   }
 }

@@ -2,14 +2,19 @@
  * Creates a cluster directory: `cluster.meta`, the cluster CA (`ca.pem`, `ca-key.pem`), and
  * per node `nodes/<id>/` with its certificate, key and `node.json` config (members on
  * loopback ports from `basePort`, the first node hosting the lease authority and, with a
- * shared store, the shard stores in `<dir>/shared`).
+ * shared store, the shard stores in `<dir>/shared`). A directory that already holds a
+ * cluster is refused (PLX_CLUSTER_EXISTS) unless `force`: replacing the CA key would orphan
+ * every certificate it signed. Every file is written durably (fsync, rename, fsync of the
+ * directory).
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createClusterCa, issueNodeCertificate } from '../net/ca.js';
 import type { ClusterConfig, DetectorConfig, LeaseConfig } from './config.js';
+import { ensureDir, writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
-import { clusterMeta, isDnsLabel, writeClusterMeta } from './meta.js';
+import { clusterMeta, isDnsLabel, META_FILE, writeClusterMeta } from './meta.js';
 import type { ClusterNodeConfig } from './node.js';
 
 export interface InitOptions {
@@ -27,6 +32,22 @@ export interface InitOptions {
   readonly lease?: Partial<LeaseConfig>;
   readonly detector?: Partial<DetectorConfig>;
   readonly heartbeatEveryMs?: number;
+  /** Replace the files of a cluster already in `dir` (its CA key, certificates, configs, cluster.meta). */
+  readonly force?: boolean;
+}
+
+/** The files of `dir` that show a cluster is there already. */
+export function existingClusterFiles(dir: string): string[] {
+  return [META_FILE, 'ca.pem', 'ca-key.pem', 'nodes'].filter((f) => existsSync(join(dir, f)));
+}
+
+function checkPort(port: number, field: string): void {
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) {
+    throw clusterError(ClusterCode.BAD_CONFIG, `${field} ${port} is not a port: a port is from 1 to 65535`, {
+      field,
+      port,
+    });
+  }
 }
 
 /** Writes the directory; returns the config file of each node, by id. */
@@ -47,22 +68,57 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       },
     );
   }
-  await mkdir(dir, { recursive: true });
+  let ports: number[];
+  if (o.ports !== undefined) {
+    if (o.ports.length !== o.nodes.length) {
+      throw clusterError(ClusterCode.BAD_CONFIG, `ports gives ${o.ports.length} ports for ${o.nodes.length} nodes`, {
+        field: 'ports',
+      });
+    }
+    for (const [i, p] of o.ports.entries()) checkPort(p, `ports[${i}]`);
+    if (new Set(o.ports).size !== o.ports.length) {
+      throw clusterError(ClusterCode.BAD_CONFIG, 'ports must be distinct', { field: 'ports' });
+    }
+    ports = [...o.ports];
+  } else {
+    const base = o.basePort ?? 7400;
+    checkPort(base, 'basePort');
+    const last = base + o.nodes.length - 1;
+    if (last > 65_535) {
+      throw clusterError(
+        ClusterCode.BAD_CONFIG,
+        `basePort ${base} with ${o.nodes.length} nodes runs to port ${last}, past 65535`,
+        { field: 'basePort', port: base, last },
+      );
+    }
+    ports = o.nodes.map((_, i) => base + i);
+  }
+  const found = existingClusterFiles(dir);
+  if (found.length > 0 && o.force !== true) {
+    throw clusterError(
+      ClusterCode.EXISTS,
+      `${dir} already holds a cluster (${found.join(', ')}); nothing was changed. Pass --force to replace its CA key, certificates, node configs and cluster.meta (the nodes' data directories are kept)`,
+      { dir, found },
+    );
+  }
+  await ensureDir(dir);
+  if (o.force === true) await rm(join(dir, META_FILE), { force: true });
   await writeClusterMeta(dir, meta);
   const ca = await createClusterCa(meta.id);
-  await writeFile(join(dir, 'ca.pem'), ca.cert);
-  await writeFile(join(dir, 'ca-key.pem'), ca.key, { mode: 0o600 });
+  await writeFileDurably(join(dir, 'ca.pem'), ca.cert);
+  await writeFileDurably(join(dir, 'ca-key.pem'), ca.key, 0o600);
   const host = o.host ?? '127.0.0.1';
-  const members = o.nodes.map((id, i) => ({ id, address: `${host}:${o.ports?.[i] ?? (o.basePort ?? 7400) + i}` }));
+  const members = o.nodes.map((id, i) => ({ id, address: `${host}:${ports[i]}` }));
   const out = new Map<string, string>();
   for (const id of o.nodes) {
     const nd = join(dir, 'nodes', id);
-    await mkdir(nd, { recursive: true });
+    await ensureDir(nd);
     const creds = await issueNodeCertificate(ca, id);
-    await writeFile(join(nd, 'cert.pem'), creds.cert);
-    await writeFile(join(nd, 'key.pem'), creds.key, { mode: 0o600 });
+    await writeFileDurably(join(nd, 'cert.pem'), creds.cert);
+    await writeFileDurably(join(nd, 'key.pem'), creds.key, 0o600);
     const cfg: ClusterNodeConfig = {
       meta,
+      clusterMeta: `../../${META_FILE}`,
       self: id,
       members,
       authority: o.nodes[0] as string,
@@ -76,7 +132,7 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       ...(o.heartbeatEveryMs ? { heartbeatEveryMs: o.heartbeatEveryMs } : {}),
     };
     const file = join(nd, 'node.json');
-    await writeFile(file, `${JSON.stringify(cfg, null, 2)}\n`);
+    await writeFileDurably(file, `${JSON.stringify(cfg, null, 2)}\n`);
     out.set(id, file);
   }
   return out;

@@ -3,14 +3,17 @@
  * factor), kept as JSON in `<data dir>/cluster.meta`. A node whose values differ is refused
  * when it joins, with `details.field` naming the first field that differs.
  */
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MAX_SHARDS, shardOf } from '../core/index.js';
+import { writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 
 export const META_FILE = 'cluster.meta';
 /** The only shard hash version: FNV-1a 64 over the IRI's UTF-8 bytes, mod the shard count. */
 export const HASH_VERSION = 1;
+/** The largest replication factor this build keeps its promise for. */
+export const MAX_REPLICATION_FACTOR = 1;
 const ID = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 export interface ClusterMeta {
@@ -20,7 +23,10 @@ export interface ClusterMeta {
   readonly shardCount: number;
   /** 1. */
   readonly hashVersion: number;
-  /** At least 1. */
+  /**
+   * 1. Nothing replicates a shard's journal yet, so a greater value is refused
+   * (PLX_CLUSTER_REPLICATION_UNSUPPORTED) rather than accepted and ignored.
+   */
   readonly replicationFactor: number;
 }
 
@@ -43,6 +49,13 @@ export function clusterMeta(m: ClusterMeta): ClusterMeta {
   const rf = m.replicationFactor;
   if (typeof rf !== 'number' || !Number.isInteger(rf) || rf < 1 || rf > 255) {
     throw bad('replicationFactor', `must be an integer from 1 to 255, got ${String(rf)}`);
+  }
+  if (rf > MAX_REPLICATION_FACTOR) {
+    throw clusterError(
+      ClusterCode.REPLICATION_UNSUPPORTED,
+      `cluster.meta: replicationFactor ${rf} is not supported: nothing replicates shard journals yet, so each shard lives on one node; use 1`,
+      { field: 'replicationFactor', replicationFactor: rf, supported: MAX_REPLICATION_FACTOR },
+    );
   }
   return Object.freeze({ id: m.id, shardCount: n, hashVersion: m.hashVersion, replicationFactor: rf });
 }
@@ -72,15 +85,16 @@ export function shardOfIri(meta: ClusterMeta, iri: string): number {
 }
 
 /** Reads and checks `<dir>/cluster.meta`. */
-export async function readClusterMeta(dir: string): Promise<ClusterMeta> {
+export async function readClusterMeta(dir: string, name = META_FILE): Promise<ClusterMeta> {
+  const file = join(dir, name);
   let text: string;
   try {
-    text = await readFile(join(dir, META_FILE), 'utf8');
+    text = await readFile(file, 'utf8');
   } catch (e) {
     const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
     throw clusterError(
       ClusterCode.BAD_META,
-      `cannot read ${join(dir, META_FILE)}: ${(e as Error).message}`,
+      `cannot read ${file}: ${(e as Error).message}`,
       { field: 'file', missing },
       e,
     );
@@ -89,7 +103,7 @@ export async function readClusterMeta(dir: string): Promise<ClusterMeta> {
   try {
     parsed = JSON.parse(text);
   } catch (e) {
-    throw clusterError(ClusterCode.BAD_META, `${join(dir, META_FILE)} is not JSON`, { field: 'file' }, e);
+    throw clusterError(ClusterCode.BAD_META, `${file} is not JSON`, { field: 'file' }, e);
   }
   return clusterMeta(parsed as ClusterMeta);
 }
@@ -110,8 +124,6 @@ export async function writeClusterMeta(dir: string, meta: ClusterMeta): Promise<
     checkJoinMeta(existing, m, 'the new cluster.meta');
     return existing;
   }
-  const path = join(dir, META_FILE);
-  await writeFile(`${path}.tmp`, `${JSON.stringify(m, null, 2)}\n`, { flag: 'w' });
-  await rename(`${path}.tmp`, path);
+  await writeFileDurably(join(dir, META_FILE), `${JSON.stringify(m, null, 2)}\n`);
   return m;
 }

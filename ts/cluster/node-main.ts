@@ -18,8 +18,11 @@ import type { JsonValue } from '../runtime/types.js';
 import { type ClusterNode, launchClusterNode, readNodeConfig } from './node.js';
 import { ownerOf } from './types.js';
 
-const out = (o: Record<string, unknown>) =>
-  process.stdout.write(`${JSON.stringify(o, (_k, v) => (typeof v === 'bigint' ? `${v}` : v))}\n`);
+/** Whether standard output still has a reader (a node outlives the reader of its log). */
+let stdoutOpen = true;
+const out = (o: Record<string, unknown>) => {
+  if (stdoutOpen) process.stdout.write(`${JSON.stringify(o, (_k, v) => (typeof v === 'bigint' ? `${v}` : v))}\n`);
+};
 
 /** Status of a running node: view, held leases, epochs, redirects and traffic counters. */
 export function nodeStatus(cn: ClusterNode): Record<string, unknown> {
@@ -88,6 +91,9 @@ async function load(
 }
 
 export async function runNodeProcess(configFile: string, opts: { readonly control?: boolean } = {}): Promise<number> {
+  process.stdout.on('error', () => {
+    stdoutOpen = false;
+  });
   const cfg = await readNodeConfig(configFile);
   const cn = await launchClusterNode(cfg, {
     onError: (e) => out({ ev: 'error', code: (e as { code?: string }).code, message: (e as Error).message }),
@@ -129,8 +135,22 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
         try {
           c = JSON.parse(line) as Record<string, unknown>;
         } catch {
+          out({ ev: 'error', code: 'PLX_CLUSTER_BAD_REQUEST', message: 'a control command that is not JSON' });
           return;
         }
+        if (typeof c !== 'object' || c === null) return;
+        try {
+          command(c);
+        } catch (e) {
+          out({
+            ev: 'error',
+            q: c.q,
+            code: (e as { code?: string }).code ?? 'PLX_CLUSTER_BAD_REQUEST',
+            message: (e as Error).message,
+          });
+        }
+      });
+      const command = (c: Record<string, unknown>) => {
         const q = c.q;
         const fail = (ev: string) => (e: unknown) =>
           out({
@@ -195,7 +215,7 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
         } else if (c.cmd === 'stop') {
           process.kill(process.pid, 'SIGTERM');
         }
-      });
+      };
     }
   });
   // Only now, with the signal handlers in place: a supervisor may send SIGTERM as soon as it reads this.

@@ -7,9 +7,9 @@
  * file: static membership (hosting the MemoryAuthority on the authority node), the HTTP/2
  * mutual-TLS wire, the shared store host when configured, and the runtime node.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
 import { openJournal, shardDir } from '../runtime/log-journal.js';
@@ -22,11 +22,14 @@ import { rankedOwner } from './authority.js';
 import { BUILTIN_CHARTS } from './charts.js';
 import { decodeReply, encodeRequest } from './codec.js';
 import { type ClusterConfig, clusterConfig, type DetectorConfig, type LeaseConfig } from './config.js';
+import { ensureDir } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
 import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
-import { type ClusterMeta, clusterMeta } from './meta.js';
+import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
+import { checkNodeConfig } from './node-config.js';
+import { readNodeTls } from './node-tls.js';
 import { ClusterPlacement } from './placement.js';
 import { ClusterProcessor } from './processor.js';
 import { type AuthorityCall, StaticMembership } from './static.js';
@@ -36,6 +39,8 @@ import type { MemberInfo, Membership } from './types.js';
 /** A node's configuration file (`plexus cluster init` writes one per node). */
 export interface ClusterNodeConfig {
   readonly meta: ClusterMeta;
+  /** The cluster's `cluster.meta` file (`init` writes `../../cluster.meta`): `meta` must equal it. */
+  readonly clusterMeta?: string;
   readonly self: string;
   /** Every member with its `host:port`; this node listens on its own entry's port. */
   readonly members: readonly MemberInfo[];
@@ -216,38 +221,71 @@ export function startClaiming(
   return () => clearInterval(timer);
 }
 
-/** Reads and checks a node config file; TLS paths are made absolute. */
+/** The largest node config file read. */
+const MAX_CONFIG_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads and checks a node config file (the schema of ts/cluster/node-config.ts, unknown keys
+ * refused; `clusterMeta`, when given, must hold the same ClusterMeta); paths are made
+ * absolute, relative to the file.
+ */
 export async function readNodeConfig(file: string): Promise<ClusterNodeConfig> {
-  let cfg: ClusterNodeConfig;
+  let text: string;
   try {
-    cfg = JSON.parse(await readFile(file, 'utf8')) as ClusterNodeConfig;
+    const st = await stat(file);
+    if (!st.isFile()) throw new Error('not a file');
+    if (st.size > MAX_CONFIG_BYTES) throw new Error(`larger than ${MAX_CONFIG_BYTES} bytes`);
+    text = await readFile(file, 'utf8');
   } catch (e) {
-    throw clusterError(ClusterCode.BAD_CONFIG, `cannot read the node config ${file}: ${(e as Error).message}`, {
-      field: 'file',
-    });
+    throw clusterError(
+      ClusterCode.BAD_PATH,
+      `cannot read the node config ${file}: ${(e as Error).message}`,
+      { field: 'file', file },
+      e,
+    );
   }
-  const need = (ok: boolean, field: string, what: string) => {
-    if (!ok) throw clusterError(ClusterCode.BAD_CONFIG, `node config ${file}: ${field} ${what}`, { field });
-  };
-  need(typeof cfg === 'object' && cfg !== null, 'config', 'must be a JSON object');
-  need(typeof cfg.self === 'string', 'self', 'must be the node id');
-  need(Array.isArray(cfg.members) && cfg.members.some((m) => m?.id === cfg.self), 'members', 'must list this node');
-  need(typeof cfg.authority === 'string', 'authority', 'must name the authority node');
-  need(typeof cfg.dataDir === 'string', 'dataDir', 'must be a directory path');
-  need(typeof cfg.tls?.cert === 'string' && typeof cfg.tls.key === 'string', 'tls', 'must give cert, key and ca');
-  clusterMeta(cfg.meta);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw clusterError(
+      ClusterCode.BAD_CONFIG,
+      `node config ${file} is not JSON: ${(e as Error).message}`,
+      { field: 'file', path: '', file },
+      e,
+    );
+  }
+  checkNodeConfig(parsed, file);
+  const cfg = parsed as ClusterNodeConfig & { clusterMeta?: string };
   const base = dirname(resolve(file));
+  if (cfg.clusterMeta !== undefined) {
+    const metaFile = resolve(base, cfg.clusterMeta);
+    const theirs = await readClusterMeta(dirname(metaFile), basename(metaFile));
+    const field = metaDifference(theirs, clusterMeta(cfg.meta));
+    if (field !== undefined) {
+      throw clusterError(
+        ClusterCode.META_MISMATCH,
+        `node config ${file}: meta.${field} is ${JSON.stringify(cfg.meta[field])} but ${metaFile} has ${JSON.stringify(theirs[field])}`,
+        { field, path: `meta.${field}`, file, cluster: theirs[field], node: cfg.meta[field] },
+      );
+    }
+  }
   return {
     ...cfg,
     dataDir: resolve(base, cfg.dataDir),
+    ...(cfg.clusterMeta === undefined ? {} : { clusterMeta: resolve(base, cfg.clusterMeta) }),
     ...(cfg.sharedDir === undefined ? {} : { sharedDir: resolve(base, cfg.sharedDir) }),
     tls: { cert: resolve(base, cfg.tls.cert), key: resolve(base, cfg.tls.key), ca: resolve(base, cfg.tls.ca) },
   };
 }
 
 /**
- * Starts a node from its configuration: listens on its member address, joins, and returns
- * the running ClusterNode (`stop()` drains it; with a shared store it hands its shards over).
+ * Starts a node from its configuration: checks its data directory (`cluster.meta` there must
+ * equal the config's meta), opens its journal, restores the lease authority's state when it
+ * hosts the authority, then listens on its member address, joins, and returns the running
+ * ClusterNode (`stop()` drains it; with a shared store it hands its shards over). When any
+ * step fails, what was opened is closed again before the error is thrown, so a process that
+ * cannot start ends instead of listening on.
  */
 export async function launchClusterNode(
   cfg: ClusterNodeConfig,
@@ -263,12 +301,94 @@ export async function launchClusterNode(
   if (me === undefined) {
     throw clusterError(ClusterCode.UNKNOWN_NODE, `node ${cfg.self} is not in the members list`, { field: 'self' });
   }
-  await mkdir(cfg.dataDir, { recursive: true });
+  const tls = readNodeTls(cfg);
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const undo = async () => {
+    for (const c of cleanups.reverse()) await Promise.resolve(c()).catch(() => {});
+  };
+  try {
+    return await launch(cfg, opts, meta, me, tls, cleanups);
+  } catch (e) {
+    await undo();
+    throw e;
+  }
+}
+
+async function launch(
+  cfg: ClusterNodeConfig,
+  opts: Parameters<typeof launchClusterNode>[1] & object,
+  meta: ClusterMeta,
+  me: MemberInfo,
+  tls: { cert: string; key: string; ca: string },
+  cleanups: (() => Promise<void> | void)[],
+): Promise<ClusterNode> {
+  await ensureDir(cfg.dataDir);
+  // The data directory belongs to one cluster: a config whose meta differs is refused.
+  await writeClusterMeta(cfg.dataDir, meta);
   const layout = cfg.journal ?? 'per-node';
   const storeHostId = cfg.storeHost ?? cfg.authority;
   const isAuthority = cfg.self === cfg.authority;
+
+  // The journal first: a layout that does not fit is refused before any socket opens.
+  let open: (shard: number) => Promise<LogStorage>;
+  let nodeLog: NodeLog | undefined;
+  /** With `per-node`: the shards whose journals this node's store holds (it takes them back). */
+  const journalsHeld = new Set<number>();
+  let holds = (s: number) => journalsHeld.has(s);
+  let storeHost: StoreHost | undefined;
+  let wire!: Http2Wire;
+  if (layout === 'shared') {
+    if (cfg.self === storeHostId) {
+      const sharedDir = cfg.sharedDir ?? join(cfg.dataDir, 'shared');
+      await ensureDir(sharedDir);
+      const sh = new StoreHost(sharedDir, meta.shardCount, cfg.fsync ?? 'batch');
+      storeHost = sh;
+      cleanups.push(() => sh.close());
+    }
+    open = async (shard) =>
+      storeHost
+        ? RemoteLog.open(shard, (body) => (storeHost as StoreHost).handle(cfg.self, body))
+        : RemoteLog.open(shard, (body) => wire.call(storeHostId, body));
+  } else {
+    const journalDir = join(cfg.dataDir, 'journal');
+    // The single-node journal layout (`journal.meta`): a single-node directory with per-shard
+    // stores keeps them; a new one gets one node-wide log (group commit across shards).
+    const j = await openJournal(journalDir, { shardCount: meta.shardCount });
+    await j.close();
+    if ((await journalStoreMode(journalDir)) === 'node') {
+      const nl = await NodeLog.open(
+        join(journalDir, NODE_LOG_DIR),
+        { fsync: cfg.fsync ?? 'batch' },
+        cfg.journalLanes ?? DEFAULT_NODE_LOG_LANES,
+      );
+      nodeLog = nl;
+      cleanups.push(() => nl.close());
+      holds = (s) => nl.holds(s);
+      open = async (shard) => nl.shard(shard);
+    } else {
+      for (let s = 0; s < meta.shardCount; s++) {
+        const d = shardDir(journalDir, s);
+        if (!existsSync(d)) continue;
+        const log = await openLog(d, { fsync: cfg.fsync ?? 'batch' });
+        if (log.last > 0n) journalsHeld.add(s);
+        await log.close();
+      }
+      open = async (shard) => {
+        const d = shardDir(journalDir, shard);
+        await mkdir(d, { recursive: true });
+        journalsHeld.add(shard);
+        return openLog(d, { fsync: cfg.fsync ?? 'batch' });
+      };
+    }
+  }
+  const deadLog = await openLog(join(cfg.dataDir, DEAD_LETTER_LOG), { fsync: 'batch' });
+  cleanups.push(() => deadLog.close());
+  const dead = new DeadLetters(deadLog);
+
+  // The lease authority, with its state restored from the data directory (refused when damaged).
   const host = isAuthority
-    ? new AuthorityHost({
+    ? await AuthorityHost.open({
+        stateDir: cfg.dataDir,
         meta,
         members: cfg.members,
         ...(cfg.lease ? { lease: cfg.lease } : {}),
@@ -277,28 +397,23 @@ export async function launchClusterNode(
         autoAssign: false,
         epochBase: BigInt(Date.now()) << 16n,
         tickEveryMs: 20,
+        ...(opts.onError ? { onFatal: opts.onError } : {}),
       })
     : undefined;
-  const storeHost =
-    layout === 'shared' && cfg.self === storeHostId
-      ? new StoreHost(cfg.sharedDir ?? join(cfg.dataDir, 'shared'), meta.shardCount, cfg.fsync ?? 'batch')
-      : undefined;
-  const tls = {
-    cert: readFileSync(cfg.tls.cert, 'utf8'),
-    key: readFileSync(cfg.tls.key, 'utf8'),
-    ca: readFileSync(cfg.tls.ca, 'utf8'),
-  };
+  if (host) cleanups.push(() => host.close());
+
   let membership: StaticMembership | undefined;
   const addressOf = (node: string) =>
     membership?.view().members.find((m) => m.id === node)?.address ?? cfg.members.find((m) => m.id === node)?.address;
   const cc = clusterConfig(cfg.cluster);
-  const [hostName, portText] = me.address.split(':');
-  const wire = new Http2Wire({
+  const cut = me.address.lastIndexOf(':');
+  const hostName = me.address.slice(0, cut).replace(/^\[(.*)\]$/, '$1');
+  wire = new Http2Wire({
     self: cfg.self,
     cluster: meta.id,
     tls,
     host: hostName || '127.0.0.1',
-    port: Number(portText ?? 0),
+    port: Number(me.address.slice(cut + 1)),
     resolve: addressOf,
     isMember: (node) => (host ? host.isAdmitted(node) : cfg.members.some((m) => m.id === node)),
     // One wire attempt is bounded well below the delivery deadline, so that the processor
@@ -310,7 +425,20 @@ export async function launchClusterNode(
     ...(cfg.wire?.streamCap === undefined ? {} : { streamCap: cfg.wire.streamCap }),
     ...(cfg.wire?.poolSize === undefined ? {} : { poolSize: cfg.wire.poolSize }),
   });
-  const address = await wire.listen();
+  const w = wire;
+  cleanups.push(() => w.close());
+  let address: string;
+  try {
+    address = await wire.listen();
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw clusterError(
+      ClusterCode.LISTEN,
+      `node ${cfg.self} cannot listen on its member address ${me.address}: ${code === 'EADDRINUSE' ? 'the port is taken' : code === 'EADDRNOTAVAIL' ? 'the address is not this machine’s' : (e as Error).message}`,
+      { field: 'members', address: me.address, errno: code },
+      e,
+    );
+  }
   wire.onCall(async (from, body) => {
     if (body[0] === STORE_TAG) {
       if (!storeHost) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no shared store`);
@@ -331,50 +459,8 @@ export async function launchClusterNode(
     ...(rate !== 1 ? { clock: () => performance.now() * rate } : {}),
     ...(opts.onError ? { onError: opts.onError } : {}),
   });
-  const deadLog = await openLog(join(cfg.dataDir, DEAD_LETTER_LOG), { fsync: 'batch' });
-  const dead = new DeadLetters(deadLog);
-  let open: (shard: number) => Promise<LogStorage>;
-  let nodeLog: NodeLog | undefined;
-  /** With `per-node`: the shards whose journals this node's store holds (it takes them back). */
-  const journalsHeld = new Set<number>();
-  let holds = (s: number) => journalsHeld.has(s);
-  if (layout === 'shared') {
-    open = async (shard) =>
-      storeHost
-        ? RemoteLog.open(shard, (body) => storeHost.handle(cfg.self, body))
-        : RemoteLog.open(shard, (body) => wire.call(storeHostId, body));
-  } else {
-    const journalDir = join(cfg.dataDir, 'journal');
-    // The single-node journal layout (`journal.meta`): a single-node directory with per-shard
-    // stores keeps them; a new one gets one node-wide log (group commit across shards).
-    const j = await openJournal(journalDir, { shardCount: meta.shardCount });
-    await j.close();
-    if ((await journalStoreMode(journalDir)) === 'node') {
-      const nl = await NodeLog.open(
-        join(journalDir, NODE_LOG_DIR),
-        { fsync: cfg.fsync ?? 'batch' },
-        cfg.journalLanes ?? DEFAULT_NODE_LOG_LANES,
-      );
-      nodeLog = nl;
-      holds = (s) => nl.holds(s);
-      open = async (shard) => nl.shard(shard);
-    } else {
-      for (let s = 0; s < meta.shardCount; s++) {
-        const d = shardDir(journalDir, s);
-        if (!existsSync(d)) continue;
-        const log = await openLog(d, { fsync: cfg.fsync ?? 'batch' });
-        if (log.last > 0n) journalsHeld.add(s);
-        await log.close();
-      }
-      open = async (shard) => {
-        const d = shardDir(journalDir, shard);
-        await mkdir(d, { recursive: true });
-        journalsHeld.add(shard);
-        return openLog(d, { fsync: cfg.fsync ?? 'batch' });
-      };
-    }
-  }
   const m = membership;
+  cleanups.push(() => m.close());
   const cn = assembleClusterNode({
     self: cfg.self,
     meta,
@@ -423,13 +509,7 @@ export async function launchClusterNode(
       await m.join();
       break;
     } catch (e) {
-      if ((e as { code?: string }).code !== ClusterCode.UNAVAILABLE || Date.now() > joinBy) {
-        await wire.close();
-        host?.close();
-        await deadLog.close();
-        await nodeLog?.close();
-        throw e;
-      }
+      if ((e as { code?: string }).code !== ClusterCode.UNAVAILABLE || Date.now() > joinBy) throw e;
       await new Promise((r) => setTimeout(r, 100));
     }
   }

@@ -181,6 +181,19 @@ export class StaticMembership implements Membership {
           node: this.self,
           held: [...held].map(([shard, epoch]) => ({ shard, epoch })),
         });
+        if (!r.ok && r.code === ClusterCode.UNKNOWN_NODE && !this.closed) {
+          // The authority does not know this node: its host restarted (or this node was
+          // removed, and joining again is refused). Join again; the held leases are gone.
+          this.leases.clear();
+          await this.request({
+            type: 'join',
+            node: this.self,
+            address: this.config.self.address,
+            meta: this.meta,
+          });
+          this.again = true;
+          continue;
+        }
         if (!r.ok) throw clusterError(r.code, r.message, { ...r.details });
         const renewed = new Set(r.renewed ?? []);
         const ttlMs = r.ttlMs ?? this.lease.ttlMs;

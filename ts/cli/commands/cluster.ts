@@ -1,9 +1,12 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { decodeReply, encodeRequest } from '../../cluster/codec.js';
-import { listDeadLetters } from '../../cluster/fencing.js';
+import { ClusterCode, clusterError } from '../../cluster/errors.js';
+import { DEAD_LETTER_LOG, listDeadLetters } from '../../cluster/fencing.js';
 import { initCluster } from '../../cluster/init.js';
 import { readNodeConfig } from '../../cluster/node.js';
 import { runNodeProcess } from '../../cluster/node-main.js';
+import { readNodeTls } from '../../cluster/node-tls.js';
 import { Http2Wire } from '../../net/http2-wire.js';
 import { type Command, parse, UsageError } from '../command.js';
 
@@ -15,20 +18,34 @@ const HELP = [
   '',
   'Subcommands:',
   '  init --dir DIR --id ID --shards N --nodes a,b,c [--base-port P] [--journal per-node|shared]',
+  '       [--force]',
   '        Writes DIR/cluster.meta, the cluster CA (ca.pem, ca-key.pem) and per node',
   '        DIR/nodes/<id>/ with its certificate, key and node.json. Nodes listen on',
-  '        127.0.0.1:P, P+1, ... (default 7400); the first node hosts the lease authority',
-  '        (and, with --journal shared, the shard stores in DIR/shared).',
+  '        127.0.0.1:P, P+1, ... (default 7400; every port from 1 to 65535); the first',
+  '        node hosts the lease authority (and, with --journal shared, the shard stores in',
+  '        DIR/shared). A DIR that already holds a cluster is refused (PLX_CLUSTER_EXISTS)',
+  '        and left unchanged; --force replaces its CA key, certificates, node configs and',
+  "        cluster.meta (the nodes' data directories are kept). The replication factor is 1.",
   '  node --config FILE [--control]',
   '        Runs one node until SIGTERM or SIGINT, then drains (running macrosteps finish,',
   '        outboxes flush, shards are handed over with a shared store) and exits 0.',
-  '        --control takes JSON commands on standard input (see ts/cluster/node-main.ts).',
+  '        FILE is checked first: unknown keys, duplicate node ids or addresses, ports',
+  '        outside 1..65535, an authority or self that members does not list, a meta that',
+  '        differs from cluster.meta or from the data directory are refused with the path',
+  '        of the bad value (PLX_CLUSTER_BAD_CONFIG ...). The authority node keeps its',
+  '        state in its data directory (authority.state) and refuses to start on a damaged',
+  '        one (PLX_CLUSTER_AUTHORITY_STATE). --control takes JSON commands on standard',
+  '        input (see ts/cluster/node-main.ts).',
   '  status --config FILE',
   '        Asks the lease authority for the view: members and their health, every',
   "        shard's owner and fencing epoch. Uses the node's certificate from FILE.",
   '  dead-letters DIR',
   '        Lists the dead-letter log of a stopped node whose data directory is DIR',
-  '        (frames dropped for a stale fencing epoch or past the hop limit).',
+  '        (frames dropped for a stale fencing epoch or past the hop limit). A DIR that',
+  '        is not a directory is refused (PLX_CLUSTER_BAD_PATH); nothing is created.',
+  '',
+  'Exit status: 0 success; 1 a refusal or failure, printed as "plexus: error <CODE>: ..."',
+  '(codes in docs/errors.md); 2 a usage mistake (unknown option, missing argument).',
   '',
   'Examples:',
   '  plexus cluster init --dir ./c1 --id c1 --shards 64 --nodes a,b,c',
@@ -59,6 +76,7 @@ async function init(args: string[]): Promise<number> {
       nodes: { type: 'string' },
       'base-port': { type: 'string' },
       journal: { type: 'string' },
+      force: { type: 'boolean' },
     },
   });
   if (!values.dir || !values.id || !values.nodes) {
@@ -75,6 +93,7 @@ async function init(args: string[]): Promise<number> {
     nodes: values.nodes.split(',').filter((s) => s.length > 0),
     basePort: num('base-port', values['base-port'], 7400),
     journal,
+    force: values.force === true,
   });
   for (const [node, config] of files) json({ node, config });
   return 0;
@@ -86,7 +105,14 @@ async function node(args: string[]): Promise<number> {
     options: { config: { type: 'string' }, control: { type: 'boolean' } },
   });
   if (!values.config) throw new UsageError('cluster', 'node needs --config FILE');
-  return runNodeProcess(values.config, { control: values.control === true });
+  try {
+    return await runNodeProcess(values.config, { control: values.control === true });
+  } catch (e) {
+    // The node closes what it opened before it throws; should a handle still hold the
+    // process, it ends anyway once the error is printed.
+    setTimeout(() => process.exit(process.exitCode ?? 1), 5000).unref();
+    throw e;
+  }
 }
 
 async function status(args: string[]): Promise<number> {
@@ -96,11 +122,7 @@ async function status(args: string[]): Promise<number> {
   const wire = new Http2Wire({
     self: cfg.self,
     cluster: cfg.meta.id,
-    tls: {
-      cert: readFileSync(cfg.tls.cert, 'utf8'),
-      key: readFileSync(cfg.tls.key, 'utf8'),
-      ca: readFileSync(cfg.tls.ca, 'utf8'),
-    },
+    tls: readNodeTls(cfg),
     resolve: (n) => cfg.members.find((m) => m.id === n)?.address,
     isMember: (n) => cfg.members.some((m) => m.id === n),
     deliveryDeadlineMs: 3000,
@@ -122,8 +144,10 @@ async function status(args: string[]): Promise<number> {
     json({ leased: v.leases.length, free: cfg.meta.shardCount - v.leases.length, byOwner: Object.fromEntries(owned) });
     return 0;
   } catch (e) {
+    const own = (e as { code?: unknown }).code;
+    const code = typeof own === 'string' && own.startsWith('PLX_') ? own : ClusterCode.UNAVAILABLE;
     process.stderr.write(
-      `plexus cluster status: cannot reach the authority ${cfg.authority}: ${(e as Error).message}\n`,
+      `plexus: error ${code}: cluster status cannot reach the authority ${cfg.authority}: ${(e as Error).message}\n`,
     );
     return 1;
   } finally {
@@ -135,6 +159,25 @@ async function deadLetters(args: string[]): Promise<number> {
   const { positionals } = parse('cluster', { args, allowPositionals: true, options: {} });
   const dir = positionals[0];
   if (dir === undefined) throw new UsageError('cluster', 'dead-letters needs the node data directory');
+  if (positionals.length > 1) throw new UsageError('cluster', 'dead-letters takes one data directory');
+  let isDir = false;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch {
+    isDir = false;
+  }
+  if (!isDir) {
+    throw clusterError(
+      ClusterCode.BAD_PATH,
+      `${dir} is not a node data directory (${existsSync(dir) ? 'not a directory' : 'it does not exist'}); nothing was created`,
+      { file: dir, field: 'dir', missing: !existsSync(dir) },
+    );
+  }
+  // A node that never dropped a frame has no log yet: nothing to list, nothing to create.
+  if (!existsSync(join(dir, DEAD_LETTER_LOG))) {
+    json({ count: 0 });
+    return 0;
+  }
   const list = await listDeadLetters(dir);
   for (const d of list) json(d);
   json({ count: list.length });

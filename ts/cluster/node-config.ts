@@ -1,0 +1,170 @@
+/**
+ * The schema of a node config file (`plexus cluster init` writes one per node) and the checks
+ * that span fields: unique member ids and addresses, ports from 1 to 65535, `self`,
+ * `authority` and `storeHost` among the members. Every refusal is PLX_CLUSTER_BAD_CONFIG
+ * with `details.path` naming the bad value (also in `details.field`), except what
+ * `clusterMeta` refuses in `meta` (PLX_CLUSTER_BAD_META, PLX_CLUSTER_REPLICATION_UNSUPPORTED).
+ */
+import { MAX_SHARDS } from '../core/index.js';
+import { clusterConfig, detectorConfig, leaseConfig } from './config.js';
+import { ClusterCode, clusterError } from './errors.js';
+import { clusterMeta } from './meta.js';
+import { firstProblem, type Schema } from './schema.js';
+
+const DNS_LABEL = {
+  re: /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/,
+  what: 'a DNS label (lower-case letters, digits, hyphens; 1 to 63)',
+};
+/** host:port, the host a DNS name, an IPv4 address or a bracketed IPv6 address. */
+const ADDRESS = {
+  re: /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/,
+  what: 'host:port',
+};
+const MS = { type: 'integer', min: 0, max: 2_147_483_647 } as const;
+const PATH: Schema = { type: 'string', maxLength: 4096 };
+const MAX_MEMBERS = 4096;
+
+export const NODE_CONFIG_SCHEMA: Schema = {
+  type: 'object',
+  required: ['meta', 'self', 'members', 'authority', 'dataDir', 'tls'],
+  properties: {
+    meta: {
+      type: 'object',
+      required: ['id', 'shardCount', 'hashVersion', 'replicationFactor'],
+      properties: {
+        id: { type: 'string', pattern: DNS_LABEL },
+        shardCount: { type: 'integer', min: 1, max: MAX_SHARDS },
+        hashVersion: { type: 'integer', min: 1, max: 1 },
+        replicationFactor: { type: 'integer', min: 1, max: 255 },
+      },
+    },
+    clusterMeta: PATH,
+    self: { type: 'string', pattern: DNS_LABEL },
+    members: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_MEMBERS,
+      items: {
+        type: 'object',
+        required: ['id', 'address'],
+        properties: { id: { type: 'string', pattern: DNS_LABEL }, address: { type: 'string', pattern: ADDRESS } },
+      },
+    },
+    authority: { type: 'string', pattern: DNS_LABEL },
+    dataDir: PATH,
+    tls: { type: 'object', required: ['cert', 'key', 'ca'], properties: { cert: PATH, key: PATH, ca: PATH } },
+    journal: { type: 'string', enum: ['per-node', 'shared'] },
+    sharedDir: PATH,
+    storeHost: { type: 'string', pattern: DNS_LABEL },
+    cluster: {
+      type: 'object',
+      properties: {
+        hopLimit: { type: 'integer', min: 0, max: 255 },
+        mailboxBound: { type: 'integer', min: 1, max: 1 << 24 },
+        dedupCapacity: { type: 'integer', min: 0, max: 1 << 24 },
+        deliveryDeadlineMs: MS,
+        retryBackoffMs: MS,
+        maxFrameBytes: { type: 'integer', min: 40, max: 1 << 20 },
+      },
+    },
+    lease: { type: 'object', properties: { ttlMs: MS, safetyMarginMs: MS, renewEveryMs: MS } },
+    detector: { type: 'object', properties: { suspectAfterMs: MS, failedAfterMs: MS } },
+    heartbeatEveryMs: { type: 'integer', min: 1, max: 60_000 },
+    runtime: {
+      type: 'object',
+      properties: {
+        mailboxBound: { type: 'integer', min: 1, max: 1 << 24 },
+        dedupWindow: { type: 'integer', min: 0, max: 1 << 24 },
+        snapshotEvery: { type: 'integer', min: 0, max: 2 ** 31 - 1 },
+        idleAfter: MS,
+      },
+    },
+    fsync: { type: 'string', enum: ['batch', 'always', 'never'] },
+    wire: {
+      type: 'object',
+      properties: {
+        streamCap: { type: 'integer', min: 1, max: 65_536 },
+        poolSize: { type: 'integer', min: 1, max: 64 },
+      },
+    },
+    journalLanes: { type: 'integer', min: 1, max: 1024 },
+    leaseClockRate: { type: 'number', min: 0, max: 1000, exclusiveMin: true },
+  },
+};
+
+function refuse(file: string, path: string, message: string, extra: Record<string, unknown> = {}): never {
+  throw clusterError(ClusterCode.BAD_CONFIG, `node config ${file}: ${path === '' ? 'the file' : path} ${message}`, {
+    file,
+    path,
+    field: path,
+    ...extra,
+  });
+}
+
+/** The port of a `host:port` address that the schema accepted. */
+export function portOf(address: string): number {
+  return Number(address.slice(address.lastIndexOf(':') + 1));
+}
+
+/**
+ * Checks a parsed node config against the schema and the rules across fields; throws the
+ * first problem (PLX_CLUSTER_BAD_CONFIG with `details.path`).
+ */
+export function checkNodeConfig(cfg: unknown, file: string): void {
+  const p = firstProblem(NODE_CONFIG_SCHEMA, cfg);
+  if (p) refuse(file, p.path, p.message);
+  const c = cfg as {
+    meta: Parameters<typeof clusterMeta>[0];
+    self: string;
+    members: { id: string; address: string }[];
+    authority: string;
+    storeHost?: string;
+    journal?: string;
+    cluster?: object;
+    lease?: object;
+    detector?: object;
+  };
+  const ids = new Map<string, number>();
+  const addresses = new Map<string, number>();
+  c.members.forEach((m, i) => {
+    const port = portOf(m.address);
+    if (port < 1 || port > 65_535) {
+      refuse(file, `members[${i}].address`, `has port ${port}: a port is from 1 to 65535`);
+    }
+    const dup = ids.get(m.id);
+    if (dup !== undefined)
+      refuse(file, `members[${i}].id`, `repeats the id ${JSON.stringify(m.id)} of members[${dup}]`);
+    ids.set(m.id, i);
+    const same = addresses.get(m.address);
+    if (same !== undefined) {
+      refuse(file, `members[${i}].address`, `repeats the address ${m.address} of members[${same}]`);
+    }
+    addresses.set(m.address, i);
+  });
+  if (!ids.has(c.self)) refuse(file, 'self', `names ${JSON.stringify(c.self)}, which members does not list`);
+  if (!ids.has(c.authority)) {
+    refuse(
+      file,
+      'authority',
+      `names ${JSON.stringify(c.authority)}, which members does not list: no node would host the lease authority`,
+    );
+  }
+  if (c.storeHost !== undefined && !ids.has(c.storeHost)) {
+    refuse(file, 'storeHost', `names ${JSON.stringify(c.storeHost)}, which members does not list`);
+  }
+  if (c.storeHost !== undefined && c.journal !== 'shared') {
+    refuse(file, 'storeHost', 'is only for "journal": "shared"');
+  }
+  clusterMeta(c.meta);
+  const within = (section: string, check: () => unknown) => {
+    try {
+      check();
+    } catch (e) {
+      const field = (e as { details?: { field?: string } }).details?.field ?? '';
+      refuse(file, `${section}.${field}`, (e as Error).message);
+    }
+  };
+  within('cluster', () => clusterConfig(c.cluster));
+  within('lease', () => leaseConfig(c.lease));
+  within('detector', () => detectorConfig(c.detector));
+}
