@@ -163,6 +163,8 @@ export class Comm {
       },
       unshiftCollective: (peer, item) => this.collectiveFrames[peer]!.unshift(item),
       abort: (reason, error) => this.abort(reason, error),
+      hold: () => this.keepAlive.hold(),
+      release: () => this.keepAlive.release(),
     };
     this.collectives = new Collectives(link);
     transport.enableStreams?.();
@@ -436,7 +438,7 @@ export class Comm {
     state: NoInfer<CheckpointState<T>>,
     codec: Checkpointable<T> & Checkpointable<NoInfer<CheckpointState<T>>>,
   ): Promise<bigint> {
-    return this.checkpoints.checkpoint(state as T, codec);
+    return this.held(this.checkpoints.checkpoint(state as T, codec));
   }
 
   /**
@@ -445,7 +447,7 @@ export class Comm {
    * the job (ABORT reason 5) with the same code on every rank.
    */
   resume<T>(codec: Checkpointable<T> & Checkpointable<NoInfer<CheckpointState<T>>>): Promise<T | null> {
-    return this.checkpoints.resume<T>(codec);
+    return this.held(this.checkpoints.resume<T>(codec));
   }
 
   // -------------------------------------------------------------------------------------
@@ -479,6 +481,21 @@ export class Comm {
       this.finalizedListener?.();
     })();
     return this.finalizing;
+  }
+
+  /** `call`, with the process kept alive until it settles (it may wait for peers in many steps). */
+  private held<T>(call: Promise<T>): Promise<T> {
+    this.keepAlive.hold();
+    return call.then(
+      (v) => {
+        this.keepAlive.release();
+        return v;
+      },
+      (e: unknown) => {
+        this.keepAlive.release();
+        throw e;
+      },
+    );
   }
 
   private stopped(): PlexusError | undefined {
