@@ -3,8 +3,10 @@
  * (locally, or through a remote-start command such as `ssh {host}`), hands each rank its
  * job description on standard input as one hex line (never a file), forwards every
  * rank's output with a `[rank n]` prefix, and returns the job's exit status. When a rank
- * fails (an ABORT, a lost peer, a non-zero exit, a signal) it gives the others time to
- * stop by themselves (they detect it within the silence limit), then stops the rest.
+ * fails (an ABORT, a lost peer, a non-zero exit, a signal, or an exit with status 0 after
+ * joining the mesh without `finalize()`, which its peers see as a close without BYE) it
+ * gives the others time to stop by themselves (they detect it within the silence limit),
+ * then stops the rest.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
