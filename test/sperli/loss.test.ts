@@ -15,9 +15,13 @@ import { ROOT } from '../helpers/paths.js';
 
 const BIN = join(ROOT, 'dist/cli/main.js');
 const JOB = join(ROOT, 'test/sperli/fixtures/loss-job.mjs');
-/** The silence limit of these jobs; the heartbeat is a third of it (mesh.ts). */
-const SILENCE_MS = 1500;
-const HEARTBEAT_MS = 500;
+/**
+ * The silence limit of these jobs (the heartbeat is 1000 ms, mesh.ts): well above what a
+ * starved rank on a loaded machine may go without running, while a close is found in
+ * 200 ms whatever the limit.
+ */
+const SILENCE_MS = 4000;
+const HEARTBEAT_MS = 1000;
 /** Slack on top of silence + one heartbeat for a loaded machine: an upper bound, not a measurement. */
 const SLACK_MS = 4000;
 
@@ -162,6 +166,16 @@ describe('a peer that has left with BYE', () => {
       expect(o.err).not.toMatch(/\[rank 1\] failed/);
     });
   }, 120_000);
+
+  it("with onFailure 'exit', a call the program does not catch ends the rank with status 3 and no stack trace", async () => {
+    const o = await job('uncaught', 'kill', 'exit');
+    const all = o.out + o.err;
+    expect(o.err, all).toMatch(/\[rank 0\] failed: H1612 rank 1 closed its connection without BYE/);
+    expect(o.out, all).not.toContain('not reached');
+    expect(o.err, all).not.toMatch(/PlexusError|at sperliError|Node\.js v/);
+    expect(o.result.ranks[0]?.code, all).toBe(3);
+    expect(o.result.exitCode).toBe(1);
+  }, 60_000);
 
   it('in one process: a receive from a rank that left fails, one from this rank itself does not', async () => {
     // The in-memory transport judges frames with the mesh's code (BYE included).

@@ -124,6 +124,27 @@ function reportAndExit(rank: number | undefined, e: unknown): void {
   process.stderr.write('', () => setTimeout(() => process.exit(FAILURE_EXIT_CODE), 50));
 }
 
+/**
+ * With onFailure 'exit': a call that rejects with the job's failure and that the program
+ * does not catch (`await comm.barrier()` at the top level of a module, or a promise nobody
+ * awaits) does not end the process with Node's stack trace and status 1: the failure is
+ * reported already, and the process ends with status 3 in a moment. Anything else uncaught
+ * ends it as Node would, its stack on standard error and status 1 (unless the program
+ * listens for these events itself).
+ */
+function quietFailure(comm: Comm): void {
+  const isFailure = (e: unknown): boolean => e !== undefined && e === comm.failed;
+  process.on('unhandledRejection', (reason) => {
+    if (isFailure(reason) || process.listenerCount('unhandledRejection') > 1) return;
+    throw reason;
+  });
+  process.on('uncaughtException', (e) => {
+    if (isFailure(e) || process.listenerCount('uncaughtException') > 1) return;
+    process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    process.exit(1);
+  });
+}
+
 export async function init(options: InitOptions = {}): Promise<Comm> {
   const exitOnFailure = (options.onFailure ?? 'exit') === 'exit';
   let desc: JobDescription | undefined;
@@ -151,6 +172,7 @@ export async function init(options: InitOptions = {}): Promise<Comm> {
     process.stderr.write(`${JOINED_PREFIX}${JSON.stringify({ rank })}\n`);
     // With 'throw' the failure is still reported for the launcher; the program goes on.
     comm.onFailure(exitOnFailure ? (e) => reportAndExit(rank, e) : (e) => report(rank, e));
+    if (exitOnFailure) quietFailure(comm);
     return comm;
   } catch (e) {
     if (exitOnFailure) {
