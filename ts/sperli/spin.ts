@@ -52,13 +52,13 @@ export function spinWindowMs(
 function noop(): void {}
 
 /**
- * Keeps the process alive while a call of the rank waits for a peer (docs/sperli.md,
- * "When a peer is lost"). The mesh's connections do not keep a rank's process alive by
- * themselves: a rank whose program has nothing left to do ends, even without
- * `finalize()`. While a wait for a frame, a send or `finalize()` is pending, one ref'd
- * timer (made once, never firing in practice) holds the event loop open, so that the
- * loss of the peer is detected and the call settles with its coded error instead of the
- * process ending with a promise that never settles.
+ * Keeps the process alive while a call of the rank may wait for a peer (docs/sperli.md,
+ * "When a peer is lost or leaves"). The mesh's connections do not keep a rank's process
+ * alive by themselves: a rank whose program has nothing left to do ends, even without
+ * `finalize()`. While a receive, a collective, a checkpoint or resume, a queued send or
+ * `finalize()` is pending, one ref'd timer (made once, never firing in practice) holds the
+ * event loop open, so that the loss of the peer is detected and the call settles with its
+ * coded error instead of the process ending with a promise that never settles.
  */
 export class KeepAlive {
   private count = 0;
