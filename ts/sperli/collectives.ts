@@ -84,6 +84,13 @@ export interface CollectiveLink {
   unshiftCollective(peer: number, item: CollectiveItem): void;
   /** Ends the job with ABORT `reason`; resolves to the error the call rejects with. */
   abort(reason: number, error: PlexusError): Promise<PlexusError>;
+  /**
+   * A call began that may wait for peers: the communicator keeps the process alive until
+   * the matching `release` (spin.ts, KeepAlive).
+   */
+  hold(): void;
+  /** A call begun with `hold` has settled. */
+  release(): void;
 }
 
 /** The arrays whose element type a reduce can tell from the array itself. */
@@ -378,6 +385,7 @@ export class Collectives {
   private queued = 0;
   private readonly settledOne = (): void => {
     this.queued--;
+    this.link.release();
   };
   /**
    * The small call running outside `chain` (SmallReduce), while no call is queued on
@@ -426,6 +434,7 @@ export class Collectives {
       this.small = undefined;
     }
     this.queued++;
+    this.link.hold();
     const p = this.chain.then(() => {
       const stopped = this.link.stopped();
       if (stopped !== undefined) throw stopped;
@@ -449,7 +458,10 @@ export class Collectives {
     if (a.data.length > SMALL_REDUCE || this.queued !== 0 || this.small !== undefined) return undefined;
     const call = new SmallReduce(this, this.link, this.host, op, root, seq, a);
     if (!call.start()) return undefined;
-    if (!call.settled) this.small = call;
+    if (!call.settled) {
+      this.small = call;
+      call.hold();
+    }
     return call.promise;
   }
 
@@ -874,6 +886,8 @@ interface SmallHost {
 class SmallReduce implements Taker<CollectiveItem> {
   readonly promise: Promise<ArrayBufferView | null>;
   settled = false;
+  /** The call holds the process alive (see `hold`). */
+  private held = false;
   private resolve!: (v: ArrayBufferView | null) => void;
   private reject!: (e: unknown) => void;
   /** The call's collective header with phase 1 (towards the root). */
@@ -993,6 +1007,17 @@ class SmallReduce implements Taker<CollectiveItem> {
   private settle(): void {
     this.settled = true;
     if (this.owner.small === this) this.owner.small = undefined;
+    if (this.held) {
+      this.held = false;
+      this.link.release();
+    }
+  }
+
+  /** Holds the process alive (CollectiveLink.hold) until the call settles. */
+  hold(): void {
+    if (this.settled || this.held) return;
+    this.held = true;
+    this.link.hold();
   }
 
   /** At the root: folds every contribution already queued, in rank order, then waits for the next. */

@@ -112,6 +112,11 @@ export class FrameQueue<T> {
     });
   }
 
+  /** Whether a consumer waits for the next item (none is queued). */
+  get waiting(): boolean {
+    return this.waiter !== undefined || this.taker !== undefined;
+  }
+
   /** Rejects the waiting consumer and drops what is queued. */
   fail(error: PlexusError): void {
     this.items = [];
@@ -130,6 +135,8 @@ export class FrameQueue<T> {
 interface Posted extends Waiter<Message> {
   readonly source: number;
   readonly tag: number;
+  /** The receive holds the spinner (it waits for a peer, not for this rank itself). */
+  readonly held: boolean;
 }
 
 function matches(source: number, tag: number, m: Message): boolean {
@@ -149,10 +156,25 @@ export class Mailbox {
   /** Full frames of messages still open, by source, then tag. */
   private readonly partial = new Map<number, Map<number, Uint8Array[]>>();
   private readonly spinner: Spinner | undefined;
+  private readonly self: number | undefined;
 
-  /** A mailbox; with `spinner`, the event loop is kept polling while a receive waits. */
-  constructor(spinner?: Spinner) {
+  /**
+   * A mailbox; with `spinner`, the event loop is kept polling while a receive waits.
+   * A receive from `self` (this rank) alone waits for this rank's own send, not for a
+   * peer: it does not hold the spinner.
+   */
+  constructor(spinner?: Spinner, self?: number) {
     this.spinner = spinner;
+    this.self = self;
+  }
+
+  /**
+   * The source of the first posted receive that waits for `peer` (a receive from
+   * ANY_SOURCE too, with `any`), or undefined when none does.
+   */
+  waitsFor(peer: number, any: boolean): number | undefined {
+    for (const p of this.posted) if (p.source === peer || (any && p.source === ANY_SOURCE)) return p.source;
+    return undefined;
   }
 
   /** One DATA frame from `source`. */
@@ -197,7 +219,7 @@ export class Mailbox {
     }
     const p = this.posted[i] as Posted;
     this.posted.splice(i, 1);
-    this.spinner?.release();
+    if (p.held) this.spinner?.release();
     p.resolve(m);
   }
 
@@ -210,9 +232,10 @@ export class Mailbox {
       return Promise.resolve(m);
     }
     if (stopped !== undefined) return Promise.reject(stopped);
-    this.spinner?.hold();
+    const held = source !== this.self;
+    if (held) this.spinner?.hold();
     return new Promise<Message>((resolve, reject) => {
-      this.posted.push({ source, tag, resolve, reject });
+      this.posted.push({ source, tag, resolve, reject, held });
     });
   }
 
@@ -222,7 +245,7 @@ export class Mailbox {
     this.arrived.length = 0;
     this.partial.clear();
     for (const p of waiting) {
-      this.spinner?.release();
+      if (p.held) this.spinner?.release();
       p.reject(error);
     }
   }

@@ -22,7 +22,8 @@ import { HeldBytes } from './comm-bytes.js';
 import { ANY_SOURCE, ANY_TAG, FrameQueue, Mailbox, type Message } from './comm-queues.js';
 import type { IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
-import { Spinner } from './spin.js';
+import { AbortReason, lostPeerError } from './mesh-errors.js';
+import { KeepAlive, RankSpinner } from './spin.js';
 import { type RankTransport, SEND_NOW_MAX, type TransportFrame } from './transport.js';
 
 export type { ReduceArray, Reduced, ScatterData } from './collectives.js';
@@ -78,7 +79,14 @@ export class Comm {
   private ended: PlexusError | undefined;
   private finalizing: Promise<void> | undefined;
   private readonly mailbox: Mailbox;
-  private readonly spinner: Spinner;
+  private readonly spinner: RankSpinner;
+  /** Holds the process open while a call waits for a peer (spin.ts). */
+  private readonly keepAlive = new KeepAlive();
+  /** Per peer: it has left the job with BYE. */
+  private readonly left: boolean[] = [];
+  /** Peers that have left with BYE. */
+  private leftCount = 0;
+  private readonly finalizedListener: (() => void) | undefined;
   /** How long (ms) a wait for a frame keeps the event loop polling before it sleeps (spin.ts). */
   readonly spinMs: number;
   private readonly collectiveFrames: FrameQueue<Uint8Array | IncomingFrame>[] = [];
@@ -101,14 +109,20 @@ export class Comm {
    */
   constructor(
     transport: RankTransport,
-    options: { readonly checkpoint?: CheckpointContext; readonly spinMs?: number } = {},
+    options: {
+      readonly checkpoint?: CheckpointContext;
+      readonly spinMs?: number;
+      /** Called once `finalize()` has said BYE to every peer and closed the transport. */
+      readonly onFinalized?: () => void;
+    } = {},
   ) {
     this.transport = transport;
     this.spinMs = options.spinMs ?? 0;
-    this.spinner = new Spinner(this.spinMs);
-    this.mailbox = new Mailbox(this.spinner);
+    this.finalizedListener = options.onFinalized;
     this.rank = transport.rank;
     this.size = transport.size;
+    this.spinner = new RankSpinner(this.spinMs, this.keepAlive);
+    this.mailbox = new Mailbox(this.spinner, this.rank);
     this.checkpoints = new Checkpointer(
       {
         rank: this.rank,
@@ -128,6 +142,7 @@ export class Comm {
       this.checkpointFrames.push(new FrameQueue(this.spinner));
       this.sendQueue.push(Promise.resolve());
       this.sendsOpen.push(0);
+      this.left.push(false);
     }
     const link: CollectiveLink = {
       rank: this.rank,
@@ -136,16 +151,26 @@ export class Comm {
       sendCollective: (peer, h, data) => this.sendCollective(peer, h, data),
       sendCollectiveGrowing: (peer, h, source) => this.sendCollectiveGrowing(peer, h, source),
       sendCollectiveNow: (peer, head, data) => this.sendCollectiveNow(peer, head, data),
-      nextCollective: (peer) => this.collectiveFrames[peer]!.next(this.stopped()),
+      nextCollective: (peer) => {
+        const next = this.collectiveFrames[peer]!.next(this.stopped());
+        if (this.leftCount > 0) this.checkLeft();
+        return next;
+      },
       pollCollective: (peer) => this.collectiveFrames[peer]!.poll(),
-      waitCollective: (peer, taker) => this.collectiveFrames[peer]!.wait(taker, this.stopped()),
+      waitCollective: (peer, taker) => {
+        this.collectiveFrames[peer]!.wait(taker, this.stopped());
+        if (this.leftCount > 0) this.checkLeft();
+      },
       unshiftCollective: (peer, item) => this.collectiveFrames[peer]!.unshift(item),
       abort: (reason, error) => this.abort(reason, error),
+      hold: () => this.keepAlive.hold(),
+      release: () => this.keepAlive.release(),
     };
     this.collectives = new Collectives(link);
     transport.enableStreams?.();
     transport.onFrame((peer, frame) => this.onFrame(peer, frame));
     transport.onFailure((error) => this.fail(error));
+    transport.onPeerLeft?.((peer) => this.peerLeft(peer));
     if (transport.failure !== undefined) this.fail(transport.failure);
   }
 
@@ -238,7 +263,9 @@ export class Comm {
     this.checkTag(tag, 'recv', true);
     const stopped = this.stopped();
     if (stopped !== undefined) return Promise.reject(stopped);
-    return this.mailbox.take(source, tag, undefined);
+    const taken = this.mailbox.take(source, tag, undefined);
+    if (this.leftCount > 0) this.checkLeft();
+    return taken;
   }
 
   private request<T>(p: Promise<T>): Request<T> {
@@ -375,14 +402,14 @@ export class Comm {
     const stopped = this.stopped();
     if (stopped !== undefined) return Promise.reject(stopped);
     const t = this.transport;
-    if (prefix === undefined) return this.enqueue(peer, () => t.send(peer, type, 0, payload, epoch));
+    if (prefix === undefined) return this.enqueue(peer, () => t.send(peer, type, 0, payload, epoch), true);
     if (t.sendPrefixed !== undefined) {
-      return this.enqueue(peer, () => t.sendPrefixed!(peer, type, 0, prefix, payload, epoch));
+      return this.enqueue(peer, () => t.sendPrefixed!(peer, type, 0, prefix, payload, epoch), true);
     }
     const joined = new Uint8Array(prefix.length + payload.length);
     joined.set(prefix);
     joined.set(payload, prefix.length);
-    return this.enqueue(peer, () => t.send(peer, type, 0, joined, epoch));
+    return this.enqueue(peer, () => t.send(peer, type, 0, joined, epoch), true);
   }
 
   /**
@@ -392,7 +419,9 @@ export class Comm {
    */
   nextCheckpointFrame(peer: number): Promise<TransportFrame> {
     this.checkRank(peer, 'nextCheckpointFrame: peer', false);
-    return this.checkpointFrames[peer]!.next(this.stopped());
+    const next = this.checkpointFrames[peer]!.next(this.stopped());
+    if (this.leftCount > 0) this.checkLeft();
+    return next;
   }
 
   // -------------------------------------------------------------------------------------
@@ -409,7 +438,7 @@ export class Comm {
     state: NoInfer<CheckpointState<T>>,
     codec: Checkpointable<T> & Checkpointable<NoInfer<CheckpointState<T>>>,
   ): Promise<bigint> {
-    return this.checkpoints.checkpoint(state as T, codec);
+    return this.held(this.checkpoints.checkpoint(state as T, codec));
   }
 
   /**
@@ -418,7 +447,7 @@ export class Comm {
    * the job (ABORT reason 5) with the same code on every rank.
    */
   resume<T>(codec: Checkpointable<T> & Checkpointable<NoInfer<CheckpointState<T>>>): Promise<T | null> {
-    return this.checkpoints.resume<T>(codec);
+    return this.held(this.checkpoints.resume<T>(codec));
   }
 
   // -------------------------------------------------------------------------------------
@@ -437,13 +466,36 @@ export class Comm {
       reason: 'finalized',
     });
     this.stopReceives(this.ended);
+    // Until BYE has gone to every peer and the connections are closed, the process stays.
+    this.keepAlive.hold();
     this.finalizing = (async () => {
-      await this.collectives.idle();
-      await Promise.all(this.sendQueue);
-      if (this.failure !== undefined) throw this.failure;
-      await this.transport.close();
+      try {
+        await this.collectives.idle();
+        await Promise.all(this.sendQueue);
+        if (this.failure !== undefined) throw this.failure;
+        await this.transport.close();
+      } finally {
+        this.keepAlive.release();
+        this.keepAlive.stop();
+      }
+      this.finalizedListener?.();
     })();
     return this.finalizing;
+  }
+
+  /** `call`, with the process kept alive until it settles (it may wait for peers in many steps). */
+  private held<T>(call: Promise<T>): Promise<T> {
+    this.keepAlive.hold();
+    return call.then(
+      (v) => {
+        this.keepAlive.release();
+        return v;
+      },
+      (e: unknown) => {
+        this.keepAlive.release();
+        throw e;
+      },
+    );
   }
 
   private stopped(): PlexusError | undefined {
@@ -461,6 +513,7 @@ export class Comm {
     if (this.failure === undefined) {
       this.failure = error;
       this.stopReceives(error);
+      this.keepAlive.stop();
     }
     if (notify) this.notifyFailure(this.failure);
   }
@@ -486,18 +539,75 @@ export class Comm {
     else this.checkpointFrames[peer]!.push(frame);
   }
 
-  /** Queues `job` behind every earlier send to `peer`; it does not run once the job has failed. */
-  private enqueue(peer: number, job: () => Promise<void>): Promise<void> {
+  /**
+   * Queues `job` behind every earlier send to `peer`; it does not run once the job has
+   * failed. With `needsPeer` (a collective's or a checkpoint's frames), a peer that has
+   * left with BYE fails the job (H1612 `lost-peer`, cause `left`) instead of the send
+   * being refused alone.
+   */
+  private enqueue(peer: number, job: () => Promise<void>, needsPeer = false): Promise<void> {
     this.sendsOpen[peer]!++;
-    const p = this.sendQueue[peer]!.then(() => {
+    this.keepAlive.hold();
+    const p = this.sendQueue[peer]!.then(async () => {
       if (this.failure !== undefined) throw this.failure;
-      return job();
+      if (!needsPeer) return job();
+      if (this.left[peer]) throw await this.leftFailure(peer, 'a send of a collective or checkpoint');
+      try {
+        await job();
+      } catch (e) {
+        if (this.failure === undefined && this.left[peer]) {
+          throw await this.leftFailure(peer, 'a send of a collective or checkpoint');
+        }
+        throw e;
+      }
     });
     const settled = (): void => {
       this.sendsOpen[peer]!--;
+      this.keepAlive.release();
     };
     this.sendQueue[peer] = p.then(settled, settled);
     return p;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Peers that have left
+
+  /** `peer` said BYE: a call that still needs a frame from it can never complete. */
+  private peerLeft(peer: number): void {
+    if (this.left[peer] || peer === this.rank) return;
+    this.left[peer] = true;
+    this.leftCount++;
+    this.checkLeft();
+  }
+
+  /**
+   * Fails the job (H1612 `lost-peer`, cause `left`, naming the peer) when a call waits
+   * for a frame that only a peer that has left could send: a receive from it (from
+   * ANY_SOURCE once every other rank has left), a collective's or a checkpoint's frame.
+   */
+  private checkLeft(): void {
+    if (this.stopped() !== undefined) return;
+    const everyOther = this.leftCount === this.size - 1;
+    for (let r = 0; r < this.size; r++) {
+      if (!this.left[r]) continue;
+      let waiting: string | undefined;
+      const source = this.mailbox.waitsFor(r, everyOther);
+      if (source !== undefined) waiting = source === r ? `a receive from rank ${r}` : 'a receive from any rank';
+      else if (this.collectiveFrames[r]!.waiting) waiting = 'a collective';
+      else if (this.checkpointFrames[r]!.waiting) waiting = 'a checkpoint step';
+      if (waiting !== undefined) {
+        void this.leftFailure(r, waiting);
+        return;
+      }
+    }
+  }
+
+  /** Ends the job because `peer` has left while `waiting` needs it; returns the job's failure. */
+  private leftFailure(peer: number, waiting: string): Promise<PlexusError> {
+    return this.abort(
+      AbortReason.lostPeer,
+      lostPeerError(peer, 'left', undefined, undefined, { rank: this.rank, waiting }),
+    );
   }
 
   /**
@@ -513,6 +623,7 @@ export class Comm {
       return false;
     }
     if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.left[peer]) return this.leftFailure(peer, 'a collective').then((e) => Promise.reject(e));
     return t.sendNow(peer, FrameType.COLLECTIVE, head, data);
   }
 
@@ -521,36 +632,44 @@ export class Comm {
     const t = this.transport;
     const head = encodeCollectiveHeader(h);
     const length = source.bytes.length;
-    return this.enqueue(peer, async () => {
-      for (let at = 0; ; ) {
-        const end = Math.min(at + MAX_COLLECTIVE_DATA, length);
-        const last = endsMessage(end - at, MAX_COLLECTIVE_DATA);
-        if (t.sendGrowing !== undefined) await t.sendGrowing(peer, FrameType.COLLECTIVE, head, source, at, end, last);
-        else {
-          await source.until(end);
-          const part = source.bytes.subarray(at, end);
-          if (t.sendPrefixed !== undefined) await t.sendPrefixed(peer, FrameType.COLLECTIVE, 0, head, part);
-          else await t.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
+    return this.enqueue(
+      peer,
+      async () => {
+        for (let at = 0; ; ) {
+          const end = Math.min(at + MAX_COLLECTIVE_DATA, length);
+          const last = endsMessage(end - at, MAX_COLLECTIVE_DATA);
+          if (t.sendGrowing !== undefined) await t.sendGrowing(peer, FrameType.COLLECTIVE, head, source, at, end, last);
+          else {
+            await source.until(end);
+            const part = source.bytes.subarray(at, end);
+            if (t.sendPrefixed !== undefined) await t.sendPrefixed(peer, FrameType.COLLECTIVE, 0, head, part);
+            else await t.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
+          }
+          at = end;
+          if (last) return;
+          if (this.failure !== undefined) throw this.failure;
         }
-        at = end;
-        if (last) return;
-        if (this.failure !== undefined) throw this.failure;
-      }
-    });
+      },
+      true,
+    );
   }
 
   private sendCollective(peer: number, h: CollectiveHeader, data: HeldBytes): Promise<void> {
     const t = this.transport;
     const head = encodeCollectiveHeader(h);
-    return this.enqueue(peer, async () => {
-      for (let at = 0; ; ) {
-        const part = data.bytes.subarray(at, at + MAX_COLLECTIVE_DATA);
-        if (t.sendPrefixed !== undefined) await t.sendPrefixed(peer, FrameType.COLLECTIVE, 0, head, part);
-        else await t.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
-        at += part.length;
-        if (endsMessage(part.length, MAX_COLLECTIVE_DATA)) return;
-        if (this.failure !== undefined) throw this.failure;
-      }
-    });
+    return this.enqueue(
+      peer,
+      async () => {
+        for (let at = 0; ; ) {
+          const part = data.bytes.subarray(at, at + MAX_COLLECTIVE_DATA);
+          if (t.sendPrefixed !== undefined) await t.sendPrefixed(peer, FrameType.COLLECTIVE, 0, head, part);
+          else await t.send(peer, FrameType.COLLECTIVE, 0, encodeCollective(h, part));
+          at += part.length;
+          if (endsMessage(part.length, MAX_COLLECTIVE_DATA)) return;
+          if (this.failure !== undefined) throw this.failure;
+        }
+      },
+      true,
+    );
   }
 }

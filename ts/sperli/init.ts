@@ -6,8 +6,14 @@
  *
  * By default a failure of the job ends the process, as MPI's default error handler does:
  * the rank prints one `sperli-failure {json}` line on standard error (the launcher reads
- * it and names the cause) and exits with status 3. With `onFailure: 'throw'` the process
- * stays up and every pending and later call rejects with the failure.
+ * it and names the cause) and exits with status 3. With `onFailure: 'throw'` the rank
+ * prints the same line, the process stays up and every pending and later call rejects
+ * with the failure (catch and finally blocks run in both modes).
+ *
+ * The rank also tells the launcher, on standard error, when it has joined the job
+ * (`sperli-joined {"rank":n}`, once the mesh is open) and when it has left it normally
+ * (`sperli-finalized {"rank":n}`, once `finalize()` has said BYE to every peer): a rank
+ * that joined and exits with status 0 without finalizing is a failure of the job.
  */
 import { decodeJobLine, type JobDescription } from '../codec/sperli-jobdesc.js';
 import { PlexusError } from '../core/errors.js';
@@ -19,6 +25,8 @@ import {
   DEFAULT_SILENCE_MS,
   DENY_FILE_VARIABLE,
   FAILURE_PREFIX,
+  FINALIZED_PREFIX,
+  JOINED_PREFIX,
   SILENCE_VARIABLE,
 } from './launcher.js';
 import { openMesh } from './mesh.js';
@@ -116,6 +124,27 @@ function reportAndExit(rank: number | undefined, e: unknown): void {
   process.stderr.write('', () => setTimeout(() => process.exit(FAILURE_EXIT_CODE), 50));
 }
 
+/**
+ * With onFailure 'exit': a call that rejects with the job's failure and that the program
+ * does not catch (`await comm.barrier()` at the top level of a module, or a promise nobody
+ * awaits) does not end the process with Node's stack trace and status 1: the failure is
+ * reported already, and the process ends with status 3 in a moment. Anything else uncaught
+ * ends it as Node would, its stack on standard error and status 1 (unless the program
+ * listens for these events itself).
+ */
+function quietFailure(comm: Comm): void {
+  const isFailure = (e: unknown): boolean => e !== undefined && e === comm.failed;
+  process.on('unhandledRejection', (reason) => {
+    if (isFailure(reason) || process.listenerCount('unhandledRejection') > 1) return;
+    throw reason;
+  });
+  process.on('uncaughtException', (e) => {
+    if (isFailure(e) || process.listenerCount('uncaughtException') > 1) return;
+    process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    process.exit(1);
+  });
+}
+
 export async function init(options: InitOptions = {}): Promise<Comm> {
   const exitOnFailure = (options.onFailure ?? 'exit') === 'exit';
   let desc: JobDescription | undefined;
@@ -132,9 +161,18 @@ export async function init(options: InitOptions = {}): Promise<Comm> {
     const spinMs = spinWindowMs(options.spinMs ?? process.env[SPIN_VARIABLE], ranksOnMachine(desc.hosts, desc.rank));
     const transport = await openMesh(desc, { silenceMs, refused });
     const dir = options.checkpointDir ?? process.env[CHECKPOINT_DIR_VARIABLE];
-    const comm = new Comm(transport, dir ? { checkpoint: checkpointContextOf(desc, dir), spinMs } : { spinMs });
     const rank = desc.rank;
-    if (exitOnFailure) comm.onFailure((e) => reportAndExit(rank, e));
+    const onFinalized = () => {
+      process.stderr.write(`${FINALIZED_PREFIX}${JSON.stringify({ rank })}\n`);
+    };
+    const comm = new Comm(
+      transport,
+      dir ? { checkpoint: checkpointContextOf(desc, dir), spinMs, onFinalized } : { spinMs, onFinalized },
+    );
+    process.stderr.write(`${JOINED_PREFIX}${JSON.stringify({ rank })}\n`);
+    // With 'throw' the failure is still reported for the launcher; the program goes on.
+    comm.onFailure(exitOnFailure ? (e) => reportAndExit(rank, e) : (e) => report(rank, e));
+    if (exitOnFailure) quietFailure(comm);
     return comm;
   } catch (e) {
     if (exitOnFailure) {

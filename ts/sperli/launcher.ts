@@ -3,8 +3,10 @@
  * (locally, or through a remote-start command such as `ssh {host}`), hands each rank its
  * job description on standard input as one hex line (never a file), forwards every
  * rank's output with a `[rank n]` prefix, and returns the job's exit status. When a rank
- * fails (an ABORT, a lost peer, a non-zero exit, a signal) it gives the others time to
- * stop by themselves (they detect it within the silence limit), then stops the rest.
+ * fails (an ABORT, a lost peer, a non-zero exit, a signal, or an exit with status 0 after
+ * joining the mesh without `finalize()`, which its peers see as a close without BYE) it
+ * gives the others time to stop by themselves (they detect it within the silence limit),
+ * then stops the rest.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -24,6 +26,10 @@ export { DEFAULT_SILENCE_MS };
 
 /** A rank that fails prints this prefix and a JSON object on standard error. */
 export const FAILURE_PREFIX = 'sperli-failure ';
+/** A rank whose mesh is open prints this prefix and `{"rank":n}` on standard error. */
+export const JOINED_PREFIX = 'sperli-joined ';
+/** A rank that has left the job with `finalize()` (BYE to every peer) prints this prefix and `{"rank":n}`. */
+export const FINALIZED_PREFIX = 'sperli-finalized ';
 /** Environment passed to local ranks. */
 export const SILENCE_VARIABLE = 'SPERLI_SILENCE_MS';
 export const DENY_FILE_VARIABLE = 'SPERLI_DENY_HOSTS';
@@ -86,6 +92,17 @@ export interface LaunchResult {
     readonly signal: string | null;
     readonly endedAt: number;
   }[];
+}
+
+/** A rank that joined the job and exited with status 0 without `finalize()`: H1612 lost-peer, cause close. */
+export function exitedWithoutBye(rank: number): RankFailure {
+  return {
+    rank,
+    code: 'H1612',
+    reason: 'lost-peer',
+    message: `rank ${rank} exited with status 0 without finalize(): it said no BYE to its peers, so it is a lost peer and the job failed`,
+    details: { peer: rank, cause: 'close', exitStatus: 0 },
+  };
 }
 
 function usage(message: string, details: Record<string, unknown> = {}): PlexusError {
@@ -310,10 +327,23 @@ async function runOnce(
       child.stdin?.on('error', () => {});
       child.stdin?.end(`${encodeJobLine(job.descriptions[rank] as (typeof job.descriptions)[number])}`);
       const pOut = lines(child.stdout as NodeJS.ReadableStream, (l) => out(`[rank ${rank}] ${l}\n`));
+      let joined = false;
+      let finalized = false;
+      let reported = false;
       const pErr = lines(child.stderr as NodeJS.ReadableStream, (l) => {
+        // The rank's own reports to the launcher (init.ts), not forwarded.
+        if (l.startsWith(JOINED_PREFIX)) {
+          joined = true;
+          return;
+        }
+        if (l.startsWith(FINALIZED_PREFIX)) {
+          finalized = true;
+          return;
+        }
         if (l.startsWith(FAILURE_PREFIX)) {
           try {
             const f = JSON.parse(l.slice(FAILURE_PREFIX.length)) as Omit<RankFailure, 'rank'>;
+            reported = true;
             note({ ...f, rank });
             err(`[rank ${rank}] failed: ${f.code ?? ''} ${f.message}\n`);
             return;
@@ -333,6 +363,12 @@ async function runOnce(
             message: signal ? `rank ${rank} was ended by ${signal}` : `rank ${rank} exited with status ${code}`,
             ...(signal ? { signal } : {}),
           });
+        } else if (joined && !finalized && !reported) {
+          // The protocol: a close without BYE is a lost peer, whatever the exit status (a
+          // rank that reported its job's failure cannot finalize, and is named already).
+          const f = exitedWithoutBye(rank);
+          err(`[rank ${rank}] failed: ${f.code} ${f.message}\n`);
+          note(f);
         }
         if (--alive === 0) resolve();
       });

@@ -20,20 +20,33 @@ import { type Abort, AbortReason, MAX_ABORT_TEXT } from '../codec/sperli-payload
 import { PlexusError } from '../core/errors.js';
 
 /** Why a connection was taken as lost. */
-export type LostCause = 'silence' | 'close' | 'connect';
+export type LostCause = 'silence' | 'close' | 'connect' | 'left';
 
 const CAUSE_TEXT: Record<LostCause, string> = {
   silence: 'sent no frame within the silence limit',
   close: 'closed its connection without BYE',
   connect: 'did not connect in time',
+  left: 'has left the job (BYE)',
 };
 
-/** H1612 `lost-peer`: `peer` is lost, and the job with it. */
-export function lostPeerError(peer: number, cause: LostCause, silenceMs?: number, error?: unknown): PlexusError {
+/**
+ * H1612 `lost-peer`: `peer` is lost, and the job with it. Cause `left`: the peer said BYE
+ * while this rank still needs a frame from it (`waiting` says which call, `rank` is this
+ * rank), or a collective would send to it.
+ */
+export function lostPeerError(
+  peer: number,
+  cause: LostCause,
+  silenceMs?: number,
+  error?: unknown,
+  left?: { readonly rank: number; readonly waiting: string },
+): PlexusError {
   const hint =
     cause === 'silence'
       ? ` (${silenceMs ?? '?'} ms); it is lost and the job stops (a program that computes longer than the limit raises the silence setting)`
-      : '; it is lost and the job stops';
+      : cause === 'left' && left !== undefined
+        ? ` while rank ${left.rank} still needs it (${left.waiting}), which can never complete; the job stops`
+        : '; it is lost and the job stops';
   return sperliError(
     SperliCode.aborted,
     'lost-peer',

@@ -155,6 +155,7 @@ export class PeerLinks implements RankTransport {
   private failureError: PlexusError | undefined;
   private frameHandler: ((peer: number, frame: TransportFrame) => void) | undefined;
   private failureHandler: ((error: PlexusError) => void) | undefined;
+  private leftHandler: ((peer: number) => void) | undefined;
   private failureReported = false;
   private readonly pending: [number, TransportFrame][] = [];
   private flushing = false;
@@ -296,11 +297,12 @@ export class PeerLinks implements RankTransport {
     p.closed = true;
     this.stopTimers(p);
     if (this.state !== 'open' || p.bye) return;
+    // Ref'd: the loss must be found even when nothing else keeps the process alive (a
+    // pending call's promise alone does not), so the call settles with H1612.
     const t = setTimeout(() => {
       this.graceTimers.delete(t);
       this.lose(peer, 'close', error);
     }, this.opts.closeGraceMs);
-    t.unref?.();
     this.graceTimers.add(t);
   }
 
@@ -434,9 +436,29 @@ export class PeerLinks implements RankTransport {
     if (this.failureError && !this.failureReported) queueMicrotask(() => this.reportFailure());
   }
 
+  /** RankTransport.onPeerLeft: `handler` hears of each peer's BYE as it arrives. */
+  onPeerLeft(handler: (peer: number) => void): void {
+    this.leftHandler = handler;
+  }
+
+  /** Whether `peer` has left the job with BYE. */
+  hasLeft(peer: number): boolean {
+    return this.peers[peer]?.bye === true;
+  }
+
   async abort(reason: number, error: PlexusError): Promise<void> {
     checkAbort(reason, error);
-    this.failWith(error, abortFor(reason, error, this.rank));
+    // For a lost peer the ABORT names the lost rank as the one that first stopped.
+    const peer = error.details.peer;
+    const first =
+      reason === AbortReason.lostPeer &&
+      typeof peer === 'number' &&
+      Number.isInteger(peer) &&
+      peer >= 0 &&
+      peer < this.size
+        ? peer
+        : this.rank;
+    this.failWith(error, abortFor(reason, error, first));
     await this.settled();
   }
 
@@ -703,6 +725,7 @@ export class PeerLinks implements RankTransport {
         case FrameType.BYE:
           p.bye = true;
           this.stopTimers(p);
+          this.leftHandler?.(p.rank);
           return;
         default:
           if (event.kind === 'begin') {
@@ -816,6 +839,7 @@ export function transportOf(links: PeerLinks): RankTransport {
     onFrame: (handler) => links.onFrame(handler),
     enableStreams: () => links.enableStreams(),
     onFailure: (handler) => links.onFailure(handler),
+    onPeerLeft: (handler) => links.onPeerLeft(handler),
     abort: (reason, error) => links.abort(reason, error),
     close: () => links.close(),
   };

@@ -334,7 +334,9 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     }
   };
 
+  const attached: tls.TLSSocket[] = [];
   const attach = (peer: number, socket: tls.TLSSocket, reader?: StaticReader): void => {
+    attached.push(socket);
     socket.setNoDelay(true);
     let lastError: unknown;
     socket.on('error', (e) => {
@@ -534,5 +536,9 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     await links.close();
     throw e;
   }
+  // From here on the connections do not keep the process alive: a rank whose program has
+  // nothing left to do ends (and its peers see a close without BYE unless it finalized).
+  // A call that waits for a peer holds the process open itself (KeepAlive, spin.ts).
+  for (const s of attached) s.unref();
   return transportOf(links);
 }

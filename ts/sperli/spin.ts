@@ -7,6 +7,7 @@
 import { availableParallelism } from 'node:os';
 import type { HostEntry } from '../codec/sperli-jobdesc.js';
 import { PlexusError } from '../core/errors.js';
+import { Spinner } from '../core/spinner.js';
 import { isLocalHost } from './hosts.js';
 
 export { MAX_SIT_OUT, MIN_CPU_SHARE, SAMPLE_MS, Spinner } from '../core/spinner.js';
@@ -46,4 +47,72 @@ export function spinWindowMs(
     );
   }
   return ms;
+}
+
+function noop(): void {}
+
+/**
+ * Keeps the process alive while a call of the rank may wait for a peer (docs/sperli.md,
+ * "When a peer is lost or leaves"). The mesh's connections do not keep a rank's process
+ * alive by themselves: a rank whose program has nothing left to do ends, even without
+ * `finalize()`. While a receive, a collective, a checkpoint or resume, a queued send or
+ * `finalize()` is pending, one ref'd timer (made once, never firing in practice) holds the
+ * event loop open, so that the loss of the peer is detected and the call settles with its
+ * coded error instead of the process ending with a promise that never settles.
+ */
+export class KeepAlive {
+  private count = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  /** Something began to wait. */
+  hold(): void {
+    if (this.count++ === 0 && !this.stopped) {
+      this.timer ??= setInterval(noop, 2 ** 31 - 1);
+      this.timer.ref();
+    }
+  }
+
+  /** A wait begun with `hold` has ended. */
+  release(): void {
+    if (this.count === 0) return;
+    if (--this.count === 0) this.timer?.unref();
+  }
+
+  /** Waits not yet released. */
+  get waiting(): number {
+    return this.count;
+  }
+
+  /** Whether the process is held open now. */
+  get holding(): boolean {
+    return this.count > 0 && !this.stopped;
+  }
+
+  /** Holds nothing any more (the rank has left the job or it failed). */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
+
+/** A Spinner whose waits also hold the process open through a KeepAlive. */
+export class RankSpinner extends Spinner {
+  constructor(
+    windowMs: number,
+    private readonly keepAlive: KeepAlive,
+  ) {
+    super(windowMs);
+  }
+
+  override hold(): void {
+    this.keepAlive.hold();
+    super.hold();
+  }
+
+  override release(): void {
+    this.keepAlive.release();
+    super.release();
+  }
 }

@@ -93,6 +93,12 @@ export interface RankTransport {
    * (H1612), or a local `abort()`.
    */
   onFailure(handler: (error: PlexusError) => void): void;
+  /**
+   * Optional: installs the handler called when a peer says BYE (it has left the job
+   * normally; nothing more arrives from it). The communicator fails a call that still
+   * needs a frame from that peer (H1612 `lost-peer`, cause `left`).
+   */
+  onPeerLeft?(handler: (peer: number) => void): void;
   /** The failure, once there is one. */
   readonly failure: PlexusError | undefined;
   /**
