@@ -83,10 +83,11 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
   it('init refuses ports outside 1..65535, bad directories, and writes nothing', () => {
     const dir = join(tmp, 'ports');
     const base = ['init', '--dir', dir, '--id', 'c1', '--shards', '8', '--nodes', 'a,b'];
+    // Two nodes from 65535 would run to 65536.
     for (const p of ['70000', '0', '65535']) {
       const r = plexus(...base, '--base-port', p);
-      refused(r, 'PLX_CLUSTER_BAD_CONFIG');
-      expect(r.stderr).toContain('basePort');
+      refused(r, 'see plexus cluster --help', 2);
+      expect(r.stderr).toContain('--base-port takes 1 to 65534 for 2 nodes');
     }
     refused(plexus(...base, '--base-port', '-1'), 'see plexus cluster --help', 2);
     expect(existsSync(dir)).toBe(false);
@@ -307,13 +308,18 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
     const file = join(tmp, 'dead-file');
     writeFileSync(file, 'x');
     refused(plexus('dead-letters', file), 'PLX_CLUSTER_BAD_PATH');
-    // A node data directory without a dead-letter log: 0, and still nothing created.
+    // A directory that is not a node's: refused, and nothing created in it.
     const empty = join(tmp, 'empty-data');
     mkdirSync(empty);
+    refused(plexus('dead-letters', empty), 'PLX_CLUSTER_BAD_PATH');
+    expect(readdirSync(empty)).toEqual([]);
+    // A node data directory without a dead-letter log (a node that never dropped a frame): 0,
+    // and still nothing created.
+    writeFileSync(join(empty, 'cluster.meta'), '{}');
     const e = plexus('dead-letters', empty);
     expect(e.status, e.stderr).toBe(0);
     expect(JSON.parse(e.stdout)).toEqual({ count: 0 });
-    expect(readdirSync(empty)).toEqual([]);
+    expect(readdirSync(empty)).toEqual(['cluster.meta']);
     refused(plexus('dead-letters'), 'see plexus cluster --help', 2);
   });
 

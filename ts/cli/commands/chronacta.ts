@@ -392,11 +392,28 @@ async function serve(args: string[]): Promise<number> {
   if (maxReadStalenessMs !== undefined && (maxReadStalenessMs < 1 || maxReadStalenessMs > 3_600_000)) {
     throw new UsageError('chronacta', '--max-read-staleness-ms takes 1 to 3600000');
   }
-  // A member made by `cluster join-files` starts empty and never bootstraps a configuration.
-  const joining = clustered ? haConfigOf(await prepareDataDir(values.data ?? 'data')).join === true : false;
   if (tickMs !== undefined && (tickMs < 1 || tickMs > 10_000)) {
     throw new UsageError('chronacta', '--tick-ms takes 1 to 10000');
   }
+  if (clustered) {
+    // A member's directory is made by `cluster init` or `cluster join-files`; anything else is
+    // refused before a file is written into it.
+    const file = dataPaths(values.data ?? 'data').clusterFile;
+    const member = await access(file).then(
+      () => true,
+      () => false,
+    );
+    if (!member) {
+      throw chronactaError(
+        ChronactaCode.BAD_DATA_DIR,
+        `${values.data ?? 'data'} is not a cluster member's data directory (no ${file}): make one with ` +
+          '`plexus chronacta cluster init` or `plexus chronacta cluster join-files`',
+        { file },
+      );
+    }
+  }
+  // A member made by `cluster join-files` starts empty and never bootstraps a configuration.
+  const joining = clustered ? haConfigOf(await prepareDataDir(values.data ?? 'data')).join === true : false;
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new UsageError('chronacta', `--fsync is batch, always or never, got "${fsync}"`);

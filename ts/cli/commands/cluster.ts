@@ -66,6 +66,24 @@ function num(name: string, v: string | undefined, dflt?: number): number {
   return Number(v);
 }
 
+/** The nodes of `--nodes a,b,c`. */
+function nodeCount(nodes: string | undefined): number {
+  return (nodes ?? '').split(',').filter((s) => s.length > 0).length;
+}
+
+/** `--base-port`: a port from 1 whose range of `count` ports ends at 65535 at most (default 7400). */
+function portOption(name: string, v: string | undefined, count: number): number {
+  const p = num(name, v, 7400);
+  const last = p + Math.max(count, 1) - 1;
+  if (p < 1 || last > 65535) {
+    throw new UsageError(
+      'cluster',
+      `--${name} takes 1 to ${65536 - Math.max(count, 1)} for ${count} nodes, got "${v}"`,
+    );
+  }
+  return p;
+}
+
 async function init(args: string[]): Promise<number> {
   const { values } = parse('cluster', {
     args,
@@ -91,7 +109,7 @@ async function init(args: string[]): Promise<number> {
     id: values.id,
     shards: num('shards', values.shards),
     nodes: values.nodes.split(',').filter((s) => s.length > 0),
-    basePort: num('base-port', values['base-port'], 7400),
+    basePort: portOption('base-port', values['base-port'], nodeCount(values.nodes)),
     journal,
     force: values.force === true,
   });
@@ -155,6 +173,9 @@ async function status(args: string[]): Promise<number> {
   }
 }
 
+/** What a node writes into its data directory when it first starts. */
+const NODE_DIR_MARKS = ['cluster.meta', 'journal', 'shared', DEAD_LETTER_LOG];
+
 async function deadLetters(args: string[]): Promise<number> {
   const { positionals } = parse('cluster', { args, allowPositionals: true, options: {} });
   const dir = positionals[0];
@@ -171,6 +192,15 @@ async function deadLetters(args: string[]): Promise<number> {
       ClusterCode.BAD_PATH,
       `${dir} is not a node data directory (${existsSync(dir) ? 'not a directory' : 'it does not exist'}); nothing was created`,
       { file: dir, field: 'dir', missing: !existsSync(dir) },
+    );
+  }
+  // A node's data directory holds what the node wrote at its first start (its cluster.meta,
+  // its journal); anything else is not one, and nothing is created in it.
+  if (!NODE_DIR_MARKS.some((m) => existsSync(join(dir, m)))) {
+    throw clusterError(
+      ClusterCode.BAD_PATH,
+      `${dir} is not a node data directory (it has none of ${NODE_DIR_MARKS.join(', ')}); nothing was created`,
+      { file: dir, field: 'dir', missing: false },
     );
   }
   // A node that never dropped a frame has no log yet: nothing to list, nothing to create.
