@@ -8,6 +8,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
+import { MAX_TIMER_MS } from './limits.js';
 import {
   CHANNEL_OPTIONS,
   clusterFromWire,
@@ -42,7 +43,10 @@ import type {
 } from './types.js';
 
 export interface ClientOptions {
-  /** Deadline of each unary call in milliseconds (default 30000; 0: none). */
+  /**
+   * Deadline of each unary call in milliseconds (default 30000; 0: none). One beyond about
+   * 24.8 days (2^31 - 1 ms, the longest timer) is sent as that: servers' timers take no more.
+   */
   readonly deadlineMs?: number;
   /**
    * Cluster mode: attempts of an append that carries an idempotency key (default 1). Each
@@ -156,6 +160,11 @@ function bytes(v: Uint8Array | string | undefined, what: string): Uint8Array {
   throw badInput(`${what} must be a Uint8Array or a string`);
 }
 
+/** The call options of a deadline `ms` from now (0: none), never beyond the longest timer. */
+function callOptions(ms: number): grpc.CallOptions {
+  return ms > 0 ? { deadline: Date.now() + Math.min(ms, MAX_TIMER_MS) } : {};
+}
+
 /** Options that do not fit their wire type are refused here, as the server would refuse them. */
 function wireBig(v: unknown, what: string): string | undefined {
   if (v === undefined) return undefined;
@@ -231,7 +240,7 @@ export class ChronactaClient {
 
   private call<T>(client: grpc.Client, method: string, req: unknown): Promise<T> {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
-    const opts: grpc.CallOptions = this.deadlineMs > 0 ? { deadline: Date.now() + this.deadlineMs } : {};
+    const opts = callOptions(this.deadlineMs);
     return new Promise<T>((resolve, reject) => {
       fn.call(client, req, new grpc.Metadata(), opts, (err, res) => {
         if (err) reject(fromServiceError(err));
@@ -249,7 +258,7 @@ export class ChronactaClient {
     deadlineMs = this.deadlineMs,
   ): Promise<{ res: T; trailers: grpc.Metadata | undefined }> {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
-    const opts: grpc.CallOptions = deadlineMs > 0 ? { deadline: Date.now() + deadlineMs } : {};
+    const opts = callOptions(deadlineMs);
     const md = new grpc.Metadata();
     for (const [k, v] of Object.entries(headers)) md.set(k, v);
     return new Promise((resolve, reject) => {

@@ -18,7 +18,8 @@ import { ChronactaCode, chronactaError } from './errors.js';
 import { type CallContext, frame, type GrpcMethod, type ServerStream, startGrpcServer } from './grpc-server.js';
 import type { ReplicatedLogOptions } from './ha/replicated-log.js';
 import { haConfigOf, type PreparedDataDir, prepareDataDir, recordAddress } from './layout.js';
-import { ChronactaMetrics, type MetricsServer, replicationLagOf, startMetricsServer } from './metrics.js';
+import { type GrpcLimits, grpcLimits } from './limits.js';
+import { ChronactaMetrics, limitMetrics, type MetricsServer, replicationLagOf, startMetricsServer } from './metrics.js';
 import {
   compactionToWire,
   expectedFromWire,
@@ -59,6 +60,8 @@ export interface ServerOptions {
   readonly segmentBytes?: number;
   readonly idempotencyTtlMs?: number;
   readonly subscriptionLimits?: SubscriptionLimits;
+  /** Bounds of the gRPC port: connections, streams, buffered bytes, subscriptions, timeouts (limits.ts). */
+  readonly limits?: Partial<GrpcLimits>;
   /** /readyz reports not ready below this much free disk space (default 64 MiB). */
   readonly minFreeBytes?: number;
   /** Run a compaction this often (milliseconds); absent: only when asked. */
@@ -113,6 +116,8 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     throw chronactaError(ChronactaCode.BAD_INPUT, 'startServer needs options with a dataDir');
   }
   const host = options.host ?? '127.0.0.1';
+  // Checked before anything opens: a bad bound is PLX_CHRONACTA_BAD_INPUT.
+  const limits = grpcLimits(options.limits);
   const metrics = new ChronactaMetrics();
   let replication: Omit<ReplicatedLogOptions, 'dir'> | undefined;
   let clusterPort: number | undefined;
@@ -337,10 +342,13 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   const okCalls = new Map<string, { inc(): void }>();
   const methodNames = new Map<string, string>();
   for (const path of methods.keys()) methodNames.set(path, path.slice(path.lastIndexOf('/') + 1));
-  let grpcServer: Awaited<ReturnType<typeof startGrpcServer>>;
+  let grpcServer: Awaited<ReturnType<typeof startGrpcServer>> | undefined;
+  const onLimit = limitMetrics(metrics, () => grpcServer?.load());
   try {
     grpcServer = await startGrpcServer(host, options.port ?? clusterPort ?? 0, methods, {
       maxMessageBytes: MAX_MESSAGE_BYTES,
+      limits,
+      onLimit,
       statusOf: (e: unknown) => {
         if (!isPlexusError(e)) options.logger?.warn('chronacta: unexpected failure in a call', { error: String(e) });
         return toCallStatus(e);

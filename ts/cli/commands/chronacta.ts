@@ -12,6 +12,7 @@ import {
   prepareDataDir,
   writeClusterFiles,
 } from '../../chronacta/layout.js';
+import { DEFAULT_LIMITS, type GrpcLimits, LIMIT_RANGES } from '../../chronacta/limits.js';
 import { migrateDataDir } from '../../chronacta/migrate.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
@@ -57,6 +58,19 @@ const HELP = [
   '        made by `cluster init` of this version; absent, so off, in older ones: set',
   '        it only once every member runs a plexus that applies several appends per',
   '        entry, this one or later).',
+  '  serve limits (standalone and --cluster; docs/chronacta.md, "Limits"):',
+  '        --max-connections N (default 4096, at most half the open-file limit),',
+  `        --max-connections-per-client N (${DEFAULT_LIMITS.maxConnectionsPerClient}; per remote address),`,
+  `        --max-concurrent-streams N (${DEFAULT_LIMITS.maxConcurrentStreams}; calls per connection),`,
+  `        --max-buffered-bytes-per-connection N (${DEFAULT_LIMITS.maxBufferedBytesPerConnection}),`,
+  `        --max-buffered-bytes N (${DEFAULT_LIMITS.maxBufferedBytes}; requests being received plus`,
+  '        responses not yet read), --max-subscriptions N',
+  `        (${DEFAULT_LIMITS.maxSubscriptions}), --max-subscriptions-per-connection N (${DEFAULT_LIMITS.maxSubscriptionsPerConnection}),`,
+  `        --stall-timeout-ms N (${DEFAULT_LIMITS.stallTimeoutMs}; a call whose client reads none of its`,
+  `        response is reset), --request-timeout-ms N (${DEFAULT_LIMITS.requestTimeoutMs}; a request not`,
+  `        received in full ends with DEADLINE_EXCEEDED), --idle-timeout-ms N (${DEFAULT_LIMITS.idleTimeoutMs};`,
+  '        a connection with no call is closed). Beyond a bound: RESOURCE_EXHAUSTED, or',
+  '        the connection is closed at once; chronacta_grpc_limited_total counts each.',
   '  cluster init --members N --root DIR [--base-port P] [--cluster-id ID]',
   '        [--advertise A1,A2,...] [--raft R1,R2,...] [--force]',
   '        Writes the cluster files of N members on loopback into DIR/node-1 ..',
@@ -209,6 +223,32 @@ async function readEvents(file: string): Promise<EventData[]> {
   });
 }
 
+/** The `serve` flags of the gRPC port's bounds (limits.ts). */
+const LIMIT_FLAGS: readonly (readonly [string, keyof GrpcLimits])[] = [
+  ['max-connections', 'maxConnections'],
+  ['max-connections-per-client', 'maxConnectionsPerClient'],
+  ['max-concurrent-streams', 'maxConcurrentStreams'],
+  ['max-buffered-bytes-per-connection', 'maxBufferedBytesPerConnection'],
+  ['max-buffered-bytes', 'maxBufferedBytes'],
+  ['max-subscriptions', 'maxSubscriptions'],
+  ['max-subscriptions-per-connection', 'maxSubscriptionsPerConnection'],
+  ['stall-timeout-ms', 'stallTimeoutMs'],
+  ['request-timeout-ms', 'requestTimeoutMs'],
+  ['idle-timeout-ms', 'idleTimeoutMs'],
+];
+
+function limitsOf(values: Record<string, string | boolean | undefined>): Partial<GrpcLimits> {
+  const out: Partial<Record<keyof GrpcLimits, number>> = {};
+  for (const [flag, key] of LIMIT_FLAGS) {
+    const v = num(flag, values[flag] as string | undefined);
+    if (v === undefined) continue;
+    const [lo, hi] = LIMIT_RANGES[key];
+    if (v < lo || v > hi) throw new UsageError('chronacta', `--${flag} takes ${lo} to ${hi}, got ${v}`);
+    out[key] = v;
+  }
+  return out;
+}
+
 async function serve(args: string[]): Promise<number> {
   const { values, positionals } = parse('chronacta', {
     args,
@@ -228,9 +268,11 @@ async function serve(args: string[]): Promise<number> {
       'max-read-staleness-ms': { type: 'string' },
       'group-commit-bytes': { type: 'string' },
       'heap-growing-percent': { type: 'string' },
+      ...Object.fromEntries(LIMIT_FLAGS.map(([flag]) => [flag, { type: 'string' as const }])),
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const limits = limitsOf(values as Record<string, string | boolean | undefined>);
   const clustered = values.cluster === true;
   const tickMs = num('tick-ms', values['tick-ms']);
   const maxLag = num('readiness-max-replication-lag', values['readiness-max-replication-lag']);
@@ -290,6 +332,7 @@ async function serve(args: string[]): Promise<number> {
         }
       : {}),
     metricsPort: num('metrics-port', values['metrics-port']) ?? 2114,
+    limits,
     ...(fsync ? { fsync } : {}),
     ...(segmentBytes !== undefined ? { segmentBytes } : {}),
     ...(compactEveryMs !== undefined ? { compactEveryMs } : {}),
