@@ -160,9 +160,15 @@ function bytes(v: Uint8Array | string | undefined, what: string): Uint8Array {
   throw badInput(`${what} must be a Uint8Array or a string`);
 }
 
-/** The call options of a deadline `ms` from now (0: none), never beyond the longest timer. */
+/**
+ * The longest deadline sent: grpc-js writes a grpc-timeout this long as whole seconds rounded
+ * up, which must stay within the longest timer (2^31 - 1 ms) of any server.
+ */
+const MAX_DEADLINE_MS = MAX_TIMER_MS - 2000;
+
+/** The call options of a deadline `ms` from now (0: none), never beyond `MAX_DEADLINE_MS`. */
 function callOptions(ms: number): grpc.CallOptions {
-  return ms > 0 ? { deadline: Date.now() + Math.min(ms, MAX_TIMER_MS) } : {};
+  return ms > 0 ? { deadline: Date.now() + Math.min(ms, MAX_DEADLINE_MS) } : {};
 }
 
 /** Options that do not fit their wire type are refused here, as the server would refuse them. */
