@@ -205,6 +205,24 @@ describe('a grpc-timeout beyond a timer', () => {
 });
 
 describe("the project's client", () => {
+  it('gets PLX_CHRONACTA_OVERLOADED naming the limit for a subscription beyond --max-subscriptions', async () => {
+    const s = await server(['--max-subscriptions', '1']);
+    const c = client(s.address);
+    const first = c.subscribe({ all: true });
+    const it1 = first[Symbol.asyncIterator]();
+    expect((await it1.next()).value?.kind).toBe('caughtUp');
+    const second = c.subscribe({ all: true });
+    const err = await second[Symbol.asyncIterator]()
+      .next()
+      .then(
+        () => undefined,
+        (e: unknown) => e as { code: string; details: { reason?: string } },
+      );
+    expect(err?.code).toBe('PLX_CHRONACTA_OVERLOADED');
+    expect(err?.details.reason).toBe('subscriptions');
+    first.close();
+  }, 60_000);
+
   it('never sends a grpc-timeout beyond the longest timer (2^31 - 1 ms), whatever its deadline', async () => {
     // A bare HTTP/2 server on loopback that records the header and answers UNAVAILABLE.
     const seen: string[] = [];

@@ -34,6 +34,11 @@ export const ChronactaCode = {
   SUBSCRIPTION_DROPPED: 'PLX_CHRONACTA_SUBSCRIPTION_DROPPED',
   /** A fault inside the server or a response the client cannot read. */
   INTERNAL: 'PLX_CHRONACTA_INTERNAL',
+  /**
+   * The server refused or ended the call at one of its limits (docs/chronacta.md, "Limits"):
+   * `details.reason` names it; retry later, read what was sent, or use fewer connections.
+   */
+  OVERLOADED: 'PLX_CHRONACTA_OVERLOADED',
 } as const;
 
 export type ChronactaCodeName = (typeof ChronactaCode)[keyof typeof ChronactaCode];

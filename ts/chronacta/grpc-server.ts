@@ -103,6 +103,8 @@ export interface GrpcServerOptions {
   readonly limits?: GrpcLimits;
   /** Called for each connection or call refused or ended by a bound. */
   readonly onLimit?: (reason: Refusal) => void;
+  /** Trailing metadata of a call refused or ended by a bound (a coded error for the client). */
+  readonly limitMetadata?: (reason: Refusal) => Readonly<Record<string, string>>;
 }
 
 /** What a server holds now. */
@@ -211,7 +213,13 @@ export async function startGrpcServer(
   const sessions = new Set<http2.ServerHttp2Session>();
   const limits = opts.limits ?? grpcLimits();
   const load = new ServerLoad(limits);
-  const bounds: Bounds = { load, receiving: new Set(), sending: new Set(), onLimit: opts.onLimit ?? ignore };
+  const bounds: Bounds = {
+    load,
+    receiving: new Set(),
+    sending: new Set(),
+    onLimit: opts.onLimit ?? ignore,
+    metadata: opts.limitMetadata ?? (() => ({})),
+  };
   const connOf = new WeakMap<http2.Http2Session, ConnectionLoad>();
   const perClient = new Map<string, number>();
   const table = new Map(methods);
@@ -296,6 +304,7 @@ export async function startGrpcServer(
       bounds.onLimit('buffered_bytes');
       call.finish({
         code: GrpcStatus.RESOURCE_EXHAUSTED,
+        metadata: bounds.metadata('buffered_bytes'),
         details: `the server holds ${conn.buffered} bytes for this connection and ${load.buffered} in total, at its limit (${limits.maxBufferedBytesPerConnection} per connection, ${limits.maxBufferedBytes} in total): read the responses already sent`,
       });
       return;
@@ -304,6 +313,7 @@ export async function startGrpcServer(
       bounds.onLimit('subscriptions');
       call.finish({
         code: GrpcStatus.RESOURCE_EXHAUSTED,
+        metadata: bounds.metadata('subscriptions'),
         details: `too many subscriptions: ${conn.streaming} open on this connection (limit ${limits.maxSubscriptionsPerConnection}), ${load.streaming} in total (limit ${limits.maxSubscriptions})`,
       });
       return;
@@ -357,6 +367,7 @@ interface Bounds {
   /** Calls with response bytes the client has not taken yet. */
   readonly sending: Set<Call>;
   readonly onLimit: (reason: Refusal) => void;
+  readonly metadata: (reason: Refusal) => Readonly<Record<string, string>>;
 }
 
 /** Refuses a connection beyond a bound: GOAWAY (ENHANCE_YOUR_CALM), then closed. */
@@ -461,6 +472,7 @@ class Call implements ServerStream {
     this.finish({
       code: GrpcStatus.DEADLINE_EXCEEDED,
       details: `the request did not arrive in full within ${ms} ms`,
+      metadata: this.bounds.metadata('request_timeout'),
     });
     this.reset(http2.constants.NGHTTP2_NO_ERROR);
   }
@@ -597,6 +609,7 @@ class Call implements ServerStream {
         bounds.onLimit('buffered_bytes');
         refuse({
           code: GrpcStatus.RESOURCE_EXHAUSTED,
+          metadata: bounds.metadata('buffered_bytes'),
           details: `the server holds ${this.conn.buffered} bytes for this connection and ${bounds.load.buffered} in total, at its limit (${bounds.load.limits.maxBufferedBytesPerConnection} per connection, ${bounds.load.limits.maxBufferedBytes} in total)`,
         });
         return;
@@ -668,6 +681,7 @@ class Call implements ServerStream {
       this.bounds.onLimit('buffered_bytes');
       this.finish({
         code: GrpcStatus.RESOURCE_EXHAUSTED,
+        metadata: this.bounds.metadata('buffered_bytes'),
         details: `a response of ${n} bytes is above what the server may hold for this connection (${this.conn.buffered} of ${load.limits.maxBufferedBytesPerConnection} bytes) or in total (${load.buffered} of ${load.limits.maxBufferedBytes}): read the responses already sent`,
       });
       return;

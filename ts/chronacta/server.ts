@@ -33,7 +33,7 @@ import {
   type WireLong,
   type WireSubscribeRequest,
 } from './proto.js';
-import { toCallStatus } from './status.js';
+import { CODE_KEY, DETAILS_KEY, toCallStatus } from './status.js';
 import { EventStore } from './store.js';
 import {
   checkTarget,
@@ -349,6 +349,10 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
       maxMessageBytes: MAX_MESSAGE_BYTES,
       limits,
       onLimit,
+      limitMetadata: (reason) => ({
+        [CODE_KEY]: ChronactaCode.OVERLOADED,
+        [DETAILS_KEY]: JSON.stringify({ reason }),
+      }),
       statusOf: (e: unknown) => {
         if (!isPlexusError(e)) options.logger?.warn('chronacta: unexpected failure in a call', { error: String(e) });
         return toCallStatus(e);
