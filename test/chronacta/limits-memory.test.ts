@@ -69,7 +69,7 @@ describe('a client that stops reading', () => {
   let s: Served;
   beforeAll(async () => {
     // 1000 events of 8 KiB: a ReadStream of the whole stream is a 4 MiB response.
-    s = await server(['--stall-timeout-ms', '4000']);
+    s = await server(['--stall-timeout-ms', '6000']);
     await fill(s.address, 'big', 1000, 8192);
   }, 120_000);
 
@@ -95,13 +95,14 @@ describe('a client that stops reading', () => {
     );
     console.log(`reads taken: ${150 - refused}, refused: ${refused}`);
     expect(refused).toBeGreaterThan(0);
-    const refusal = await calls[calls.length - 1]?.closed;
+    // (On a loaded machine the first reads may already be reset by the stall timeout and free room for later ones.)
+    const ends = await Promise.all(calls.map((c) => c.closed));
+    const refusal = ends.find((e) => e.status !== undefined);
     expect(refusal?.status).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
     expect(refusal?.message).toMatch(/read the responses already sent/);
     // 128 MiB of responses, one more being built, and the collector's slack.
     expect(peak - base).toBeLessThan(330 * MIB);
-    // Nothing taken for 4 s: every accepted read is reset (ENHANCE_YOUR_CALM: RESOURCE_EXHAUSTED at grpc-js).
-    const ends = await Promise.all(calls.map((c) => c.closed));
+    // Nothing taken for 6 s: every accepted read is reset (ENHANCE_YOUR_CALM: RESOURCE_EXHAUSTED at grpc-js).
     const reset = ends.filter((e) => e.rstCode === 11).length;
     expect(reset).toBe(150 - refused);
     await waitFor(
@@ -134,7 +135,7 @@ describe('subscribers that never read', () => {
       '--max-subscriptions-per-connection',
       '25',
       '--stall-timeout-ms',
-      '4000',
+      '8000',
     ]);
     // 4000 events of 2 KiB: each subscriber from the start holds a page of them while it waits.
     await fill(s.address, 'sub', 4000, 2048);
@@ -173,7 +174,7 @@ describe('subscribers that never read', () => {
 
 describe('requests that never finish arriving', () => {
   it('are refused beyond the byte budget and end with DEADLINE_EXCEEDED after the request timeout', async () => {
-    const s = await server(['--max-buffered-bytes', String(64 * MIB), '--request-timeout-ms', '3000']);
+    const s = await server(['--max-buffered-bytes', String(64 * MIB), '--request-timeout-ms', '5000']);
     const base = rssBytes(s.pid);
     const rss = rssSampler(s.pid);
     // 12 connections, each starting an append of 70 MiB and sending 24 MiB of it: 288 MiB
@@ -202,7 +203,7 @@ describe('requests that never finish arriving', () => {
       ends.filter((e) => e.status !== GrpcStatus.RESOURCE_EXHAUSTED && e.status !== GrpcStatus.DEADLINE_EXCEEDED),
     ).toEqual([]);
     const timedOut = ends.find((e) => e.status === GrpcStatus.DEADLINE_EXCEEDED);
-    expect(timedOut?.message).toMatch(/did not arrive in full within 3000 ms/);
+    expect(timedOut?.message).toMatch(/did not arrive in full within 5000 ms/);
     expect(peak - base).toBeLessThan(200 * MIB);
     await waitFor(
       async () => (await metric(s.metrics, 'chronacta_grpc_buffered_bytes')) === 0,

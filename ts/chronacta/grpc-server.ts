@@ -695,10 +695,8 @@ class Call implements ServerStream {
       stream.on('wantTrailers', () => stream.sendTrailers(trailers));
     } else stream.on('wantTrailers', sendOkTrailers);
     if (n <= PIECE) {
-      // Held until the stream closes: small replies skip the per-piece bookkeeping.
-      load.take(this.conn, n);
-      this.held += n;
-      stream.end(framed);
+      this.hold(n);
+      stream.end(framed, () => this.sent(n));
     } else {
       this.hold(n);
       for (let at = 0; at < n; at += PIECE) {
