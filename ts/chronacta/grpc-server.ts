@@ -477,7 +477,7 @@ class Call implements ServerStream {
     this.reset(http2.constants.NGHTTP2_NO_ERROR);
   }
 
-  /** The client took none of the pending response for `ms`: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED at a grpc-js client). */
+  /** The client took none of the pending response for the stall timeout: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED at a grpc-js client). */
   stalled(): void {
     this.bounds.sending.delete(this);
     this.bounds.onLimit('stalled');
@@ -567,9 +567,11 @@ class Call implements ServerStream {
     const bounds = this.bounds;
     bounds.receiving.add(this);
     const refuse = (status: CallStatus) => {
-      // What else the client sends is read and dropped.
+      // What else the client sends is read and dropped, and what was kept is given back.
       refused = true;
       chunks = undefined;
+      if (this.held > 0) bounds.load.give(this.conn, this.held);
+      this.held = 0;
       this.finish(status);
     };
     stream.on('data', (chunk: Buffer) => {
