@@ -35,7 +35,7 @@ export const ChronactaCode = {
   /** A fault inside the server or a response the client cannot read. */
   INTERNAL: 'PLX_CHRONACTA_INTERNAL',
   /**
-   * The server refused or ended the call at one of its limits (docs/chronacta.md, "Limits"):
+   * The server refused or ended the call at one of its limits (docs/chronacta.md, "Server limits"):
    * `details.reason` names it; retry later, read what was sent, or use fewer connections.
    */
   OVERLOADED: 'PLX_CHRONACTA_OVERLOADED',

@@ -14,7 +14,7 @@
  * - `grpc-timeout` (the caller's deadline) ends the call with DEADLINE_EXCEEDED when it
  *   passes first (a deadline beyond a timer's reach, about 24.8 days, waits that long); a
  *   stream reset by the client cancels the call (`onCancel`).
- * - Bounds (limits.ts, docs/chronacta.md "Limits"): connections in total and per remote
+ * - Bounds (limits.ts, docs/chronacta.md "Server limits"): connections in total and per remote
  *   address, streams per connection, bytes buffered per connection and in total, server-streaming
  *   calls, requests that never finish arriving, responses the client stops taking, idle connections.
  * - An unknown path ends with UNIMPLEMENTED.

@@ -1,5 +1,5 @@
 /**
- * The bounds of a gRPC server's connections, calls and memory (docs/chronacta.md, "Limits"),
+ * The bounds of a gRPC server's connections, calls and memory (docs/chronacta.md, "Server limits"),
  * and the accounting that enforces them: bytes buffered per connection and in total (request
  * messages being received, response bytes the client has not taken yet), server-streaming calls
  * (subscriptions) per connection and in total. grpc-server.ts asks before it takes more and

@@ -304,7 +304,7 @@ export async function startMetricsServer(
 }
 
 /**
- * The gRPC server's bounds as metrics (docs/chronacta.md, "Limits"): connections and buffered
+ * The gRPC server's bounds as metrics (docs/chronacta.md, "Server limits"): connections and buffered
  * bytes now, and what each bound refused or ended. Returns the hook the server calls.
  */
 export function limitMetrics(
@@ -330,7 +330,7 @@ export function limitMetrics(
   });
   const limited = new Counter({
     name: 'chronacta_grpc_limited_total',
-    help: 'Connections and calls refused or ended by a server limit, by reason (docs/chronacta.md, "Limits")',
+    help: 'Connections and calls refused or ended by a server limit, by reason (docs/chronacta.md, "Server limits")',
     labelNames: ['reason'] as const,
     registers,
   });

@@ -122,7 +122,7 @@ export function fromServiceError(e: unknown): PlexusError {
     }
     return new PlexusError(code, message, { ...details, grpcStatus: se.code }, { cause: e });
   }
-  // A stream reset with ENHANCE_YOUR_CALM: the server's stall timeout (docs/chronacta.md, "Limits").
+  // A stream reset with ENHANCE_YOUR_CALM: the server's stall timeout (docs/chronacta.md, "Server limits").
   const reset = se.code === status.RESOURCE_EXHAUSTED && /Bandwidth exhausted|code 11/.test(message);
   const mapped = reset
     ? ChronactaCode.OVERLOADED

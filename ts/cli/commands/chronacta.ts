@@ -58,7 +58,7 @@ const HELP = [
   '        made by `cluster init` of this version; absent, so off, in older ones: set',
   '        it only once every member runs a plexus that applies several appends per',
   '        entry, this one or later).',
-  '  serve limits (standalone and --cluster; docs/chronacta.md, "Limits"):',
+  '  serve limits (standalone and --cluster; docs/chronacta.md, "Server limits"):',
   '        --max-connections N (default 4096, at most half the open-file limit),',
   `        --max-connections-per-client N (${DEFAULT_LIMITS.maxConnectionsPerClient}; per remote address),`,
   `        --max-concurrent-streams N (${DEFAULT_LIMITS.maxConcurrentStreams}; calls per connection),`,
