@@ -9,6 +9,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { type ClientTls, channelSecurity, checkToken } from './client-credentials.js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
+import { MAX_TIMER_MS } from './limits.js';
 import {
   CHANNEL_OPTIONS,
   clusterFromWire,
@@ -43,7 +44,10 @@ import type {
 } from './types.js';
 
 export interface ClientOptions {
-  /** Deadline of each unary call in milliseconds (default 30000; 0: none). */
+  /**
+   * Deadline of each unary call in milliseconds (default 30000; 0: none). One beyond about
+   * 24.8 days (2^31 - 1 ms, the longest timer) is sent as that: servers' timers take no more.
+   */
   readonly deadlineMs?: number;
   /**
    * Cluster mode: attempts of an append that carries an idempotency key (default 1). Each
@@ -165,6 +169,17 @@ function bytes(v: Uint8Array | string | undefined, what: string): Uint8Array {
   throw badInput(`${what} must be a Uint8Array or a string`);
 }
 
+/**
+ * The longest deadline sent: grpc-js writes a grpc-timeout this long as whole seconds rounded
+ * up, which must stay within the longest timer (2^31 - 1 ms) of any server.
+ */
+const MAX_DEADLINE_MS = MAX_TIMER_MS - 2000;
+
+/** The call options of a deadline `ms` from now (0: none), never beyond `MAX_DEADLINE_MS`. */
+function callOptions(ms: number): grpc.CallOptions {
+  return ms > 0 ? { deadline: Date.now() + Math.min(ms, MAX_DEADLINE_MS) } : {};
+}
+
 /** Options that do not fit their wire type are refused here, as the server would refuse them. */
 function wireBig(v: unknown, what: string): string | undefined {
   if (v === undefined) return undefined;
@@ -251,7 +266,7 @@ export class ChronactaClient {
 
   private call<T>(client: grpc.Client, method: string, req: unknown): Promise<T> {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
-    const opts: grpc.CallOptions = this.deadlineMs > 0 ? { deadline: Date.now() + this.deadlineMs } : {};
+    const opts = callOptions(this.deadlineMs);
     return new Promise<T>((resolve, reject) => {
       fn.call(client, req, this.metadata(), opts, (err, res) => {
         if (err) reject(fromServiceError(err));
@@ -269,7 +284,7 @@ export class ChronactaClient {
     deadlineMs = this.deadlineMs,
   ): Promise<{ res: T; trailers: grpc.Metadata | undefined }> {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method] as UnaryMethod;
-    const opts: grpc.CallOptions = deadlineMs > 0 ? { deadline: Date.now() + deadlineMs } : {};
+    const opts = callOptions(deadlineMs);
     const md = this.metadata();
     for (const [k, v] of Object.entries(headers)) md.set(k, v);
     return new Promise((resolve, reject) => {

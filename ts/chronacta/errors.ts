@@ -40,6 +40,11 @@ export const ChronactaCode = {
   BAD_TLS: 'PLX_CHRONACTA_BAD_TLS',
   /** A tokens file (server) or token (client) that cannot be used. */
   BAD_TOKENS: 'PLX_CHRONACTA_BAD_TOKENS',
+  /**
+   * The server refused or ended the call at one of its limits (docs/chronacta.md, "Server limits"):
+   * `details.reason` names it; retry later, read what was sent, or use fewer connections.
+   */
+  OVERLOADED: 'PLX_CHRONACTA_OVERLOADED',
 } as const;
 
 export type ChronactaCodeName = (typeof ChronactaCode)[keyof typeof ChronactaCode];

@@ -12,7 +12,11 @@
  *   as grpc-js does) with the call's trailing metadata. A call refused before any message is sent
  *   ends with a trailers-only response (one HEADERS frame, as grpc-js servers do).
  * - `grpc-timeout` (the caller's deadline) ends the call with DEADLINE_EXCEEDED when it
- *   passes first; a stream reset by the client cancels the call (`onCancel`).
+ *   passes first (a deadline beyond a timer's reach, about 24.8 days, waits that long); a
+ *   stream reset by the client cancels the call (`onCancel`).
+ * - Bounds (limits.ts, docs/chronacta.md "Server limits"): connections in total and per remote
+ *   address, streams per connection, bytes buffered per connection and in total, server-streaming
+ *   calls, requests that never finish arriving, responses the client stops taking, idle connections.
  * - An unknown path ends with UNIMPLEMENTED.
  * - A handler reads the request's metadata (`header`) and adds trailing metadata to an OK
  *   reply (`setTrailer`); a rejection with a `CallFailure` ends the call with its status as is.
@@ -21,6 +25,7 @@
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { ConnectionLoad, type GrpcLimits, grpcLimits, MAX_TIMER_MS, type Refusal, ServerLoad } from './limits.js';
 
 /** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
 export const GrpcStatus = {
@@ -98,6 +103,19 @@ export interface GrpcServerOptions {
   readonly tls?: http2.SecureServerOptions;
   /** Checks a call's headers before its method is looked up; a status refuses the call with it. */
   readonly authenticate?: (headers: http2.IncomingHttpHeaders) => CallStatus | undefined;
+  /** The bounds (limits.ts); default `grpcLimits()`. */
+  readonly limits?: GrpcLimits;
+  /** Called for each connection or call refused or ended by a bound. */
+  readonly onLimit?: (reason: Refusal) => void;
+  /** Trailing metadata of a call refused or ended by a bound (a coded error for the client). */
+  readonly limitMetadata?: (reason: Refusal) => Readonly<Record<string, string>>;
+}
+
+/** What a server holds now. */
+export interface GrpcLoad {
+  readonly connections: number;
+  readonly bufferedBytes: number;
+  readonly streamingCalls: number;
 }
 
 /** The methods of a running server by path: read, add or wrap them while it serves. */
@@ -111,11 +129,15 @@ export interface GrpcServer {
   readonly routes: GrpcRoutes;
   /** The TLS server, when it serves TLS (for `setSecureContext`). */
   readonly secure: http2.Http2SecureServer | undefined;
+  readonly limits: GrpcLimits;
+  load(): GrpcLoad;
   /** Stops taking connections, lets running calls finish (at most `graceMs`), then closes the rest. */
   close(graceMs?: number): Promise<void>;
 }
 
 const PREFIX = 5;
+/** A response larger than this goes out in pieces of this size, so a stalled client shows. */
+const PIECE = 64 * 1024;
 
 /** The servers this process runs, by port (see `routesOn`). */
 const running = new Map<number, GrpcRoutes>();
@@ -195,6 +217,17 @@ export async function startGrpcServer(
   opts: GrpcServerOptions,
 ): Promise<GrpcServer> {
   const sessions = new Set<http2.ServerHttp2Session>();
+  const limits = opts.limits ?? grpcLimits();
+  const load = new ServerLoad(limits);
+  const bounds: Bounds = {
+    load,
+    receiving: new Set(),
+    sending: new Set(),
+    onLimit: opts.onLimit ?? ignore,
+    metadata: opts.limitMetadata ?? (() => ({})),
+  };
+  const connOf = new WeakMap<http2.Http2Session, ConnectionLoad>();
+  const perClient = new Map<string, number>();
   const table = new Map(methods);
   const routes: GrpcRoutes = {
     get: (path) => table.get(path),
@@ -205,14 +238,34 @@ export async function startGrpcServer(
   const serverOptions: http2.ServerOptions = {
     maxSessionMemory: Number.MAX_SAFE_INTEGER,
     maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
-    settings: { initialWindowSize: 1 << 20 },
+    settings: { initialWindowSize: 1 << 20, maxConcurrentStreams: limits.maxConcurrentStreams },
   };
   const secure = opts.tls ? http2.createSecureServer({ ...serverOptions, ...opts.tls }) : undefined;
   const server = secure ?? http2.createServer(serverOptions);
+  // Beyond maxConnections the socket is closed before HTTP/2 sees it ('drop').
+  server.maxConnections = limits.maxConnections;
+  server.on('drop', () => bounds.onLimit('connections'));
   server.on('session', (s) => {
+    const conn = new ConnectionLoad();
+    connOf.set(s, conn);
     sessions.add(s);
-    s.on('close', () => sessions.delete(s));
+    load.connections++;
+    const remote = s.socket?.remoteAddress ?? '';
+    const fromRemote = (perClient.get(remote) ?? 0) + 1;
+    perClient.set(remote, fromRemote);
+    s.on('close', () => {
+      sessions.delete(s);
+      load.connections--;
+      const left = (perClient.get(remote) ?? 1) - 1;
+      if (left > 0) perClient.set(remote, left);
+      else perClient.delete(remote);
+    });
     s.on('error', () => {});
+    if (fromRemote > limits.maxConnectionsPerClient) {
+      bounds.onLimit('connections_per_client');
+      refuseSession(s);
+      return;
+    }
     // A larger connection window than the 64 KiB default: large appends arrive sooner.
     s.on('connect', () => {
       try {
@@ -230,7 +283,8 @@ export async function startGrpcServer(
       if (!stream.destroyed) stream.respond({ ':status': 415 }, { endStream: true });
       return;
     }
-    const call = new Call(stream, path, opts, headers);
+    const conn = (stream.session && connOf.get(stream.session)) || new ConnectionLoad();
+    const call = new Call(stream, path, opts, headers, bounds, conn);
     const refused = opts.authenticate?.(headers);
     if (refused) {
       call.finish(refused);
@@ -259,6 +313,24 @@ export async function startGrpcServer(
       }
       call.setDeadline(ms);
     }
+    if (load.full(conn)) {
+      bounds.onLimit('buffered_bytes');
+      call.finish({
+        code: GrpcStatus.RESOURCE_EXHAUSTED,
+        metadata: bounds.metadata('buffered_bytes'),
+        details: `the server holds ${conn.buffered} bytes for this connection and ${load.buffered} in total, at its limit (${limits.maxBufferedBytesPerConnection} per connection, ${limits.maxBufferedBytes} in total): read the responses already sent`,
+      });
+      return;
+    }
+    if (method.kind === 'stream' && !call.startStreaming()) {
+      bounds.onLimit('subscriptions');
+      call.finish({
+        code: GrpcStatus.RESOURCE_EXHAUSTED,
+        metadata: bounds.metadata('subscriptions'),
+        details: `too many subscriptions: ${conn.streaming} open on this connection (limit ${limits.maxSubscriptionsPerConnection}), ${load.streaming} in total (limit ${limits.maxSubscriptions})`,
+      });
+      return;
+    }
     call.read(method);
   });
   await new Promise<void>((resolve, reject) => {
@@ -270,11 +342,22 @@ export async function startGrpcServer(
   });
   const bound = (server.address() as AddressInfo).port;
   running.set(bound, routes);
+  const sweeper = setInterval(
+    () => sweep(bounds, limits, sessions, connOf),
+    Math.max(
+      25,
+      Math.min(1000, Math.floor(Math.min(limits.stallTimeoutMs, limits.requestTimeoutMs, limits.idleTimeoutMs) / 4)),
+    ),
+  );
+  sweeper.unref();
   return {
     port: bound,
     routes,
     secure,
+    limits,
+    load: () => ({ connections: load.connections, bufferedBytes: load.buffered, streamingCalls: load.streaming }),
     close(graceMs = 2000) {
+      clearInterval(sweeper);
       if (running.get(bound) === routes) running.delete(bound);
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => {
@@ -290,6 +373,53 @@ export async function startGrpcServer(
   };
 }
 
+/** The accounting one server's calls share. */
+interface Bounds {
+  readonly load: ServerLoad;
+  /** Calls whose request has not fully arrived. */
+  readonly receiving: Set<Call>;
+  /** Calls with response bytes the client has not taken yet. */
+  readonly sending: Set<Call>;
+  readonly onLimit: (reason: Refusal) => void;
+  readonly metadata: (reason: Refusal) => Readonly<Record<string, string>>;
+}
+
+/** Refuses a connection beyond a bound: GOAWAY (ENHANCE_YOUR_CALM), then closed. */
+function refuseSession(s: http2.ServerHttp2Session): void {
+  try {
+    s.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0);
+    s.close();
+  } catch {
+    s.destroy();
+  }
+  setTimeout(() => {
+    if (!s.destroyed) s.destroy();
+  }, 1000).unref();
+}
+
+/** Ends the calls and connections past a time bound (run every fraction of the shortest one). */
+function sweep(
+  bounds: Bounds,
+  limits: GrpcLimits,
+  sessions: ReadonlySet<http2.ServerHttp2Session>,
+  connOf: WeakMap<http2.Http2Session, ConnectionLoad>,
+): void {
+  const now = Date.now();
+  for (const call of bounds.receiving) {
+    if (now - call.startedAt > limits.requestTimeoutMs) call.requestTimedOut(limits.requestTimeoutMs);
+  }
+  for (const call of bounds.sending) {
+    if (now - call.progressAt > limits.stallTimeoutMs) call.stalled();
+  }
+  for (const s of sessions) {
+    const conn = connOf.get(s);
+    if (conn && conn.calls === 0 && now - conn.idleSince > limits.idleTimeoutMs && !s.closed) {
+      bounds.onLimit('idle');
+      s.close();
+    }
+  }
+}
+
 /** One call: reads its request message, runs its method and ends it with a status. */
 class Call implements ServerStream {
   private done = false;
@@ -299,21 +429,102 @@ class Call implements ServerStream {
   private drainFns: (() => void)[] | undefined;
   private trailers: Record<string, string> = OK_TRAILERS;
   private extra: Record<string, string> | undefined;
+  /** Bytes of this call counted in its connection's load; all given back when the stream closes. */
+  private held = 0;
+  private pending = 0;
+  private closed = false;
+  private streaming = false;
+  readonly startedAt = Date.now();
+  /** When the client last took response bytes (or the first were sent). */
+  progressAt = 0;
 
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
     private readonly path: string,
     private readonly opts: GrpcServerOptions,
     private readonly headers: http2.IncomingHttpHeaders,
+    private readonly bounds: Bounds,
+    private readonly conn: ConnectionLoad,
   ) {
+    conn.calls++;
     stream.on('error', ignore);
     stream.once('close', () => {
+      this.closed = true;
       if (!this.done) {
         this.done = true;
         this.opts.onEnd?.(this.path, GrpcStatus.CANCELLED);
       }
+      this.release();
       this.cancelled$();
     });
+  }
+
+  /** Gives back what the call held: bytes, its streaming slot, its place in the sweeps. */
+  private release(): void {
+    const b = this.bounds;
+    if (this.held > 0) b.load.give(this.conn, this.held);
+    this.held = 0;
+    this.pending = 0;
+    if (this.streaming) b.load.endStreaming(this.conn);
+    this.streaming = false;
+    b.receiving.delete(this);
+    b.sending.delete(this);
+    if (--this.conn.calls === 0) this.conn.idleSince = Date.now();
+  }
+
+  /** Takes a server-streaming slot on the connection; false beyond a bound. */
+  startStreaming(): boolean {
+    if (!this.bounds.load.startStreaming(this.conn)) return false;
+    this.streaming = true;
+    return true;
+  }
+
+  /** The request did not arrive in full in time: DEADLINE_EXCEEDED, and the stream is reset so the client stops sending. */
+  requestTimedOut(ms: number): void {
+    this.bounds.receiving.delete(this);
+    this.bounds.onLimit('request_timeout');
+    this.finish({
+      code: GrpcStatus.DEADLINE_EXCEEDED,
+      details: `the request did not arrive in full within ${ms} ms`,
+      metadata: this.bounds.metadata('request_timeout'),
+    });
+    this.reset(http2.constants.NGHTTP2_NO_ERROR);
+  }
+
+  /** The client took none of the pending response for the stall timeout: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED at a grpc-js client). */
+  stalled(): void {
+    this.bounds.sending.delete(this);
+    this.bounds.onLimit('stalled');
+    if (!this.done) {
+      this.done = true;
+      this.opts.onEnd?.(this.path, GrpcStatus.RESOURCE_EXHAUSTED);
+    }
+    this.reset(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+  }
+
+  private reset(code: number): void {
+    const stream = this.stream;
+    if (!stream.destroyed && !stream.closed) stream.close(code);
+  }
+
+  /** Holds `n` response bytes until the client takes them (`sent`). */
+  private hold(n: number): void {
+    this.bounds.load.take(this.conn, n);
+    this.held += n;
+    if (this.pending === 0) {
+      this.progressAt = Date.now();
+      this.bounds.sending.add(this);
+    }
+    this.pending += n;
+  }
+
+  private sent(n: number): void {
+    if (this.closed) return;
+    this.bounds.load.give(this.conn, n);
+    this.held -= n;
+    this.pending -= n;
+    this.progressAt = Date.now();
+    if (this.pending === 0) this.bounds.sending.delete(this);
   }
 
   get cancelled(): boolean {
@@ -348,10 +559,14 @@ class Call implements ServerStream {
   }
 
   setDeadline(ms: number): void {
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.finish({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
-    }, ms);
+    // A longer delay would make the timer fire at once (Node.js takes 1 ms instead).
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.finish({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
+      },
+      Math.min(ms, MAX_TIMER_MS),
+    );
   }
 
   /** Reads the one request message (length first), then runs `method`. */
@@ -363,9 +578,14 @@ class Call implements ServerStream {
     let have = 0;
     let need = -1;
     let refused = false;
+    const bounds = this.bounds;
+    bounds.receiving.add(this);
     const refuse = (status: CallStatus) => {
-      // What else the client sends is read and dropped.
+      // What else the client sends is read and dropped, and what was kept is given back.
       refused = true;
+      chunks = undefined;
+      if (this.held > 0) bounds.load.give(this.conn, this.held);
+      this.held = 0;
       this.finish(status);
     };
     stream.on('data', (chunk: Buffer) => {
@@ -401,6 +621,17 @@ class Call implements ServerStream {
           return;
         }
       }
+      if (!bounds.load.fits(this.conn, chunk.length)) {
+        bounds.onLimit('buffered_bytes');
+        refuse({
+          code: GrpcStatus.RESOURCE_EXHAUSTED,
+          metadata: bounds.metadata('buffered_bytes'),
+          details: `the server holds ${this.conn.buffered} bytes for this connection and ${bounds.load.buffered} in total, at its limit (${bounds.load.limits.maxBufferedBytesPerConnection} per connection, ${bounds.load.limits.maxBufferedBytes} in total)`,
+        });
+        return;
+      }
+      bounds.load.take(this.conn, chunk.length);
+      this.held += chunk.length;
       (chunks ??= []).push(chunk);
       have += chunk.length;
       if (need < 0 && have >= PREFIX) {
@@ -434,6 +665,7 @@ class Call implements ServerStream {
       }
     });
     stream.once('end', () => {
+      bounds.receiving.delete(this);
       if (refused || this.done) return;
       if (message === undefined) {
         this.finish({ code: GrpcStatus.UNIMPLEMENTED, details: 'the call has no request message' });
@@ -459,6 +691,17 @@ class Call implements ServerStream {
     if (this.done) return;
     const stream = this.stream;
     if (stream.destroyed || stream.closed) return;
+    const n = framed.length;
+    const load = this.bounds.load;
+    if (!load.fits(this.conn, n)) {
+      this.bounds.onLimit('buffered_bytes');
+      this.finish({
+        code: GrpcStatus.RESOURCE_EXHAUSTED,
+        metadata: this.bounds.metadata('buffered_bytes'),
+        details: `a response of ${n} bytes is above what the server may hold for this connection (${this.conn.buffered} of ${load.limits.maxBufferedBytesPerConnection} bytes) or in total (${load.buffered} of ${load.limits.maxBufferedBytes}): read the responses already sent`,
+      });
+      return;
+    }
     this.done = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -467,7 +710,17 @@ class Call implements ServerStream {
       const trailers = this.trailers;
       stream.on('wantTrailers', () => stream.sendTrailers(trailers));
     } else stream.on('wantTrailers', sendOkTrailers);
-    stream.end(framed);
+    if (n <= PIECE) {
+      this.hold(n);
+      stream.end(framed, () => this.sent(n));
+    } else {
+      this.hold(n);
+      for (let at = 0; at < n; at += PIECE) {
+        const piece = framed.subarray(at, Math.min(n, at + PIECE));
+        stream.write(piece, () => this.sent(piece.length));
+      }
+      stream.end();
+    }
     this.opts.onEnd?.(this.path, GrpcStatus.OK);
   }
 
@@ -480,7 +733,9 @@ class Call implements ServerStream {
       stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
       stream.once('wantTrailers', () => stream.sendTrailers(this.trailers));
     }
-    return stream.write(framed);
+    const n = framed.length;
+    this.hold(n);
+    return stream.write(framed, () => this.sent(n));
   }
 
   drained(): Promise<void> {

@@ -302,3 +302,37 @@ export async function startMetricsServer(
       }),
   };
 }
+
+/**
+ * The gRPC server's bounds as metrics (docs/chronacta.md, "Server limits"): connections and buffered
+ * bytes now, and what each bound refused or ended. Returns the hook the server calls.
+ */
+export function limitMetrics(
+  metrics: ChronactaMetrics,
+  load: () => { connections: number; bufferedBytes: number } | undefined,
+): (reason: string) => void {
+  const registers = [metrics.registry];
+  new Gauge({
+    name: 'chronacta_grpc_connections',
+    help: 'gRPC connections open now',
+    registers,
+    collect() {
+      this.set(load()?.connections ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'chronacta_grpc_buffered_bytes',
+    help: 'Bytes the gRPC server holds for its connections: requests being received, responses not yet taken',
+    registers,
+    collect() {
+      this.set(load()?.bufferedBytes ?? 0);
+    },
+  });
+  const limited = new Counter({
+    name: 'chronacta_grpc_limited_total',
+    help: 'Connections and calls refused or ended by a server limit, by reason (docs/chronacta.md, "Server limits")',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  return (reason) => limited.inc({ reason });
+}

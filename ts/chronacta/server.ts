@@ -19,7 +19,8 @@ import { ChronactaCode, chronactaError } from './errors.js';
 import { type CallContext, frame, type GrpcMethod, type ServerStream, startGrpcServer } from './grpc-server.js';
 import type { ReplicatedLogOptions } from './ha/replicated-log.js';
 import { haConfigOf, type PreparedDataDir, prepareDataDir, recordAddress } from './layout.js';
-import { ChronactaMetrics, type MetricsServer, replicationLagOf, startMetricsServer } from './metrics.js';
+import { type GrpcLimits, grpcLimits } from './limits.js';
+import { ChronactaMetrics, limitMetrics, type MetricsServer, replicationLagOf, startMetricsServer } from './metrics.js';
 import {
   compactionToWire,
   expectedFromWire,
@@ -34,7 +35,7 @@ import {
   type WireSubscribeRequest,
 } from './proto.js';
 import { checkTextFields, directionOf, TEXT_FIELDS } from './request-check.js';
-import { toCallStatus } from './status.js';
+import { CODE_KEY, DETAILS_KEY, toCallStatus } from './status.js';
 import { EventStore } from './store.js';
 import {
   checkTarget,
@@ -61,6 +62,8 @@ export interface ServerOptions {
   readonly segmentBytes?: number;
   readonly idempotencyTtlMs?: number;
   readonly subscriptionLimits?: SubscriptionLimits;
+  /** Bounds of the gRPC port: connections, streams, buffered bytes, subscriptions, timeouts (limits.ts). */
+  readonly limits?: Partial<GrpcLimits>;
   /** /readyz reports not ready below this much free disk space (default 64 MiB). */
   readonly minFreeBytes?: number;
   /** Run a compaction this often (milliseconds); absent: only when asked. */
@@ -122,6 +125,8 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   const security = loadClientPortSecurity(options.clientAuth, options.logger);
   const exposed = exposureWarning(host, security);
   if (exposed) options.logger?.warn(exposed);
+  // Checked before anything opens: a bad bound is PLX_CHRONACTA_BAD_INPUT.
+  const limits = grpcLimits(options.limits);
   const metrics = new ChronactaMetrics();
   let replication: Omit<ReplicatedLogOptions, 'dir'> | undefined;
   let clusterPort: number | undefined;
@@ -348,12 +353,19 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   const okCalls = new Map<string, { inc(): void }>();
   const methodNames = new Map<string, string>();
   for (const path of methods.keys()) methodNames.set(path, path.slice(path.lastIndexOf('/') + 1));
-  let grpcServer: Awaited<ReturnType<typeof startGrpcServer>>;
+  let grpcServer: Awaited<ReturnType<typeof startGrpcServer>> | undefined;
+  const onLimit = limitMetrics(metrics, () => grpcServer?.load());
   try {
     grpcServer = await startGrpcServer(host, options.port ?? clusterPort ?? 0, methods, {
       maxMessageBytes: MAX_MESSAGE_BYTES,
       ...(security.tls ? { tls: security.tls } : {}),
       ...(security.tokens ? { authenticate: security.authenticate } : {}),
+      limits,
+      onLimit,
+      limitMetadata: (reason) => ({
+        [CODE_KEY]: ChronactaCode.OVERLOADED,
+        [DETAILS_KEY]: JSON.stringify({ reason }),
+      }),
       statusOf: (e: unknown) => {
         if (!isPlexusError(e)) options.logger?.warn('chronacta: unexpected failure in a call', { error: String(e) });
         return toCallStatus(e);

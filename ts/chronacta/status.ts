@@ -32,6 +32,7 @@ const STATUS_OF: Record<ChronactaCodeName, status> = {
   PLX_CHRONACTA_UNAUTHENTICATED: status.UNAUTHENTICATED,
   PLX_CHRONACTA_BAD_TLS: status.FAILED_PRECONDITION,
   PLX_CHRONACTA_BAD_TOKENS: status.FAILED_PRECONDITION,
+  PLX_CHRONACTA_OVERLOADED: status.RESOURCE_EXHAUSTED,
 };
 
 /** Cluster mode: a follower's refusal carries the leader's address (also in the `leader-address` trailer). */
@@ -125,7 +126,11 @@ export function fromServiceError(e: unknown): PlexusError {
     }
     return new PlexusError(code, message, { ...details, grpcStatus: se.code }, { cause: e });
   }
-  const mapped = (se.code !== undefined ? CODE_OF_STATUS[se.code] : undefined) ?? ChronactaCode.INTERNAL;
+  // A stream reset with ENHANCE_YOUR_CALM: the server's stall timeout (docs/chronacta.md, "Server limits").
+  const reset = se.code === status.RESOURCE_EXHAUSTED && /Bandwidth exhausted|code 11/.test(message);
+  const mapped = reset
+    ? ChronactaCode.OVERLOADED
+    : ((se.code !== undefined ? CODE_OF_STATUS[se.code] : undefined) ?? ChronactaCode.INTERNAL);
   // A status without our metadata comes from the transport, not from the store's rules.
   const generic =
     mapped === ChronactaCode.WRONG_EXPECTED_VERSION ||

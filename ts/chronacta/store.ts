@@ -344,10 +344,17 @@ export class EventStore {
       : { lastVersion: -1n, deleted: 'none', truncateBefore: 0n };
   }
 
-  /** Healthy when open and no write has failed in a way that needs a reopen. */
+  /**
+   * Healthy when open and no write has failed in a way that needs a reopen. Standalone, a
+   * failed append that left the log taking writes (too many open files, a full disk) counts
+   * only while the log refuses writes: readiness re-checks the disk itself, so it recovers
+   * once the cause has gone.
+   */
   get healthy(): { ok: boolean; reason?: string } {
     if (this.closing) return { ok: false, reason: 'closed' };
-    if (this.failure) return { ok: false, reason: this.failure.message };
+    if (this.failure && this.replicated) return { ok: false, reason: this.failure.message };
+    const refusal = this.log.refusal;
+    if (refusal) return { ok: false, reason: refusal.message };
     const f = this.replicated?.status().failure;
     if (f) return { ok: false, reason: f };
     return { ok: true };

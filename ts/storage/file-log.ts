@@ -426,6 +426,10 @@ export class FileLog implements LogStorage {
     return BigInt(this.lastPos);
   }
 
+  get refusal(): PlexusError | undefined {
+    return this.broken;
+  }
+
   get highestEpoch(): bigint {
     return this.durableEpoch;
   }

@@ -95,6 +95,11 @@ export interface LogStorage {
   readonly last: bigint;
   /** The highest fencing epoch accepted so far (0 if none); it survives reopen, truncation and compaction. */
   readonly highestEpoch: bigint;
+  /**
+   * Why the log refuses every write until it is reopened (a failure that left its files in
+   * doubt); undefined while it takes writes. Optional: a log without it never refuses so.
+   */
+  readonly refusal?: Error | undefined;
 
   /**
    * Appends the payloads as one batch at positions `last + 1 ...` (in call order across

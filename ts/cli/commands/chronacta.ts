@@ -15,6 +15,7 @@ import {
   prepareDataDir,
   writeClusterFiles,
 } from '../../chronacta/layout.js';
+import { DEFAULT_LIMITS, type GrpcLimits, LIMIT_RANGES } from '../../chronacta/limits.js';
 import { migrateDataDir } from '../../chronacta/migrate.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';
@@ -84,6 +85,19 @@ const HELP = [
   '        changed file that cannot be used is not (the old one stays, a warning says',
   '        why). Default: plaintext, no authentication; on an address that is not',
   '        loopback, serve warns on stderr at start.',
+  '  serve limits (standalone and --cluster; docs/chronacta.md, "Server limits"):',
+  '        --max-connections N (default 4096, at most half the open-file limit),',
+  `        --max-connections-per-client N (${DEFAULT_LIMITS.maxConnectionsPerClient}; per remote address),`,
+  `        --max-concurrent-streams N (${DEFAULT_LIMITS.maxConcurrentStreams}; calls per connection),`,
+  `        --max-buffered-bytes-per-connection N (${DEFAULT_LIMITS.maxBufferedBytesPerConnection}),`,
+  `        --max-buffered-bytes N (${DEFAULT_LIMITS.maxBufferedBytes}; requests being received plus`,
+  '        responses not yet read), --max-subscriptions N',
+  `        (${DEFAULT_LIMITS.maxSubscriptions}), --max-subscriptions-per-connection N (${DEFAULT_LIMITS.maxSubscriptionsPerConnection}),`,
+  `        --stall-timeout-ms N (${DEFAULT_LIMITS.stallTimeoutMs}; a call whose client reads none of its`,
+  `        response is reset), --request-timeout-ms N (${DEFAULT_LIMITS.requestTimeoutMs}; a request not`,
+  `        received in full ends with DEADLINE_EXCEEDED), --idle-timeout-ms N (${DEFAULT_LIMITS.idleTimeoutMs};`,
+  '        a connection with no call is closed). Beyond a bound: RESOURCE_EXHAUSTED, or',
+  '        the connection is closed at once; chronacta_grpc_limited_total counts each.',
   '  cluster init --members N --root DIR [--base-port P] [--cluster-id ID]',
   '        [--advertise A1,A2,...] [--raft R1,R2,...] [--force]',
   '        Writes the cluster files of N members on loopback into DIR/node-1 ..',
@@ -332,6 +346,32 @@ async function readEvents(file: string): Promise<EventData[]> {
   });
 }
 
+/** The `serve` flags of the gRPC port's bounds (limits.ts). */
+const LIMIT_FLAGS: readonly (readonly [string, keyof GrpcLimits])[] = [
+  ['max-connections', 'maxConnections'],
+  ['max-connections-per-client', 'maxConnectionsPerClient'],
+  ['max-concurrent-streams', 'maxConcurrentStreams'],
+  ['max-buffered-bytes-per-connection', 'maxBufferedBytesPerConnection'],
+  ['max-buffered-bytes', 'maxBufferedBytes'],
+  ['max-subscriptions', 'maxSubscriptions'],
+  ['max-subscriptions-per-connection', 'maxSubscriptionsPerConnection'],
+  ['stall-timeout-ms', 'stallTimeoutMs'],
+  ['request-timeout-ms', 'requestTimeoutMs'],
+  ['idle-timeout-ms', 'idleTimeoutMs'],
+];
+
+function limitsOf(values: Record<string, string | boolean | undefined>): Partial<GrpcLimits> {
+  const out: Partial<Record<keyof GrpcLimits, number>> = {};
+  for (const [flag, key] of LIMIT_FLAGS) {
+    const v = num(flag, values[flag] as string | undefined);
+    if (v === undefined) continue;
+    const [lo, hi] = LIMIT_RANGES[key];
+    if (v < lo || v > hi) throw new UsageError('chronacta', `--${flag} takes ${lo} to ${hi}, got ${v}`);
+    out[key] = v;
+  }
+  return out;
+}
+
 async function serve(args: string[]): Promise<number> {
   const { values, positionals } = parse('chronacta', {
     args,
@@ -357,9 +397,11 @@ async function serve(args: string[]): Promise<number> {
       'trusted-ca-file': { type: 'string' },
       'client-cert-auth': { type: 'boolean' },
       'auth-tokens-file': { type: 'string' },
+      ...Object.fromEntries(LIMIT_FLAGS.map(([flag]) => [flag, { type: 'string' as const }])),
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const limits = limitsOf(values as Record<string, string | boolean | undefined>);
   const clustered = values.cluster === true;
   const clientAuth = {
     ...(values['cert-file'] !== undefined ? { certFile: values['cert-file'] } : {}),
@@ -453,6 +495,7 @@ async function serve(args: string[]): Promise<number> {
       : {}),
     metricsPort: port('metrics-port', values['metrics-port']) ?? 2114,
     clientAuth,
+    limits,
     ...(fsync ? { fsync } : {}),
     ...(segmentBytes !== undefined ? { segmentBytes } : {}),
     ...(compactEveryMs !== undefined ? { compactEveryMs } : {}),
