@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/index.js';
-import { createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
+import { certificateIdentity, createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
 import { RaftDriver } from '../../ts/raft/net/driver.js';
 import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft/net/tcp-transport.js';
 import { RaftNode } from '../../ts/raft/node.js';
@@ -15,6 +15,9 @@ const closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
 });
+
+/** The node a SPERLI rank certificate names: its rank (these tests use ranks as node ids). */
+const rankOf = (cert: { raw: Uint8Array }) => certificateIdentity(cert).rank;
 
 function heartbeat(from: number, to: number, term = 1): Message {
   return {
@@ -116,7 +119,7 @@ describe('Raft TCP transport', () => {
     const ca = await createJobCa({ jobId });
     const cred = async (c: typeof ca, rank: number) => {
       const r = await issueRankCertificate(c, { jobId, rank, host: '127.0.0.1' });
-      return { key: r.key, cert: r.cert, ca: c.cert };
+      return { key: r.key, cert: r.cert, ca: c.cert, peerId: rankOf };
     };
     const got: Message[] = [];
     const t2 = await transport(2, got, await cred(ca, 2));
