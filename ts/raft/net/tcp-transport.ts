@@ -79,6 +79,20 @@ export interface RaftTransportOptions {
   readonly maxQueuedBytes?: number;
   /** How long an inbound connection may take to finish its TLS handshake and greeting. Default 10,000 ms. */
   readonly greetingTimeoutMs?: number;
+  /**
+   * The largest message body taken from a peer: a header announcing more closes the
+   * connection before the body is held. Default MAX_MESSAGE_BYTES (80 MiB: a Chronacta
+   * append of up to 64 MiB in one entry, with room).
+   */
+  readonly maxMessageBytes?: number;
+  /**
+   * Bytes of unfinished messages held over all inbound connections together: a connection
+   * whose bytes would pass it is closed (its sender redials and sends again). Default twice
+   * `maxMessageBytes`.
+   */
+  readonly maxInboundBytes?: number;
+  /** Inbound connections open at once (Raft and side streams, TLS handshakes included); more are closed at once. Default 256. */
+  readonly maxInboundConnections?: number;
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
 }
 
@@ -89,6 +103,11 @@ export interface RaftTransportStats {
   refused: number;
   dials: number;
 }
+
+/** The default largest message body a peer may send (`maxMessageBytes`). */
+export const MAX_MESSAGE_BYTES = 80 * 1024 * 1024;
+/** The default cap on inbound connections (`maxInboundConnections`). */
+export const MAX_INBOUND_CONNECTIONS = 256;
 
 const GREETING_BYTES = 24;
 /** Inbound sockets whose greeting was read (the greeting timer leaves them alone). */
@@ -134,6 +153,10 @@ const TLS_HANDSHAKE = 0x16;
 
 export class RaftTcpTransport {
   readonly stats: RaftTransportStats = { sent: 0, received: 0, dropped: 0, refused: 0, dials: 0 };
+  /** Bytes of unfinished messages held now over every inbound connection. */
+  private inboundHeld = 0;
+  /** Inbound TCP connections open now (side streams included). */
+  private inboundOpen = 0;
   private readonly peers = new Map<number, Peer>();
   private readonly inbound = new Set<Socket>();
   private readonly streams = new Set<Socket>();
@@ -419,6 +442,12 @@ export class RaftTcpTransport {
       s.destroy();
       return;
     }
+    if (this.inboundOpen >= (this.opts.maxInboundConnections ?? MAX_INBOUND_CONNECTIONS)) {
+      this.refuse(s, `${this.inboundOpen} inbound connections are open, the most allowed`);
+      return;
+    }
+    this.inboundOpen++;
+    s.once('close', () => this.inboundOpen--);
     s.setNoDelay(true);
     this.inbound.add(s);
     s.on('close', () => this.inbound.delete(s));
@@ -476,7 +505,15 @@ export class RaftTcpTransport {
   private accept(s: Socket, certified: number | undefined): void {
     let from = 0;
     let head = new Uint8Array(0);
-    const stream = new RaftMessageStream();
+    const maxMessage = this.opts.maxMessageBytes ?? MAX_MESSAGE_BYTES;
+    const maxHeld = this.opts.maxInboundBytes ?? 2 * maxMessage;
+    const stream = new RaftMessageStream(maxMessage);
+    // This connection's share of `inboundHeld`, given back when it closes.
+    let held = 0;
+    s.once('close', () => {
+      this.inboundHeld -= held;
+      held = 0;
+    });
     const refuse = (why: string, details: Record<string, unknown> = {}) => this.refuse(s, why, details);
     s.on('data', (chunk: Buffer) => {
       let data: Uint8Array = chunk;
@@ -522,12 +559,18 @@ export class RaftTcpTransport {
           return;
         }
       }
+      if (this.inboundHeld + data.length > maxHeld && held + data.length > 0) {
+        // Over the cap for every connection together: this one goes (its sender redials).
+        return refuse(`unfinished messages would hold more than ${maxHeld} bytes`, { from, held });
+      }
       let msgs: Message[];
       try {
         msgs = stream.push(data);
       } catch (err) {
         return refuse(err instanceof Error ? err.message : String(err), { from });
       }
+      this.inboundHeld += stream.buffered - held;
+      held = stream.buffered;
       for (const m of msgs) {
         if (m.from !== from || m.to !== this.opts.id) {
           return refuse(`a message from ${m.from} to ${m.to} on node ${from}'s connection`, { from });
