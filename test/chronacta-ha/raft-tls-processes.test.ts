@@ -8,7 +8,6 @@
  * good and forged MsgTimeoutNow. After each attempt the cluster keeps its leader and its
  * term, keeps taking writes, and holds every acknowledged event. Build first (`npm run build`).
  */
-import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
