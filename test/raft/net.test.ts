@@ -200,6 +200,31 @@ describe('Raft TCP transport: connections bound to the node a certificate names'
     expect(got).toEqual([]);
   });
 
+  it('closes a connection that sends no greeting in time, with or without a finished TLS handshake', async () => {
+    const ca = await createJobCa({ jobId });
+    const t2 = await RaftTcpTransport.start({
+      id: 2,
+      onMessage: () => undefined,
+      tls: await creds(ca, 2),
+      greetingTimeoutMs: 300,
+    });
+    closers.push(() => t2.close());
+    const silent = (tls?: { key: string; cert: string; ca: string }) =>
+      new Promise<number>((resolve) => {
+        const started = Date.now();
+        const s = tls
+          ? tlsConnect({ port: t2.port, host: '127.0.0.1', ...tls, checkServerIdentity: () => undefined })
+          : connect(t2.port, '127.0.0.1');
+        s.on('data', () => undefined);
+        s.on('error', () => undefined);
+        s.on('close', () => resolve(Date.now() - started));
+      });
+    const [plain, secured] = await Promise.all([silent(), silent(await creds(ca, 3))]);
+    expect(plain).toBeLessThan(5000);
+    expect(secured).toBeLessThan(5000);
+    expect(t2.stats.refused).toBe(2);
+  });
+
   it('permissive mode takes plaintext peers and dials them in plaintext, and speaks TLS with TLS peers', async () => {
     const ca = await createJobCa({ jobId });
     const gotPlain: Message[] = [];

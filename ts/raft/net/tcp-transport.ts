@@ -110,12 +110,6 @@ export const MAX_MESSAGE_BYTES = 80 * 1024 * 1024;
 export const MAX_INBOUND_CONNECTIONS = 256;
 
 const GREETING_BYTES = 24;
-/** Inbound sockets whose greeting was read (the greeting timer leaves them alone). */
-const greeted = new WeakSet<Socket>();
-/** The TCP socket under a TLS socket (the same socket without TLS). */
-function raw(s: Socket): Socket {
-  return ((s as TLSSocket & { _parent?: Socket })._parent as Socket | undefined) ?? s;
-}
 const MAGIC = 0x48525850; // "PXRH" little endian
 const STREAM_MAGIC = 0x53525850; // "PXRS" little endian
 
@@ -199,6 +193,7 @@ export class RaftTcpTransport {
           requestCert: true,
           rejectUnauthorized: true,
           minVersion: 'TLSv1.3',
+          handshakeTimeout: opts.greetingTimeoutMs ?? 10_000,
         })
       : undefined;
     const t = new RaftTcpTransport(opts, server, tlsServer);
@@ -452,17 +447,15 @@ export class RaftTcpTransport {
     this.inbound.add(s);
     s.on('close', () => this.inbound.delete(s));
     s.on('error', () => undefined);
-    // Until the greeting is in: a peer that says nothing is not held forever.
-    const timer = setTimeout(() => {
-      if (!greeted.has(s)) this.refuse(s, 'no greeting in time');
-    }, this.opts.greetingTimeoutMs ?? 10_000);
-    timer.unref();
-    s.once('close', () => clearTimeout(timer));
     if (!this.tlsServer) {
       this.accept(s, undefined);
       return;
     }
+    // A peer that says nothing is not held forever (then the TLS handshake timeout, then accept's).
+    const timer = setTimeout(() => this.refuse(s, 'no greeting in time'), this.opts.greetingTimeoutMs ?? 10_000);
+    s.once('close', () => clearTimeout(timer));
     s.once('data', (chunk: Buffer) => {
+      clearTimeout(timer);
       s.pause();
       s.unshift(chunk);
       if (chunk[0] === TLS_HANDSHAKE) {
@@ -504,6 +497,9 @@ export class RaftTcpTransport {
   /** Reads the greeting and the messages of an inbound connection; `certified` is the id its certificate names. */
   private accept(s: Socket, certified: number | undefined): void {
     let from = 0;
+    // Until the greeting is in: a peer that says nothing is not held forever.
+    const timer = setTimeout(() => this.refuse(s, 'no greeting in time'), this.opts.greetingTimeoutMs ?? 10_000);
+    s.once('close', () => clearTimeout(timer));
     let head = new Uint8Array(0);
     const maxMessage = this.opts.maxMessageBytes ?? MAX_MESSAGE_BYTES;
     const maxHeld = this.opts.maxInboundBytes ?? 2 * maxMessage;
@@ -541,7 +537,7 @@ export class RaftTcpTransport {
           });
         }
         from = Number(sender);
-        greeted.add(raw(s));
+        clearTimeout(timer);
         data = joined.subarray(GREETING_BYTES);
         head = new Uint8Array(0);
         if (magic === STREAM_MAGIC) {
@@ -551,7 +547,6 @@ export class RaftTcpTransport {
           s.pause();
           s.removeAllListeners('data');
           this.inbound.delete(s);
-          if (s !== raw(s)) this.inbound.delete(raw(s));
           this.streams.add(s);
           s.on('close', () => this.streams.delete(s));
           if (data.length > 0) s.unshift(Buffer.from(data.buffer, data.byteOffset, data.length));
