@@ -150,7 +150,9 @@ export class RaftDriver {
   /** A message from the transport. Messages the core refuses are logged and dropped. */
   receive(m: Message): void {
     if (this.stopped) return;
-    const bound = Math.min(this.node.term + (this.opts.maxTermStep ?? MAX_TERM_STEP), MAX_TERM);
+    // Never below this node's own term: a member already past MAX_TERM still hears its peers.
+    const own = this.node.term;
+    const bound = Math.max(own, Math.min(own + (this.opts.maxTermStep ?? MAX_TERM_STEP), MAX_TERM));
     if (m.term > bound) {
       this.termRefusals++;
       this.opts.logger?.warn('raft: dropped a message whose term no member reaches', {
