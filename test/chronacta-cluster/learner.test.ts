@@ -13,6 +13,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { parsePromoteMember } from '../../ts/chronacta/cluster-api.js';
+import { issueMemberFiles, readCa } from '../../ts/chronacta/ha/member-tls.js';
 import { joinFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';
@@ -83,6 +84,7 @@ describe('promoting a learner whose catch-up timed out', () => {
         advertise: m.address,
       }));
       await writeClusterFiles(dir, joinFiles(s0.clusterId, current, { id: 4, raftAddress: raft, advertise: adv }));
+      await issueMemberFiles(dir, await readCa(t.root), 4);
       // Added before it runs: the catch-up wait times out; the error says what to do next.
       const add = await settle(
         follower.client.addMember({ id: 4, raftAddress: raft, advertise: adv }, { catchUpMs: 400 }),

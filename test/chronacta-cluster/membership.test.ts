@@ -227,7 +227,10 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
           adv4,
           '--data',
           data,
+          ...certs,
         );
+      // Its certificate is issued with the cluster CA's key, which `cluster init` left at the root.
+      let certs = ['--ca-dir', root];
       const jf = await joinFiles('4', dir4);
       expect(jf.code, jf.stderr).toBe(0);
       const node4 = JSON.parse(readFileSync(join(dir4, 'cluster', 'node.json'), 'utf8'));
@@ -239,6 +242,17 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
       const known = await joinFiles('2', join(root, 'x'));
       expect(known.code).toBe(2);
       expect(known.stderr).toContain('already in the cluster');
+      // Without a certificate, or with one that names another member, nothing is written.
+      certs = [];
+      const none = await joinFiles('5', join(root, 'y'));
+      expect(none.code).toBe(2);
+      expect(none.stderr).toContain('--ca-dir CA');
+      const tls4 = join(dir4, 'cluster', 'tls');
+      certs = ['--cert', join(tls4, 'member.pem'), '--key', join(tls4, 'member-key.pem'), '--ca', join(root, 'ca.pem')];
+      const other = await joinFiles('5', join(root, 'y'));
+      expect(other.code).toBe(1);
+      expect(other.stderr).toContain('PLX_CHRONACTA_HA_BAD_CERTIFICATE');
+      expect(existsSync(join(root, 'y', 'cluster', 'cluster.json'))).toBe(false);
 
       const m4 = await spawnAt50(4, dir4);
       members.push(m4);

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
+import { createMemberCa, issueMemberFiles } from '../../ts/chronacta/ha/member-tls.js';
 import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
 import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { isPlexusError } from '../../ts/core/errors.js';
@@ -133,6 +134,7 @@ async function startProxied(): Promise<Proxied> {
   };
   proxied = c;
   const clusterId = `reads-${process.pid}-${Date.now()}`;
+  const ca = await createMemberCa(clusterId); // mutual TLS between members, as `cluster init` makes it
   for (let self = 1; self <= 3; self++) {
     // Member `self` listens on its own Raft port and reaches every peer through the proxy self -> peer.
     const view = [1, 2, 3].map((id) => ({
@@ -141,6 +143,7 @@ async function startProxied(): Promise<Proxied> {
       advertise: `127.0.0.1:${grpc[id - 1]}`,
     }));
     await writeClusterFiles(join(root, `node-${self}`), clusterFiles(clusterId, view, self));
+    await issueMemberFiles(join(root, `node-${self}`), ca, self);
   }
   const started = await Promise.allSettled(
     [1, 2, 3].map((id) => spawnMember(id, join(root, `node-${id}`), ['--tick-ms', '50'], children)),

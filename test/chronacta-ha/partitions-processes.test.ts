@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
+import { createMemberCa, issueMemberFiles } from '../../ts/chronacta/ha/member-tls.js';
 import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { decodeEntry, RecordKind } from '../../ts/chronacta/record.js';
 import type { ClusterStatus } from '../../ts/chronacta/types.js';
@@ -80,6 +81,8 @@ async function startProcCluster(): Promise<ProcCluster> {
   const mesh = await ProxyMesh.start(raft);
   const clusterId = `partitions-${process.pid}-${Date.now()}`;
   const dirs = Array.from({ length: N }, (_, i) => join(root, `node-${i + 1}`));
+  // Mutual TLS between members, as `cluster init` sets it up (the proxies pass the bytes on).
+  const ca = await createMemberCa(clusterId);
   for (let self = 1; self <= N; self++) {
     // This member's view: its own real Raft address, every peer behind the proxy self -> peer.
     const members = Array.from({ length: N }, (_, i) => ({
@@ -88,6 +91,7 @@ async function startProcCluster(): Promise<ProcCluster> {
       advertise: `127.0.0.1:${grpc[i]}`,
     }));
     await writeClusterFiles(dirs[self - 1] as string, clusterFiles(clusterId, members, self));
+    await issueMemberFiles(dirs[self - 1] as string, ca, self);
   }
   const members: Member[] = [];
   const c: ProcCluster = {

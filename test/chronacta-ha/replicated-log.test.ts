@@ -3,16 +3,16 @@
  * compare-and-set and fencing, the apply path's duplicate and divergence handling, restart and
  * catch-up, membership changes and leadership transfer.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseHaConfig } from '../../ts/chronacta/ha/config.js';
+import { createMemberCa, issueMemberCertificate, memberOfCertificate } from '../../ts/chronacta/ha/member-tls.js';
 import { type AppliedBatch, ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
+import type { RaftTlsOptions } from '../../ts/raft/net/tcp-transport.js';
 import { type Cluster, quiet, readAll, sleep, snapshot, startCluster, TICK_MS, text, until } from './helpers.js';
 
 let cluster: Cluster | undefined;
@@ -251,17 +251,16 @@ describe('replicated log', () => {
   });
 
   it('runs between members over mutual TLS 1.3 and refuses a member of another CA', async () => {
-    const jobId = randomBytes(16);
-    const ca = await createJobCa({ jobId });
-    const creds = new Map<number, { key: string; cert: string; ca: string }>();
+    const ca = await createMemberCa('c1');
+    const creds = new Map<number, RaftTlsOptions>();
     for (const id of [1, 2, 3]) {
-      const r = await issueRankCertificate(ca, { jobId, rank: id, host: '127.0.0.1' });
-      creds.set(id, { key: r.key, cert: r.cert, ca: ca.cert });
+      const r = await issueMemberCertificate(ca, id);
+      creds.set(id, { key: r.key, cert: r.cert, ca: ca.cert, peerId: memberOfCertificate });
     }
     // Member 3 has a certificate from another CA: the others refuse it, so it never catches up.
-    const other = await createJobCa({ jobId });
-    const foreign = await issueRankCertificate(other, { jobId, rank: 3, host: '127.0.0.1' });
-    creds.set(3, { key: foreign.key, cert: foreign.cert, ca: ca.cert });
+    const other = await createMemberCa('c1');
+    const foreign = await issueMemberCertificate(other, 3);
+    creds.set(3, { key: foreign.key, cert: foreign.cert, ca: ca.cert, peerId: memberOfCertificate });
     const c = (cluster = await startCluster(3, {}, (id) => ({ tls: creds.get(id) })));
     const leader = await c.waitLeader([1, 2]);
     await leader.append([text('secret')]);

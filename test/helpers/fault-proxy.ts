@@ -129,8 +129,23 @@ export class FaultProxy {
   }
 
   private pipe(from: Socket, to: Socket, end: () => void): void {
-    // Chunks leave in arrival order even when delayed: each waits for the previous one.
-    let last = 0;
+    // Chunks leave in arrival order even when delayed: one queue per direction, drained by
+    // one timer at a time (timers of different lengths may fire out of creation order).
+    const queue: { at: number; chunk: Buffer }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const drain = () => {
+      timer = undefined;
+      while (queue.length > 0 && (queue[0] as { at: number }).at <= Date.now()) {
+        const { chunk } = queue.shift() as { chunk: Buffer };
+        if (this.mode !== 'pass' || to.destroyed) {
+          this.stats.bytesDiscarded += chunk.length;
+          continue;
+        }
+        this.stats.bytesForwarded += chunk.length;
+        to.write(chunk);
+      }
+      if (queue.length > 0) timer = setTimeout(drain, Math.max(0, (queue[0] as { at: number }).at - Date.now()));
+    };
     from.on('data', (chunk: Buffer) => {
       if (this.mode !== 'pass') {
         this.stats.bytesDiscarded += chunk.length;
@@ -142,24 +157,17 @@ export class FaultProxy {
         return;
       }
       const hold = this.delayMs + (this.jitterMs > 0 ? this.random() * this.jitterMs : 0);
-      if (hold <= 0 && last <= Date.now()) {
+      if (hold <= 0 && queue.length === 0) {
         this.stats.bytesForwarded += chunk.length;
         to.write(chunk);
         return;
       }
-      const at = Math.max(Date.now() + hold, last);
-      last = at;
-      setTimeout(
-        () => {
-          if (this.mode !== 'pass' || to.destroyed) {
-            this.stats.bytesDiscarded += chunk.length;
-            return;
-          }
-          this.stats.bytesForwarded += chunk.length;
-          to.write(chunk);
-        },
-        Math.max(0, at - Date.now()),
-      );
+      const last = queue.length > 0 ? (queue[queue.length - 1] as { at: number }).at : 0;
+      queue.push({ at: Math.max(Date.now() + hold, last), chunk });
+      if (!timer) timer = setTimeout(drain, Math.max(0, (queue[0] as { at: number }).at - Date.now()));
+    });
+    from.once('close', () => {
+      if (timer) clearTimeout(timer);
     });
   }
 }

@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/index.js';
-import { createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
+import { certificateIdentity, createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
 import { RaftDriver } from '../../ts/raft/net/driver.js';
 import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft/net/tcp-transport.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Entry, Message } from '../../ts/raft/types.js';
+import { encodeRaftMessage } from '../../ts/raft/wire.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { rng } from '../helpers/rng.js';
 
@@ -15,6 +17,9 @@ const closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
 });
+
+/** The node a SPERLI rank certificate names: its rank (these tests use ranks as node ids). */
+const rankOf = (cert: { raw: Uint8Array }) => certificateIdentity(cert).rank;
 
 function heartbeat(from: number, to: number, term = 1): Message {
   return {
@@ -116,7 +121,7 @@ describe('Raft TCP transport', () => {
     const ca = await createJobCa({ jobId });
     const cred = async (c: typeof ca, rank: number) => {
       const r = await issueRankCertificate(c, { jobId, rank, host: '127.0.0.1' });
-      return { key: r.key, cert: r.cert, ca: c.cert };
+      return { key: r.key, cert: r.cert, ca: c.cert, peerId: rankOf };
     };
     const got: Message[] = [];
     const t2 = await transport(2, got, await cred(ca, 2));
@@ -133,6 +138,170 @@ describe('Raft TCP transport', () => {
     t3.send([heartbeat(3, 2)]);
     await until(() => t2.stats.refused >= 1, 5000, 'refusal of a foreign certificate');
     expect(got.length).toBe(1);
+  });
+});
+
+describe('Raft TCP transport: connections bound to the node a certificate names', () => {
+  const greet = (from: number, to: number) => {
+    const b = new Uint8Array(24);
+    const dv = new DataView(b.buffer);
+    dv.setUint32(0, 0x48525850, true);
+    dv.setUint32(4, 1, true);
+    dv.setBigUint64(8, BigInt(from), true);
+    dv.setBigUint64(16, BigInt(to), true);
+    return b;
+  };
+  const jobId = randomBytes(16);
+  const creds = async (ca: Awaited<ReturnType<typeof createJobCa>>, rank: number, mode?: 'permissive') => {
+    const r = await issueRankCertificate(ca, { jobId, rank, host: '127.0.0.1' });
+    return { key: r.key, cert: r.cert, ca: ca.cert, peerId: rankOf, ...(mode ? { mode } : {}) };
+  };
+  /** Connects (TLS with `tls`), writes `bytes` once connected; resolves once the server closes it. */
+  const send = (port: number, bytes: Uint8Array, tls?: { key: string; cert: string; ca: string }) =>
+    new Promise<void>((resolve) => {
+      const s = tls
+        ? tlsConnect({ port, host: '127.0.0.1', ...tls, checkServerIdentity: () => undefined })
+        : connect(port, '127.0.0.1');
+      s.once(tls ? 'secureConnect' : 'connect', () => s.write(bytes));
+      s.on('data', () => undefined);
+      s.on('error', () => undefined);
+      s.on('close', () => resolve());
+    });
+
+  it('refuses a greeting that claims another node than the certificate, and plaintext on a TLS port', async () => {
+    const ca = await createJobCa({ jobId });
+    const got: Message[] = [];
+    const t2 = await transport(2, got, await creds(ca, 2));
+    const as3 = await creds(ca, 3);
+    const claim1 = Buffer.concat([greet(1, 2), encodeRaftMessage(heartbeat(1, 2))]);
+    await send(t2.port, claim1, as3); // node 3's certificate, greeting as node 1
+    await send(t2.port, claim1); // plaintext
+    expect(t2.stats.refused).toBe(2);
+    expect(got).toEqual([]);
+    // Node 3's certificate speaking as node 3 is heard; a message inside it from node 1 is not.
+    const t3 = await transport(3, [], as3, new Map([[2, t2.address]]));
+    t3.send([heartbeat(3, 2)]);
+    await until(() => t3.connected(2), 5000, 'connection');
+    t3.send([heartbeat(3, 2, 5)]);
+    await until(() => got.length === 1, 5000, 'delivery');
+    expect(got[0]).toMatchObject({ from: 3, term: 5 });
+  });
+
+  it('refuses, as a client, a server whose certificate names another node than the one dialled', async () => {
+    const ca = await createJobCa({ jobId });
+    const got: Message[] = [];
+    // Node 3 listens where node 1 expects node 2.
+    const t3 = await transport(3, got, await creds(ca, 3));
+    const t1 = await transport(1, [], await creds(ca, 1), new Map([[2, t3.address]]));
+    t1.send([heartbeat(1, 2)]);
+    await until(() => t1.stats.refused >= 2, 5000, 'refused handshakes');
+    expect(t1.connected(2)).toBe(false);
+    await expect(t1.openStream(2, 2000)).rejects.toMatchObject({ code: 'PLX_RAFT_TRANSPORT_UNREACHABLE' });
+    expect(got).toEqual([]);
+  });
+
+  it('closes a connection that sends no greeting in time, with or without a finished TLS handshake', async () => {
+    const ca = await createJobCa({ jobId });
+    const t2 = await RaftTcpTransport.start({
+      id: 2,
+      onMessage: () => undefined,
+      tls: await creds(ca, 2),
+      greetingTimeoutMs: 300,
+    });
+    closers.push(() => t2.close());
+    const silent = (tls?: { key: string; cert: string; ca: string }) =>
+      new Promise<number>((resolve) => {
+        const started = Date.now();
+        const s = tls
+          ? tlsConnect({ port: t2.port, host: '127.0.0.1', ...tls, checkServerIdentity: () => undefined })
+          : connect(t2.port, '127.0.0.1');
+        s.on('data', () => undefined);
+        s.on('error', () => undefined);
+        s.on('close', () => resolve(Date.now() - started));
+      });
+    const [plain, secured] = await Promise.all([silent(), silent(await creds(ca, 3))]);
+    expect(plain).toBeLessThan(5000);
+    expect(secured).toBeLessThan(5000);
+    expect(t2.stats.refused).toBe(2);
+  });
+
+  it('permissive mode takes plaintext peers and dials them in plaintext, and speaks TLS with TLS peers', async () => {
+    const ca = await createJobCa({ jobId });
+    const gotPlain: Message[] = [];
+    const gotTls: Message[] = [];
+    const gotMixed: Message[] = [];
+    const plain2 = await transport(2, gotPlain); // a member that does not speak TLS yet
+    const tls3 = await transport(3, gotTls, await creds(ca, 3));
+    const mixed1 = await transport(
+      1,
+      gotMixed,
+      await creds(ca, 1, 'permissive'),
+      new Map([
+        [2, plain2.address],
+        [3, tls3.address],
+      ]),
+    );
+    const plain4 = await transport(4, [], undefined, new Map([[1, mixed1.address]]));
+    await until(
+      () => {
+        mixed1.send([heartbeat(1, 2), heartbeat(1, 3)]);
+        plain4.send([heartbeat(4, 1)]);
+        return gotPlain.length > 0 && gotTls.length > 0 && gotMixed.length > 0;
+      },
+      10_000,
+      'delivery both ways',
+    );
+    expect(gotPlain[0]?.from).toBe(1);
+    expect(gotTls[0]?.from).toBe(1);
+    expect(gotMixed[0]?.from).toBe(4);
+    // The permissive member opens side streams to both.
+    for (const id of [2, 3]) (await mixed1.openStream(id, 5000)).destroy();
+  });
+});
+
+describe('Raft driver and core: what no correct member sends', () => {
+  function single(id: number, peers: number[]) {
+    const storage = MemoryRaftStorage.bootstrap({ voters: [id, ...peers], learners: [] });
+    const node = new RaftNode({ id, storage, random: () => 0, preVote: true, checkQuorum: true });
+    const sent: Message[] = [];
+    const driver = new RaftDriver({
+      node,
+      storage,
+      send: (ms) => sent.push(...ms),
+      applier: { apply: () => undefined },
+    });
+    return { node, driver, sent };
+  }
+
+  it('drops a message whose term is far ahead (2^53 - 1 would leave no next term to persist)', async () => {
+    const { node, driver } = single(2, [1, 3]);
+    driver.receive(heartbeat(1, 2, Number.MAX_SAFE_INTEGER));
+    driver.receive(heartbeat(1, 2, 2 ** 20 + 2));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(node.status().term).toBe(1);
+    expect(driver.termRefusals).toBe(2);
+    driver.receive(heartbeat(1, 2, 7)); // an ordinary term step is taken
+    await until(() => node.status().term === 7, 2000, 'term 7');
+    await driver.stop();
+  });
+
+  it('ignores MsgTimeoutNow from anyone but the current leader, at any other term', async () => {
+    const { node, driver } = single(2, [1, 3]);
+    driver.receive(heartbeat(1, 2, 3)); // node 1 leads term 3
+    await until(() => node.status().lead === 1, 2000, 'leader 1');
+    const timeoutNow = (from: number, term: number): Message => ({
+      ...heartbeat(from, 2, term),
+      type: 'MsgTimeoutNow',
+    });
+    driver.receive(timeoutNow(3, 3)); // not the leader
+    driver.receive(timeoutNow(3, 4)); // a later term
+    driver.receive(timeoutNow(1, 4)); // the leader, at a term it does not lead
+    await new Promise((r) => setTimeout(r, 50));
+    expect(node.status()).toMatchObject({ term: 3, role: 'follower', lead: 1 });
+    driver.receive(timeoutNow(1, 3)); // the leader hands over: an election at once
+    await until(() => node.status().term === 4, 2000, 'an election');
+    expect(node.status().role).toBe('candidate');
+    await driver.stop();
   });
 });
 

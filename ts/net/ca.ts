@@ -93,11 +93,23 @@ async function keys(): Promise<webcrypto.CryptoKeyPair> {
 /** Makes the CA of cluster `cluster` (valid 10 years by default). */
 export async function createClusterCa(cluster: string, opts: { notAfter?: Date } = {}): Promise<ClusterCa> {
   label('cluster', cluster);
+  return { cluster, ...(await createCa(`plexus-cluster-ca-${cluster}`, opts)) };
+}
+
+/**
+ * Makes a self-signed Ed25519 CA named `commonName` (valid 10 years by default): its
+ * certificate and PKCS #8 key, PEM. The cluster CA above and Chronacta's member CA
+ * (ts/chronacta/ha/member-tls.ts) are made by it.
+ */
+export async function createCa(
+  commonName: string,
+  opts: { notAfter?: Date } = {},
+): Promise<{ readonly cert: string; readonly key: string }> {
   const k = await keys();
   const cert = await x509.X509CertificateGenerator.createSelfSigned(
     {
       serialNumber: serial(),
-      name: [{ CN: [`plexus-cluster-ca-${cluster}`] }],
+      name: [{ CN: [commonName] }],
       notBefore: new Date(Date.now() - 5 * 60_000),
       notAfter: opts.notAfter ?? new Date(Date.now() + 3650 * DAY),
       signingAlgorithm: ED25519,
@@ -111,7 +123,6 @@ export async function createClusterCa(cluster: string, opts: { notAfter?: Date }
     webcrypto,
   );
   return {
-    cluster,
     cert: cert.toString('pem'),
     key: pem('PRIVATE KEY', await webcrypto.subtle.exportKey('pkcs8', k.privateKey)),
   };
@@ -124,6 +135,21 @@ export async function issueNodeCertificate(
   opts: { notAfter?: Date } = {},
 ): Promise<NodeCredentials> {
   const name = nodeName(node, ca.cluster);
+  const creds = await issueCertificate(ca, { commonName: name, altNames: [{ type: 'dns', value: name }] }, opts);
+  return { node, name, ...creds, ca: ca.cert };
+}
+
+/**
+ * Issues an Ed25519 certificate signed by `ca` (valid 1 year by default), usable as TLS
+ * server and client, with subject `commonName` and the given subjectAltNames (`dns` or
+ * `url` entries), and a fresh key. Fails with PLX_WIRE_BAD_NAME when the CA key is not an
+ * Ed25519 PKCS #8 PEM key.
+ */
+export async function issueCertificate(
+  ca: { readonly cert: string; readonly key: string },
+  subject: { readonly commonName: string; readonly altNames: readonly { type: 'dns' | 'url'; value: string }[] },
+  opts: { notAfter?: Date } = {},
+): Promise<{ readonly cert: string; readonly key: string }> {
   const caCert = new x509.X509Certificate(ca.cert);
   let signingKey: webcrypto.CryptoKey;
   try {
@@ -141,7 +167,7 @@ export async function issueNodeCertificate(
   const cert = await x509.X509CertificateGenerator.create(
     {
       serialNumber: serial(),
-      subject: [{ CN: [name] }],
+      subject: [{ CN: [subject.commonName] }],
       issuer: caCert.subjectName,
       notBefore: new Date(Date.now() - 5 * 60_000),
       notAfter: opts.notAfter ?? new Date(Date.now() + 365 * DAY),
@@ -152,17 +178,17 @@ export async function issueNodeCertificate(
         new x509.BasicConstraintsExtension(false, undefined, true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
         new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], false),
-        new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: name }], false),
+        new x509.SubjectAlternativeNameExtension(
+          subject.altNames.map((n) => ({ type: n.type, value: n.value })),
+          false,
+        ),
         await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey, false, webcrypto),
       ],
     },
     webcrypto,
   );
   return {
-    node,
-    name,
     cert: cert.toString('pem'),
     key: pem('PRIVATE KEY', await webcrypto.subtle.exportKey('pkcs8', k.privateKey)),
-    ca: ca.cert,
   };
 }

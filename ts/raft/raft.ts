@@ -399,6 +399,9 @@ export class Raft {
   // ---- the step function ----
 
   step(m: Message): void {
+    // §3.10 of the dissertation: only the current leader hands leadership over. A TimeoutNow
+    // of another term, or from anyone else, would start an election that nobody asked for.
+    if (m.type === 'MsgTimeoutNow' && (m.term !== this.term || m.from !== this.lead || this.lead === this.id)) return;
     if (m.term === 0) {
       // local message
     } else if (m.term > this.term) {

@@ -391,6 +391,12 @@ export class RaftMessageStream {
   private held = 0;
   private want = RAFT_HEADER_BYTES;
 
+  /**
+   * @param maxBody the largest body accepted (at most RAFT_MAX_BODY): a header announcing more
+   * is refused (`length`) before its body is held.
+   */
+  constructor(private readonly maxBody = RAFT_MAX_BODY) {}
+
   push(chunk: Uint8Array): Message[] {
     this.pending.push(chunk);
     this.held += chunk.length;
@@ -399,6 +405,9 @@ export class RaftMessageStream {
       const buf = this.join();
       const d = decodeRaftMessage(buf);
       if (d.kind === 'incomplete') {
+        if (d.need - RAFT_HEADER_BYTES > this.maxBody) {
+          throw refuse('length', `a body of ${d.need - RAFT_HEADER_BYTES} bytes is above this peer's ${this.maxBody}`);
+        }
         this.want = d.need;
         break;
       }

@@ -30,6 +30,8 @@ export const CATCH_UP_HEADER_BYTES = 16;
 export const CATCH_UP_VERSION = 1;
 /** The largest body: one record of the log's largest size (64 MiB) and room for its header. */
 export const CATCH_UP_MAX_BODY = 64 * 1024 * 1024 + 4096;
+/** The largest request body (FETCH: 20 bytes, QUERY: none) a source takes. */
+export const CATCH_UP_MAX_REQUEST_BODY = 64;
 const MAGIC = 0x55435850; // "PXCU" little endian
 const RECORD_HEAD = 8 + 8 + 16 + 4;
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
@@ -254,6 +256,13 @@ export class CatchUpStream {
   private held = 0;
   private want = CATCH_UP_HEADER_BYTES;
 
+  /**
+   * @param maxBody the largest body accepted (at most CATCH_UP_MAX_BODY): a header announcing
+   * more is refused before its body is held. A source reading requests takes
+   * CATCH_UP_MAX_REQUEST_BODY.
+   */
+  constructor(private readonly maxBody = CATCH_UP_MAX_BODY) {}
+
   push(chunk: Uint8Array): CatchUpFrame[] {
     if (chunk.length > 0) {
       this.pending.push(chunk);
@@ -264,6 +273,11 @@ export class CatchUpStream {
       const buf = this.join();
       const d = decodeCatchUp(buf);
       if (d.kind === 'incomplete') {
+        if (d.need - CATCH_UP_HEADER_BYTES > this.maxBody) {
+          throw bad(`a body of ${d.need - CATCH_UP_HEADER_BYTES} bytes is above ${this.maxBody} here`, {
+            length: d.need - CATCH_UP_HEADER_BYTES,
+          });
+        }
         this.want = d.need;
         break;
       }

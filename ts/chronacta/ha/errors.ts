@@ -26,6 +26,10 @@ export const HaErrorCode = {
   BAD_FRAME: 'PLX_CHRONACTA_HA_BAD_FRAME',
   /** A source cannot send the records a member needs below a snapshot (it compacted them or lacks them); the member tries another. */
   CATCH_UP_UNAVAILABLE: 'PLX_CHRONACTA_HA_CATCH_UP_UNAVAILABLE',
+  /** `serve --cluster` on a data directory without the member's certificate files (cluster/tls/). */
+  NO_CERTIFICATE: 'PLX_CHRONACTA_HA_NO_CERTIFICATE',
+  /** A member certificate that does not name the member, is not signed by the cluster CA, has expired, or does not match its key. */
+  BAD_CERTIFICATE: 'PLX_CHRONACTA_HA_BAD_CERTIFICATE',
 } as const;
 
 export function haError(

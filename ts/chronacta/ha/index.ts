@@ -2,6 +2,16 @@
 export { checkMember, type HaConfig, type HaMember, parseHaConfig } from './config.js';
 export { HaErrorCode } from './errors.js';
 export {
+  checkMemberCertificate,
+  createMemberCa,
+  issueMemberCertificate,
+  issueMemberFiles,
+  loadMemberTls,
+  MEMBER_URI_PREFIX,
+  memberOfCertificate,
+  memberTlsPaths,
+} from './member-tls.js';
+export {
   type AppliedBatch,
   type FollowerStatus,
   ReplicatedLog,

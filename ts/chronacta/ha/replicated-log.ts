@@ -74,10 +74,18 @@ export interface ReplicatedLogOptions {
    */
   readonly dial?: ReadonlyMap<number, string>;
   /**
-   * Mutual TLS 1.3 between members (PEM key and certificate of this member, and the CA that
-   * signs every member's certificate); plain TCP when absent (docs/raft-wire.md).
+   * Mutual TLS 1.3 between members (PEM key and certificate of this member, the CA that
+   * signs every member's certificate, and `peerId`, the member id a certificate names:
+   * `memberOfCertificate` of member-tls.ts); plain TCP when absent (docs/raft-wire.md).
+   * `plexus chronacta serve --cluster` always gives it (docs/chronacta-ha.md).
    */
   readonly tls?: RaftTlsOptions;
+  /**
+   * Called once when the member stops for good (a divergence, a failed write, a Raft state
+   * that cannot be persisted): `serve --cluster` exits with the error's code rather than
+   * run on as a member that does nothing.
+   */
+  readonly onFatal?: (err: PlexusError) => void;
   /** Milliseconds per Raft tick. Default 100. */
   readonly tickMs?: number;
   /** Ticks before a follower campaigns (randomised up to twice this). Default 10. */
@@ -579,6 +587,19 @@ export class ReplicatedLog implements LogStorage {
         timeoutMs: opts.timeoutMs ?? 10_000,
         onSoftState: (s) => holder.log?.softState(s),
         beforeReady: () => holder.log?.flushGroup(),
+        onStop: (err) => {
+          const code = isPlexusError(err) ? err.code : String(err);
+          holder.log?.fail(
+            isPlexusError(err, HaErrorCode.STOPPED)
+              ? err
+              : haError(
+                  HaErrorCode.STOPPED,
+                  `persisting the Raft state failed (${code}); remove the cause and restart the member`,
+                  { cause: code },
+                  err,
+                ),
+          );
+        },
         ...(opts.logger ? { logger: opts.logger } : {}),
       });
       const log = new ReplicatedLog(opts, node, raftStorage, local, transport, driver, catchUp, members, descriptor);
@@ -1795,6 +1816,10 @@ export class ReplicatedLog implements LogStorage {
       if (log?.error) log.error(`replicated log: member stops: ${err.message}`, details);
       else if (log) log.warn(`replicated log: member stops: ${err.message}`, details);
       else process.stderr.write(`plexus chronacta-ha: member ${this.opts.id} stops: ${err.message}\n`);
+      if (this.opts.onFatal) {
+        const f = this.opts.onFatal;
+        queueMicrotask(() => f(err));
+      }
     }
     return err;
   }

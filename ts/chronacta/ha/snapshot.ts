@@ -15,6 +15,7 @@ import type { Socket } from 'node:net';
 import { isPlexusError } from '../../core/errors.js';
 import type { LogRecord, LogStorage } from '../../storage/types.js';
 import {
+  CATCH_UP_MAX_REQUEST_BODY,
   type CatchUpFrame,
   CatchUpStream,
   encodeFetch,
@@ -92,13 +93,24 @@ export function decodeDescriptor(data: Uint8Array): SnapshotDescriptor | undefin
 }
 
 /** Reads frames off a socket one at a time (a pull model: the caller asks for the next frame). */
+/** Frames a FrameReader holds before it stops reading its socket. */
+const READ_AHEAD = 4;
+
 class FrameReader {
-  private readonly decoder = new CatchUpStream();
+  private readonly decoder: CatchUpStream;
   private readonly frames: CatchUpFrame[] = [];
   private waiter: { resolve(f: CatchUpFrame): void; reject(e: unknown): void } | undefined;
   private error: unknown;
 
-  constructor(socket: Socket) {
+  /**
+   * Reads frames of at most `maxBody` bytes; stops reading the socket while READ_AHEAD frames
+   * wait to be taken (a peer that sends faster than it is answered waits in TCP, not in memory).
+   */
+  constructor(
+    private readonly socket: Socket,
+    maxBody?: number,
+  ) {
+    this.decoder = new CatchUpStream(maxBody);
     socket.on('data', (chunk: Buffer) => {
       try {
         this.frames.push(...this.decoder.push(chunk));
@@ -107,6 +119,7 @@ class FrameReader {
         socket.destroy();
         return;
       }
+      if (this.frames.length >= READ_AHEAD) socket.pause();
       this.deliver();
     });
     socket.on('close', () => this.fail(new Error('the connection closed')));
@@ -116,6 +129,7 @@ class FrameReader {
 
   next(timeoutMs: number): Promise<CatchUpFrame> {
     const f = this.frames.shift();
+    if (this.frames.length < READ_AHEAD && this.socket.isPaused() && !this.socket.destroyed) this.socket.resume();
     if (f) return Promise.resolve(f);
     if (this.error !== undefined) return Promise.reject(this.error);
     return new Promise((resolve, reject) => {
@@ -182,7 +196,8 @@ export class CatchUpServer {
     this.stats.streams++;
     this.sockets.add(socket);
     socket.on('close', () => this.sockets.delete(socket));
-    const reader = new FrameReader(socket);
+    // Requests are a few bytes: a bigger frame is refused from its header.
+    const reader = new FrameReader(socket, CATCH_UP_MAX_REQUEST_BODY);
     void (async () => {
       try {
         for (;;) {

@@ -1,10 +1,21 @@
-import { access, open } from 'node:fs/promises';
+import { access, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ChronactaClient, type ReadConsistency } from '../../chronacta/client.js';
 import { clientSecurityFromFiles } from '../../chronacta/client-credentials.js';
 import { findDataLogs, truncateDamagedTail } from '../../chronacta/data-dir-logs.js';
 import { ChronactaCode, chronactaError } from '../../chronacta/errors.js';
 import { checkAddress, type HaMember } from '../../chronacta/ha/config.js';
+import {
+  caPaths,
+  checkMemberCertificate,
+  createMemberCa,
+  issueMemberFiles,
+  loadMemberTls,
+  memberTlsPaths,
+  readCa,
+  writeCa,
+  writeMemberTls,
+} from '../../chronacta/ha/member-tls.js';
 import {
   clusterFiles,
   dataPaths,
@@ -98,20 +109,38 @@ const HELP = [
   `        received in full ends with DEADLINE_EXCEEDED), --idle-timeout-ms N (${DEFAULT_LIMITS.idleTimeoutMs};`,
   '        a connection with no call is closed). Beyond a bound: RESOURCE_EXHAUSTED, or',
   '        the connection is closed at once; chronacta_grpc_limited_total counts each.',
+  '        Raft and catch-up traffic between members is mutual TLS 1.3 from the',
+  '        cluster CA, with DIR/cluster/tls/{ca.pem,member.pem,member-key.pem}: a peer',
+  '        is the member its certificate names; plaintext is refused. Without these',
+  '        files the member does not start (PLX_CHRONACTA_HA_NO_CERTIFICATE).',
+  '        --raft-tls permissive also takes plaintext peers (and dials a peer in',
+  '        plaintext when TLS fails): only while a plaintext cluster moves to TLS',
+  '        (docs/chronacta-ha.md, "From plaintext to TLS"). Default: required. A',
+  '        member whose node stops (a divergence, a failed write) exits with its code.',
   '  cluster init --members N --root DIR [--base-port P] [--cluster-id ID]',
   '        [--advertise A1,A2,...] [--raft R1,R2,...] [--force]',
   '        Writes the cluster files of N members on loopback into DIR/node-1 ..',
   '        DIR/node-N: member i advertises 127.0.0.1:P+2(i-1) and runs Raft on',
   '        127.0.0.1:P+2(i-1)+1 (P default 2213), unless --advertise and --raft list',
   '        the addresses. Refuses directories that have cluster files, unless --force.',
+  '        Also makes the cluster CA (Ed25519) in DIR/ca.pem and DIR/ca-key.pem (keep',
+  "        the key off the members) and each member's certificate in its cluster/tls/.",
+  '  cluster certs --ca-dir CA --data DIR [--data DIR]... [--force]',
+  '        Issues the certificate of the member in each DIR (its id from node.json)',
+  '        from the CA in CA (ca.pem, ca-key.pem), making the CA there first when CA',
+  '        holds none. For clusters made before members spoke TLS; refuses a DIR that',
+  '        has a certificate, unless --force (a new one, e.g. before it expires).',
   '  cluster status [--server ADDR]',
   "        Prints the member's view: mode, role, leader, term, commit and applied",
   '        indexes, last position, and each member with its lag (on the leader).',
   '  cluster join-files --server ADDR --id N --raft-address H:P --advertise H:P',
-  '        --data DIR [--force]',
+  '        --data DIR (--ca-dir CA | --cert F --key F --ca F) [--force]',
   '        Writes the cluster files of a new member N into DIR from the membership',
   '        ADDR reports; node.json marks it as joining, so `serve --cluster --data DIR`',
   '        starts it empty, without a configuration of its own. Start it, then add it.',
+  "        Its certificate: issued with the cluster CA's key in CA (--ca-dir), or one",
+  '        the operator had signed (--cert, --key, and the CA certificate --ca), checked',
+  '        to name member N and chain to the CA.',
   '  cluster add --server ADDR --id N --raft-address H:P --advertise H:P',
   '        [--learner] [--catch-up-ms MS]',
   '        Adds member N on the leader (a follower at ADDR redirects): first a learner',
@@ -191,7 +220,7 @@ const HELP = [
   '  plexus chronacta serve --cluster --data /var/lib/chronacta/node-1 --metrics-port 2114',
   '  plexus chronacta cluster status --server 127.0.0.1:2213',
   '  plexus chronacta cluster join-files --server 127.0.0.1:2213 --id 4 --raft-address 127.0.0.1:2220 \\',
-  '      --advertise 127.0.0.1:2219 --data /var/lib/chronacta/node-4',
+  '      --advertise 127.0.0.1:2219 --data /var/lib/chronacta/node-4 --ca-dir /var/lib/chronacta',
   '  plexus chronacta serve --cluster --data /var/lib/chronacta/node-4 --metrics-port 2120',
   '  plexus chronacta cluster add --server 127.0.0.1:2213 --id 4 --raft-address 127.0.0.1:2220 \\',
   '      --advertise 127.0.0.1:2219',
@@ -398,6 +427,7 @@ async function serve(args: string[]): Promise<number> {
       'client-cert-auth': { type: 'boolean' },
       'auth-tokens-file': { type: 'string' },
       ...Object.fromEntries(LIMIT_FLAGS.map(([flag]) => [flag, { type: 'string' as const }])),
+      'raft-tls': { type: 'string' },
     },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
@@ -410,6 +440,11 @@ async function serve(args: string[]): Promise<number> {
     ...(values['client-cert-auth'] ? { clientCertAuth: true } : {}),
     ...(values['auth-tokens-file'] !== undefined ? { authTokensFile: values['auth-tokens-file'] } : {}),
   };
+  const raftTls = values['raft-tls'];
+  if (raftTls !== undefined && !clustered) throw new UsageError('chronacta', '--raft-tls goes with --cluster');
+  if (raftTls !== undefined && raftTls !== 'required' && raftTls !== 'permissive') {
+    throw new UsageError('chronacta', `--raft-tls is required or permissive, got "${raftTls}"`);
+  }
   const tickMs = num('tick-ms', values['tick-ms']);
   const maxLag = num('readiness-max-replication-lag', values['readiness-max-replication-lag']);
   const maxReadLag = num('max-read-lag', values['max-read-lag']);
@@ -455,7 +490,14 @@ async function serve(args: string[]): Promise<number> {
     }
   }
   // A member made by `cluster join-files` starts empty and never bootstraps a configuration.
-  const joining = clustered ? haConfigOf(await prepareDataDir(values.data ?? 'data')).join === true : false;
+  const ha = clustered ? haConfigOf(await prepareDataDir(values.data ?? 'data')) : undefined;
+  const joining = ha?.join === true;
+  // Members speak mutual TLS with the certificates in the data directory; none, no start.
+  const tls = ha ? await loadMemberTls(values.data ?? 'data', ha.id) : undefined;
+  let fatal: (err: PlexusError) => void = () => undefined;
+  const failed = new Promise<PlexusError>((resolve) => {
+    fatal = resolve;
+  });
   const fsync = values.fsync;
   if (fsync !== undefined && fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new UsageError('chronacta', `--fsync is batch, always or never, got "${fsync}"`);
@@ -487,6 +529,10 @@ async function serve(args: string[]): Promise<number> {
           replication: {
             ...(tickMs !== undefined ? { tickMs } : {}),
             ...(groupCommitBytes !== undefined ? { groupCommitBytes } : {}),
+            ...(tls
+              ? { tls: { ...tls, mode: raftTls === 'permissive' ? ('permissive' as const) : ('required' as const) } }
+              : {}),
+            onFatal: (err: PlexusError) => fatal(err),
           },
           ...(maxLag !== undefined ? { readinessMaxReplicationLag: maxLag } : {}),
           ...(maxReadLag !== undefined ? { maxReadLag } : {}),
@@ -517,11 +563,18 @@ async function serve(args: string[]): Promise<number> {
     lastPosition: server.store.lastPosition,
     heapGrowingPercent,
     security: server.security,
-    ...(clustered ? { cluster: true, id: server.store.clusterStatus()?.id, join: joining } : {}),
+    ...(clustered
+      ? { cluster: true, id: server.store.clusterStatus()?.id, join: joining, raftTls: raftTls ?? 'required' }
+      : {}),
     ...(api ? { followerReads: api.bounds } : {}),
   });
-  await stopped;
+  // A member whose node stopped for good does not run on doing nothing: it exits with the code.
+  const failure = await Promise.race([stopped.then(() => undefined), failed]);
   await server.close();
+  if (failure) {
+    out({ event: 'failed', code: failure.code, message: failure.message });
+    throw failure;
+  }
   out({ event: 'stopped' });
   return 0;
 }
@@ -830,11 +883,12 @@ async function cluster(args: string[]): Promise<number> {
   if (sub === 'promote') return clusterPromote(rest);
   if (sub === 'transfer') return clusterTransfer(rest);
   if (sub === 'join-files') return clusterJoinFiles(rest);
+  if (sub === 'certs') return clusterCerts(rest);
   throw new UsageError(
     'chronacta',
     sub
       ? `unknown cluster subcommand "${sub}"`
-      : 'missing cluster subcommand: init, status, join-files, add, remove, promote or transfer',
+      : 'missing cluster subcommand: init, certs, status, join-files, add, remove, promote or transfer',
   );
 }
 
@@ -877,10 +931,65 @@ async function clusterInit(args: string[]): Promise<number> {
     }
   }
   for (const d of dirs) await makeDataDir(d, dataPaths(d).cluster);
+  // The cluster CA at the root (its key signs members added later), a certificate per member.
+  const ca = await createMemberCa(clusterId);
+  await writeCa(values.root, ca);
   for (let i = 0; i < n; i++) {
     const m = members[i] as HaMember;
     await writeClusterFiles(dirs[i] as string, clusterFiles(clusterId, members, m.id));
-    out({ id: m.id, dataDir: dirs[i], advertise: m.advertise, raftAddress: m.raftAddress, clusterId });
+    await issueMemberFiles(dirs[i] as string, ca, m.id);
+    out({
+      id: m.id,
+      dataDir: dirs[i],
+      advertise: m.advertise,
+      raftAddress: m.raftAddress,
+      clusterId,
+      certificate: memberTlsPaths(dirs[i] as string).cert,
+    });
+  }
+  return 0;
+}
+
+async function readGiven(flag: string, file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (e) {
+    throw new UsageError('chronacta', `--${flag} ${file} cannot be read: ${(e as Error).message}`);
+  }
+}
+
+const exists = (file: string) =>
+  access(file).then(
+    () => true,
+    () => false,
+  );
+
+async function clusterCerts(args: string[]): Promise<number> {
+  const { values, positionals } = parse('chronacta', {
+    args,
+    allowPositionals: true,
+    options: { 'ca-dir': { type: 'string' }, data: { type: 'string', multiple: true }, force: { type: 'boolean' } },
+  });
+  if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
+  const caDir = values['ca-dir'];
+  if (!caDir) throw new UsageError('chronacta', 'cluster certs needs --ca-dir CA');
+  const dirs = values.data ?? [];
+  if (dirs.length === 0) throw new UsageError('chronacta', 'cluster certs needs --data DIR (one or more)');
+  const members: { dir: string; id: number; clusterId: string }[] = [];
+  for (const dir of dirs) {
+    const ha = haConfigOf(await prepareDataDir(dir));
+    if (!values.force && (await exists(memberTlsPaths(dir).cert))) {
+      throw new UsageError('chronacta', `${dir} already has a member certificate; pass --force to replace it`);
+    }
+    members.push({ dir, id: ha.id, clusterId: ha.clusterId });
+  }
+  const p = caPaths(caDir);
+  const haveCa = (await exists(p.cert)) || (await exists(p.key));
+  const ca = haveCa ? await readCa(caDir) : await createMemberCa(members[0]?.clusterId ?? 'chronacta');
+  if (!haveCa) await writeCa(caDir, ca);
+  for (const m of members) {
+    await issueMemberFiles(m.dir, ca, m.id);
+    out({ id: m.id, dataDir: m.dir, certificate: memberTlsPaths(m.dir).cert, ca: p.cert, caCreated: !haveCa });
   }
   return 0;
 }
@@ -966,11 +1075,37 @@ async function clusterJoinFiles(args: string[]): Promise<number> {
   const { values, positionals } = parse('chronacta', {
     args,
     allowPositionals: true,
-    options: { ...MEMBER_OPTIONS, data: { type: 'string' }, force: { type: 'boolean' } },
+    options: {
+      ...MEMBER_OPTIONS,
+      data: { type: 'string' },
+      force: { type: 'boolean' },
+      'ca-dir': { type: 'string' },
+      cert: { type: 'string' },
+      key: { type: 'string' },
+      ca: { type: 'string' },
+    },
   });
   if (positionals.length > 0) throw new UsageError('chronacta', `unexpected argument "${positionals[0]}"`);
   const self = newMember(values);
   if (!values.data) throw new UsageError('chronacta', 'cluster join-files needs --data DIR');
+  // The new member's certificate: issued here with the CA key, or signed by the operator.
+  const given = [values.cert, values.key, values.ca].filter((v) => v !== undefined).length;
+  if ((values['ca-dir'] === undefined) === (given === 0) || (given !== 0 && given !== 3)) {
+    throw new UsageError(
+      'chronacta',
+      "cluster join-files needs the member's certificate: --ca-dir CA (the cluster CA's ca.pem and ca-key.pem), or --cert F --key F --ca F",
+    );
+  }
+  const signed =
+    given === 3
+      ? {
+          cert: await readGiven('cert', values.cert as string),
+          key: await readGiven('key', values.key as string),
+          ca: await readGiven('ca', values.ca as string),
+        }
+      : undefined;
+  if (signed) checkMemberCertificate(signed, self.id, values.cert);
+  const ca = values['ca-dir'] !== undefined ? await readCa(values['ca-dir']) : undefined;
   const dir = values.data;
   if (!values.force) {
     const exists = await access(dataPaths(dir).clusterFile).then(
@@ -1000,7 +1135,16 @@ async function clusterJoinFiles(args: string[]): Promise<number> {
   }
   await makeDataDir(dir, dataPaths(dir).cluster);
   await writeClusterFiles(dir, joinFiles(s.clusterId, current, self));
-  out({ id: self.id, dataDir: dir, advertise: self.advertise, raftAddress: self.raftAddress, clusterId: s.clusterId });
+  if (ca) await issueMemberFiles(dir, ca, self.id);
+  else await writeMemberTls(dir, signed as { cert: string; key: string; ca: string });
+  out({
+    id: self.id,
+    dataDir: dir,
+    advertise: self.advertise,
+    raftAddress: self.raftAddress,
+    clusterId: s.clusterId,
+    certificate: memberTlsPaths(dir).cert,
+  });
   return 0;
 }
 

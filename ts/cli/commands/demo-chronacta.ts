@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChronactaClient } from '../../chronacta/client.js';
 import type { HaMember } from '../../chronacta/ha/config.js';
+import { createMemberCa, issueMemberFiles } from '../../chronacta/ha/member-tls.js';
 import { clusterFiles, writeClusterFiles } from '../../chronacta/layout.js';
 import type { AppendResult, ClusterStatus } from '../../chronacta/types.js';
 import { freePorts } from '../../net/ports.js';
@@ -287,7 +288,12 @@ export async function chronactaFailoverStep(out: Out, opts: FailoverStepOptions 
       raftAddress: `127.0.0.1:${ports[id + 2]}`,
     }));
     const clusterId = `demo-${randomUUID().slice(0, 8)}`;
-    for (const m of config) await writeClusterFiles(join(root, `node-${m.id}`), clusterFiles(clusterId, config, m.id));
+    // Members speak mutual TLS from a cluster CA made here, as `cluster init` makes it.
+    const ca = await createMemberCa(clusterId);
+    for (const m of config) {
+      await writeClusterFiles(join(root, `node-${m.id}`), clusterFiles(clusterId, config, m.id));
+      await issueMemberFiles(join(root, `node-${m.id}`), ca, m.id);
+    }
     for (const m of config) {
       const member = spawnMember(main, m.id, join(root, `node-${m.id}`), tickMs);
       members.push(member);

@@ -11,6 +11,12 @@
  * entry takes its index (leadership changed before it was committed) or when the driver
  * stops, and with PLX_RAFT_TIMEOUT (outcome unknown) after `timeoutMs`. `read` resolves
  * once a linearizable read at the returned index is safe.
+ *
+ * A message from the network whose term is more than `maxTermStep` above this node's, or
+ * above MAX_TERM, is dropped (PLX_RAFT_TERM_OUT_OF_RANGE in the log): no correct member
+ * sends one, since terms grow by one per election, and adopting it would bring the term
+ * near 2^53, where the next election can no longer be persisted. When persisting fails
+ * the driver stops and tells `onStop`.
  */
 import { randomBytes } from 'node:crypto';
 import { PlexusError } from '../../core/errors.js';
@@ -53,7 +59,19 @@ export interface RaftDriverOptions {
    */
   readonly timeoutMs?: number;
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
+  /** How far above this node's term a received message's term may be. Default MAX_TERM_STEP. */
+  readonly maxTermStep?: number;
+  /** Called once when the driver stops because persisting failed (the node can go no further). */
+  readonly onStop?: (err: unknown) => void;
 }
+
+/**
+ * The default bound on how far a received term may lead this node's: 2^20 elections, far
+ * beyond what any cluster holds (each election takes at least an election timeout).
+ */
+export const MAX_TERM_STEP = 2 ** 20;
+/** No term above this is taken from the network (2^48: 2^5 times below 2^53, so the core's term + 1 stays exact). */
+export const MAX_TERM = 2 ** 48;
 
 /** Leader-to-follower messages that claim nothing about this node's own durable state. */
 const SENT_BEFORE_WRITE: ReadonlySet<Message['type']> = new Set(['MsgApp', 'MsgHeartbeat', 'MsgSnap', 'MsgTimeoutNow']);
@@ -121,6 +139,9 @@ export class RaftDriver {
     this.failAll(lost('the node stopped before the entry was committed'));
   }
 
+  /** Messages dropped because their term was out of range (see `receive`). */
+  termRefusals = 0;
+
   /** The highest entry index applied so far. */
   get appliedIndex(): number {
     return this.applied;
@@ -129,6 +150,20 @@ export class RaftDriver {
   /** A message from the transport. Messages the core refuses are logged and dropped. */
   receive(m: Message): void {
     if (this.stopped) return;
+    // Never below this node's own term: a member already past MAX_TERM still hears its peers.
+    const own = this.node.term;
+    const bound = Math.max(own, Math.min(own + (this.opts.maxTermStep ?? MAX_TERM_STEP), MAX_TERM));
+    if (m.term > bound) {
+      this.termRefusals++;
+      this.opts.logger?.warn('raft: dropped a message whose term no member reaches', {
+        code: 'PLX_RAFT_TERM_OUT_OF_RANGE',
+        term: m.term,
+        ownTerm: this.node.term,
+        type: m.type,
+        from: m.from,
+      });
+      return;
+    }
     try {
       this.node.step(m);
     } catch (err) {
@@ -208,6 +243,7 @@ export class RaftDriver {
       if (this.timer) clearInterval(this.timer);
       this.opts.beforeReady?.();
       this.failAll(err);
+      this.opts.onStop?.(err);
     } finally {
       this.running = false;
     }

@@ -1,6 +1,11 @@
 /**
  * Carries Raft messages between processes over TCP, or TLS 1.3 with mutual authentication
- * when `tls` is given (docs/raft-wire.md). Each node dials every peer it sends to and keeps
+ * when `tls` is given (docs/raft-wire.md). With TLS, a connection is bound to the node its
+ * certificate names (`tls.peerId`): the server refuses a client certificate that names no
+ * node, and a greeting whose sender id is not the certificate's; the client refuses a server
+ * whose certificate does not name the node it dialled (during the handshake); a connection
+ * that does not start with a TLS record is refused (unless `tls.mode` is `permissive`, the
+ * step that moves a plaintext cluster to TLS). Each node dials every peer it sends to and keeps
  * that one connection for its messages to the peer; it only reads on the connections peers
  * dial to it. A connection opens with a 24-byte greeting (magic `PXRH`, u32 version 1,
  * u64 sender id, u64 receiver id), then carries wire messages one after another.
@@ -20,7 +25,13 @@
  * catches up (docs/chronacta-ha.md, "Snapshots and catch-up").
  */
 import { createServer as createTcpServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
-import { createServer as createTlsServer, connect as tlsConnect } from 'node:tls';
+import {
+  createServer as createTlsServer,
+  type PeerCertificate,
+  type TLSSocket,
+  type Server as TlsServer,
+  connect as tlsConnect,
+} from 'node:tls';
 import { PlexusError } from '../../core/errors.js';
 import type { Message } from '../types.js';
 import { encodeRaftMessage, RaftMessageStream } from '../wire.js';
@@ -30,6 +41,19 @@ export interface RaftTlsOptions {
   readonly key: string;
   readonly cert: string;
   readonly ca: string;
+  /**
+   * The node id a peer certificate (already checked against `ca`) names, or undefined when
+   * it names none. Binds each connection to one node: the greeting and every message must
+   * come from that id, and a dialled server must be the node dialled.
+   */
+  readonly peerId: (cert: PeerCertificate) => number | undefined;
+  /**
+   * `required` (default): every connection is TLS, plaintext is refused. `permissive`: also
+   * accepts plaintext connections (their greeting is trusted, as without TLS) and dials a
+   * peer in plaintext when its TLS handshake failed: only for the rolling restart that moves
+   * a plaintext cluster to TLS (docs/chronacta-ha.md, "From plaintext to TLS").
+   */
+  readonly mode?: 'required' | 'permissive';
 }
 
 export interface RaftTransportOptions {
@@ -53,6 +77,22 @@ export interface RaftTransportOptions {
   readonly maxRetryMs?: number;
   /** Bytes a peer's socket may hold unsent before messages to it are dropped. Default 64 MiB. */
   readonly maxQueuedBytes?: number;
+  /** How long an inbound connection may take to finish its TLS handshake and greeting. Default 10,000 ms. */
+  readonly greetingTimeoutMs?: number;
+  /**
+   * The largest message body taken from a peer: a header announcing more closes the
+   * connection before the body is held. Default MAX_MESSAGE_BYTES (80 MiB: a Chronacta
+   * append of up to 64 MiB in one entry, with room).
+   */
+  readonly maxMessageBytes?: number;
+  /**
+   * Bytes of unfinished messages held over all inbound connections together: a connection
+   * whose bytes would pass it is closed (its sender redials and sends again). Default twice
+   * `maxMessageBytes`.
+   */
+  readonly maxInboundBytes?: number;
+  /** Inbound connections open at once (Raft and side streams, TLS handshakes included); more are closed at once. Default 256. */
+  readonly maxInboundConnections?: number;
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
 }
 
@@ -63,6 +103,11 @@ export interface RaftTransportStats {
   refused: number;
   dials: number;
 }
+
+/** The default largest message body a peer may send (`maxMessageBytes`). */
+export const MAX_MESSAGE_BYTES = 80 * 1024 * 1024;
+/** The default cap on inbound connections (`maxInboundConnections`). */
+export const MAX_INBOUND_CONNECTIONS = 256;
 
 const GREETING_BYTES = 24;
 const MAGIC = 0x48525850; // "PXRH" little endian
@@ -93,10 +138,19 @@ interface Peer {
   connecting: boolean;
   backoff: number;
   timer: NodeJS.Timeout | undefined;
+  /** Permissive TLS: the next dial is plaintext (the last TLS attempt failed). */
+  plain: boolean;
 }
+
+/** The first byte of a TLS record carrying a handshake message (RFC 8446 §5.1, ContentType 22). */
+const TLS_HANDSHAKE = 0x16;
 
 export class RaftTcpTransport {
   readonly stats: RaftTransportStats = { sent: 0, received: 0, dropped: 0, refused: 0, dials: 0 };
+  /** Bytes of unfinished messages held now over every inbound connection. */
+  private inboundHeld = 0;
+  /** Inbound TCP connections open now (side streams included). */
+  private inboundOpen = 0;
   private readonly peers = new Map<number, Peer>();
   private readonly inbound = new Set<Socket>();
   private readonly streams = new Set<Socket>();
@@ -109,6 +163,7 @@ export class RaftTcpTransport {
   private constructor(
     private readonly opts: RaftTransportOptions,
     private readonly server: Server,
+    private readonly tlsServer: TlsServer | undefined,
   ) {
     this.retryMs = opts.retryMs ?? 50;
     this.maxRetryMs = opts.maxRetryMs ?? 1000;
@@ -120,20 +175,37 @@ export class RaftTcpTransport {
     if (!Number.isSafeInteger(opts.id) || opts.id < 1) {
       throw new PlexusError('PLX_RAFT_TRANSPORT_BAD_ADDRESS', `node id ${opts.id} must be a positive integer`);
     }
-    const server = opts.tls
+    const tls = opts.tls;
+    if (tls && typeof tls.peerId !== 'function') {
+      throw new PlexusError('PLX_RAFT_TRANSPORT_BAD_ADDRESS', 'TLS needs peerId, the node id a certificate names');
+    }
+    if (tls?.mode !== undefined && tls.mode !== 'required' && tls.mode !== 'permissive') {
+      throw new PlexusError('PLX_RAFT_TRANSPORT_BAD_ADDRESS', `TLS mode ${String(tls.mode)} is required or permissive`);
+    }
+    // One TCP listener; with TLS, a connection whose first byte starts a TLS record goes to
+    // the TLS server (which never listens itself), anything else is plaintext.
+    const server = createTcpServer();
+    const tlsServer = tls
       ? createTlsServer({
-          key: opts.tls.key,
-          cert: opts.tls.cert,
-          ca: opts.tls.ca,
+          key: tls.key,
+          cert: tls.cert,
+          ca: tls.ca,
           requestCert: true,
           rejectUnauthorized: true,
           minVersion: 'TLSv1.3',
+          handshakeTimeout: opts.greetingTimeoutMs ?? 10_000,
         })
-      : createTcpServer();
-    const t = new RaftTcpTransport(opts, server);
-    server.on(opts.tls ? 'secureConnection' : 'connection', (s: Socket) => t.accept(s));
-    server.on('tlsClientError', () => {
+      : undefined;
+    const t = new RaftTcpTransport(opts, server, tlsServer);
+    server.on('connection', (s: Socket) => t.sniff(s));
+    tlsServer?.on('secureConnection', (s: TLSSocket) => t.secured(s));
+    tlsServer?.on('tlsClientError', (err: Error, s: TLSSocket) => {
       t.stats.refused++;
+      t.opts.logger?.warn('raft transport: refused a TLS handshake', {
+        error: err.message,
+        code: 'PLX_RAFT_TRANSPORT_REFUSED',
+      });
+      s.destroy();
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -161,7 +233,14 @@ export class RaftTcpTransport {
     const p = this.peers.get(id);
     if (p && p.address === address) return;
     if (p) this.dropPeer(p);
-    this.peers.set(id, { address, socket: undefined, connecting: false, backoff: this.retryMs, timer: undefined });
+    this.peers.set(id, {
+      address,
+      socket: undefined,
+      connecting: false,
+      backoff: this.retryMs,
+      timer: undefined,
+      plain: false,
+    });
   }
 
   removePeer(id: number): void {
@@ -220,19 +299,15 @@ export class RaftTcpTransport {
         new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', `no address is known for node ${id}`, { id }),
       );
     }
-    const { host, port } = parseAddress(p.address);
-    const tls = this.opts.tls;
-    const s: Socket = tls
-      ? tlsConnect({
-          host,
-          port,
-          key: tls.key,
-          cert: tls.cert,
-          ca: tls.ca,
-          minVersion: 'TLSv1.3',
-          checkServerIdentity: () => undefined,
-        })
-      : tcpConnect(port, host);
+    const first = this.openStreamOnce(id, p.address, this.opts.tls !== undefined, timeoutMs);
+    if (this.opts.tls?.mode !== 'permissive') return first;
+    // Permissive: a peer that does not speak TLS yet is asked in plaintext.
+    return first.catch(() => this.openStreamOnce(id, p.address, false, timeoutMs));
+  }
+
+  private openStreamOnce(id: number, address: string, useTls: boolean, timeoutMs: number): Promise<Socket> {
+    const { host, port } = parseAddress(address);
+    const s: Socket = useTls ? this.tlsDial(id, host, port) : tcpConnect(port, host);
     s.setNoDelay(true);
     this.streams.add(s);
     s.on('close', () => this.streams.delete(s));
@@ -243,10 +318,10 @@ export class RaftTcpTransport {
         reject(
           new PlexusError(
             'PLX_RAFT_TRANSPORT_UNREACHABLE',
-            `cannot open a stream to node ${id} at ${p.address}: ${why}`,
+            `cannot open a stream to node ${id} at ${address}: ${why}`,
             {
               id,
-              address: p.address,
+              address,
             },
           ),
         );
@@ -254,7 +329,7 @@ export class RaftTcpTransport {
       const timer = setTimeout(() => fail(`no answer within ${timeoutMs} ms`), timeoutMs);
       s.once('error', (err) => fail(err.message));
       s.once('close', () => fail('the connection closed'));
-      s.once(tls ? 'secureConnect' : 'connect', () => {
+      s.once(useTls ? 'secureConnect' : 'connect', () => {
         clearTimeout(timer);
         s.removeAllListeners('error');
         s.removeAllListeners('close');
@@ -266,6 +341,33 @@ export class RaftTcpTransport {
     });
   }
 
+  /**
+   * A TLS connection to node `id`: the server's certificate must chain to the CA and name
+   * `id` (checked during the handshake, which fails otherwise).
+   */
+  private tlsDial(id: number, host: string, port: number): Socket {
+    const tls = this.opts.tls as RaftTlsOptions;
+    return tlsConnect({
+      host,
+      port,
+      key: tls.key,
+      cert: tls.cert,
+      ca: tls.ca,
+      minVersion: 'TLSv1.3',
+      // Members are named by id, not by host: the certificate must name the node dialled.
+      checkServerIdentity: (_host, cert) => {
+        const named = tls.peerId(cert);
+        if (named === id) return undefined;
+        this.stats.refused++;
+        return new PlexusError(
+          'PLX_RAFT_TRANSPORT_REFUSED',
+          `the server at ${host}:${port} presented a certificate of ${named === undefined ? 'no node' : `node ${named}`}, not of node ${id}`,
+          { id, named },
+        );
+      },
+    });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -274,6 +376,7 @@ export class RaftTcpTransport {
     this.inbound.clear();
     for (const s of this.streams) s.destroy();
     this.streams.clear();
+    this.tlsServer?.close();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
@@ -290,21 +393,10 @@ export class RaftTcpTransport {
     p.connecting = true;
     this.stats.dials++;
     const { host, port } = parseAddress(p.address);
-    const tls = this.opts.tls;
-    const s: Socket = tls
-      ? tlsConnect({
-          host,
-          port,
-          key: tls.key,
-          cert: tls.cert,
-          ca: tls.ca,
-          minVersion: 'TLSv1.3',
-          // Members are named by id, not by host: the CA is the cluster's own.
-          checkServerIdentity: () => undefined,
-        })
-      : tcpConnect(port, host);
+    const useTls = this.opts.tls !== undefined && !p.plain;
+    const s: Socket = useTls ? this.tlsDial(id, host, port) : tcpConnect(port, host);
     s.setNoDelay(true);
-    const ready = tls ? 'secureConnect' : 'connect';
+    const ready = useTls ? 'secureConnect' : 'connect';
     let opened = false;
     s.once(ready, () => {
       opened = true;
@@ -323,6 +415,8 @@ export class RaftTcpTransport {
     s.on('close', () => {
       if (p.socket === s) p.socket = undefined;
       p.connecting = false;
+      // Permissive: after a failed TLS attempt try plaintext once, then TLS again.
+      if (this.opts.tls?.mode === 'permissive') p.plain = useTls && !opened;
       if (this.closed || this.peers.get(id) !== p) return;
       const wait = opened ? this.retryMs : p.backoff;
       p.backoff = Math.min(p.backoff * 2, this.maxRetryMs);
@@ -333,21 +427,90 @@ export class RaftTcpTransport {
     });
   }
 
-  private accept(s: Socket): void {
+  /**
+   * A new TCP connection. Without TLS it is accepted as it is. With TLS its first byte
+   * decides: a TLS handshake record goes to the TLS server; anything else is refused, or in
+   * permissive mode accepted in plaintext.
+   */
+  private sniff(s: Socket): void {
     if (this.closed) {
       s.destroy();
       return;
     }
-    this.inbound.add(s);
+    if (this.inboundOpen >= (this.opts.maxInboundConnections ?? MAX_INBOUND_CONNECTIONS)) {
+      this.refuse(s, `${this.inboundOpen} inbound connections are open, the most allowed`);
+      return;
+    }
+    this.inboundOpen++;
+    s.once('close', () => this.inboundOpen--);
     s.setNoDelay(true);
-    let from = 0;
-    let head = new Uint8Array(0);
-    const stream = new RaftMessageStream();
-    const refuse = (why: string, details: Record<string, unknown> = {}) => {
-      this.stats.refused++;
-      this.opts.logger?.warn(`raft transport: closing a connection: ${why}`, details);
+    this.inbound.add(s);
+    s.on('close', () => this.inbound.delete(s));
+    s.on('error', () => undefined);
+    if (!this.tlsServer) {
+      this.accept(s, undefined);
+      return;
+    }
+    // A peer that says nothing is not held forever (then the TLS handshake timeout, then accept's).
+    const timer = setTimeout(() => this.refuse(s, 'no greeting in time'), this.opts.greetingTimeoutMs ?? 10_000);
+    s.once('close', () => clearTimeout(timer));
+    s.once('data', (chunk: Buffer) => {
+      clearTimeout(timer);
+      s.pause();
+      s.unshift(chunk);
+      if (chunk[0] === TLS_HANDSHAKE) {
+        (this.tlsServer as TlsServer).emit('connection', s);
+      } else if (this.opts.tls?.mode === 'permissive') {
+        this.accept(s, undefined);
+        s.resume();
+      } else {
+        this.refuse(s, 'a plaintext connection on a TLS port');
+      }
+    });
+  }
+
+  /** A TLS connection whose client certificate chains to the CA: bound to the node it names. */
+  private secured(s: TLSSocket): void {
+    if (this.closed) {
       s.destroy();
-    };
+      return;
+    }
+    const named = s.authorized ? this.opts.tls?.peerId(s.getPeerCertificate()) : undefined;
+    if (named === undefined) {
+      this.refuse(s, s.authorized ? 'the client certificate names no node' : 'an unauthorized client certificate');
+      return;
+    }
+    this.inbound.add(s);
+    s.on('close', () => this.inbound.delete(s));
+    this.accept(s, named);
+  }
+
+  private refuse(s: Socket, why: string, details: Record<string, unknown> = {}): void {
+    this.stats.refused++;
+    this.opts.logger?.warn(`raft transport: closing a connection: ${why}`, {
+      ...details,
+      code: 'PLX_RAFT_TRANSPORT_REFUSED',
+    });
+    s.destroy();
+  }
+
+  /** Reads the greeting and the messages of an inbound connection; `certified` is the id its certificate names. */
+  private accept(s: Socket, certified: number | undefined): void {
+    let from = 0;
+    // Until the greeting is in: a peer that says nothing is not held forever.
+    const timer = setTimeout(() => this.refuse(s, 'no greeting in time'), this.opts.greetingTimeoutMs ?? 10_000);
+    s.once('close', () => clearTimeout(timer));
+    let head = new Uint8Array(0);
+    const maxMessage = this.opts.maxMessageBytes ?? MAX_MESSAGE_BYTES;
+    const maxHeld = this.opts.maxInboundBytes ?? 2 * maxMessage;
+    const stream = new RaftMessageStream(maxMessage);
+    // This connection's share of `inboundHeld`, given back when it closes.
+    let held = 0;
+    s.once('close', () => {
+      this.inboundHeld -= held;
+      held = 0;
+    });
+    const refuse = (why: string, details: Record<string, unknown> = {}) => this.refuse(s, why, details);
     s.on('data', (chunk: Buffer) => {
       let data: Uint8Array = chunk;
       if (from === 0) {
@@ -367,7 +530,14 @@ export class RaftTcpTransport {
         }
         if (to !== this.opts.id) return refuse(`the peer dialled node ${to}, this is node ${this.opts.id}`, { to });
         if (sender < 1n || sender > BigInt(Number.MAX_SAFE_INTEGER)) return refuse('bad sender id');
+        if (certified !== undefined && sender !== BigInt(certified)) {
+          return refuse(`the greeting claims node ${sender}, the certificate names node ${certified}`, {
+            certified,
+            claimed: String(sender),
+          });
+        }
         from = Number(sender);
+        clearTimeout(timer);
         data = joined.subarray(GREETING_BYTES);
         head = new Uint8Array(0);
         if (magic === STREAM_MAGIC) {
@@ -384,12 +554,18 @@ export class RaftTcpTransport {
           return;
         }
       }
+      if (this.inboundHeld + data.length > maxHeld && held + data.length > 0) {
+        // Over the cap for every connection together: this one goes (its sender redials).
+        return refuse(`unfinished messages would hold more than ${maxHeld} bytes`, { from, held });
+      }
       let msgs: Message[];
       try {
         msgs = stream.push(data);
       } catch (err) {
         return refuse(err instanceof Error ? err.message : String(err), { from });
       }
+      this.inboundHeld += stream.buffered - held;
+      held = stream.buffered;
       for (const m of msgs) {
         if (m.from !== from || m.to !== this.opts.id) {
           return refuse(`a message from ${m.from} to ${m.to} on node ${from}'s connection`, { from });
@@ -399,6 +575,5 @@ export class RaftTcpTransport {
       }
     });
     s.on('error', () => undefined);
-    s.on('close', () => this.inbound.delete(s));
   }
 }
