@@ -14,7 +14,7 @@
 // printed. For every run it prints the server's CPU time per call (utime + stime from
 // /proc/<pid>/stat over the measured calls) and h2load's own (from its parent's cutime and
 // cstime). Every run is checked: h2load must report every call succeeded and each server's
-// own counter (Chronacta's chronacta_appended_events_total, etcd's revision from /metrics)
+// own counter (Chronacta's chronacta_appended_events_total, etcd's etcd_mvcc_put_total, from /metrics)
 // must have grown by the events sent, so a call refused inside a 200 response is caught.
 //
 // Environment: H2LOAD_CLIENTS (comma-separated, default 1,16,64), H2LOAD_BATCHES (default
@@ -93,7 +93,7 @@ function cpuTicks(pid) {
 async function metric(url, re) {
   const text = await (await fetch(url)).text();
   let sum = 0;
-  for (const m of text.matchAll(re)) sum += Number(m[1]);
+  for (const m of text.matchAll(re)) sum += Number(m[1]); // Go's client prints large counters as 1.2e+06
   return sum;
 }
 
@@ -201,14 +201,14 @@ async function main() {
       body: (n) => chronactaAppend(`h2load-${n}`, n),
       // events the server stored
       count: () =>
-        metric(`http://127.0.0.1:${mport}/metrics`, /^chronacta_appended_events_total(?:\{[^}]*\})? (\d+)/gm),
+        metric(`http://127.0.0.1:${mport}/metrics`, /^chronacta_appended_events_total(?:\{[^}]*\})? ([0-9.e+]+)$/gm),
     },
     etcd: {
       pid: e.pid,
       url: (n) => `http://127.0.0.1:${eport}/etcdserverpb.KV/${n === 1 ? 'Put' : 'Txn'}`,
       body: (n) => etcdBody(n),
       // keys written: one per put (a transaction of n puts counts n)
-      count: () => metric(`http://127.0.0.1:${eport}/metrics`, /^etcd_mvcc_put_total (\d+)/gm),
+      count: () => metric(`http://127.0.0.1:${eport}/metrics`, /^etcd_mvcc_put_total ([0-9.e+]+)$/gm),
     },
   };
   console.log(
