@@ -15,6 +15,12 @@ export {
 } from './file-log.js';
 export { MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from './format.js';
 export { MemoryLog, MemoryLogState } from './memory-log.js';
+export {
+  DEFAULT_LANE_COMPACT_RECORDS,
+  DEFAULT_LANES,
+  type LaneCompaction,
+  MultiplexedLog,
+} from './multiplexed-log.js';
 export type {
   AppendOptions,
   AppendResult,
