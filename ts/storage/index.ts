@@ -14,6 +14,7 @@ export {
   stderrLogger,
 } from './file-log.js';
 export { MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from './format.js';
+export { isTruncatable } from './log-storage.js';
 export { MemoryLog, MemoryLogState } from './memory-log.js';
 export {
   DEFAULT_LANE_COMPACT_RECORDS,
@@ -30,6 +31,7 @@ export type {
   LogStorage,
   ReadOptions,
   StorageLogger,
+  TruncatableLog,
   VerifyProblem,
   VerifyReport,
 } from './types.js';

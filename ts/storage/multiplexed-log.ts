@@ -39,6 +39,8 @@
 import { mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PlexusError } from '../core/errors.js';
+import { checkAppend, checkPosition, checkReadOptions } from './checks.js';
+import { closedError } from './errors.js';
 import { type FileLogOptions, openLog } from './file-log.js';
 import { MAX_BATCH_RECORDS, RECORD_HEADER_BYTES } from './format.js';
 import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from './types.js';
@@ -300,10 +302,16 @@ class ShardIndex {
 
 /** One shard's records of a `MultiplexedLog`, as a `LogStorage`. */
 class ShardLog implements LogStorage {
+  private closed = false;
   constructor(
     private readonly node: MultiplexedLog,
     private readonly ix: ShardIndex,
   ) {}
+
+  /** Refuses every call once the view is closed, as a store of its own would. */
+  private open(): void {
+    if (this.closed) throw closedError(`shard ${this.ix.n} of a multiplexed log`);
+  }
 
   get first(): bigint {
     return BigInt(this.ix.runs.first);
@@ -316,12 +324,20 @@ class ShardLog implements LogStorage {
   }
 
   append(payloads: readonly Uint8Array[], opts: AppendOptions = {}): Promise<AppendResult> {
+    try {
+      this.open();
+      checkAppend(payloads, opts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.node.append(this.ix, payloads, opts);
   }
 
   /** Reads `n` records of the shard from store position `lane` on, as shard positions `pos` ... */
   private async readRun(pos: number, lane: number, n: number, maxBytes: number): Promise<LogRecord[]> {
-    const recs = await this.ix.store.read(BigInt(lane), { maxCount: n, maxBytes });
+    // The lane's records carry a header of up to HEADER bytes before the shard's payload; the
+    // budget is the shard's payload bytes, which `collect` counts.
+    const recs = await this.ix.store.read(BigInt(lane), { maxCount: n, maxBytes: maxBytes + HEADER * n });
     const out: LogRecord[] = [];
     for (let k = 0; k < recs.length; k++) {
       const rec = recs[k] as LogRecord;
@@ -417,26 +433,27 @@ class ShardLog implements LogStorage {
   }
 
   async read(from: bigint, opts: ReadOptions = {}): Promise<LogRecord[]> {
-    if (from < 1n) from = 1n;
+    this.open();
+    checkPosition(from, 'read from', 1);
+    checkReadOptions(opts);
     this.below(from, 'read');
     return this.collect(Math.max(Number(from), this.ix.runs.first), 1, opts);
   }
   async readBackward(from: bigint, opts: ReadOptions = {}): Promise<LogRecord[]> {
+    this.open();
+    checkPosition(from, 'readBackward from', 1);
+    checkReadOptions(opts);
     const f = from > BigInt(this.ix.last) ? this.ix.last : Number(from);
     if (f < 1) return [];
     this.below(BigInt(f), 'readBackward');
     return this.collect(f, -1, opts);
-  }
-  async truncateAfter(): Promise<void> {
-    throw storageFailure('PLX_STORAGE_BAD_INPUT', 'a shard of a node-wide journal log cannot be truncated', {
-      shard: this.ix.n,
-    });
   }
   /**
    * Drops the shard's records below `position` from the view at once; the lane reclaims
    * their space when it compacts (they may come back after a restart until then).
    */
   async compactBefore(position: bigint): Promise<void> {
+    this.open();
     if (typeof position !== 'bigint' || position < 0n) {
       throw storageFailure(
         'PLX_STORAGE_BAD_INPUT',
@@ -450,8 +467,15 @@ class ShardLog implements LogStorage {
     // compaction (its failure is counted in the multiplexed log, and the next drop retries it).
     await this.node.compactShard(this.ix, Number(position))?.catch(() => {});
   }
-  /** The multiplexed log stays open: `MultiplexedLog.close()` closes it. */
-  async close(): Promise<void> {}
+  /**
+   * Closes this view: later calls on it fail with `PLX_STORAGE_CLOSED`, and `shard(n)` gives
+   * a new view. The multiplexed log stays open: `MultiplexedLog.close()` closes it.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.node.forget(this.ix.n, this);
+  }
 }
 
 export class MultiplexedLog {
@@ -622,6 +646,11 @@ export class MultiplexedLog {
       this.views.set(n, v);
     }
     return v;
+  }
+
+  /** Drops a closed view, so that `shard(n)` makes a new one. */
+  forget(n: number, view: LogStorage): void {
+    if (this.views.get(n) === view) this.views.delete(n);
   }
 
   /** Whether shard `n` holds at least one record. */
