@@ -22,6 +22,7 @@ export {
   type LaneCompaction,
   MultiplexedLog,
 } from './multiplexed-log.js';
+export { isSegmented, logSegments } from './segmented.js';
 export type {
   AppendOptions,
   AppendResult,
@@ -30,6 +31,8 @@ export type {
   LogRecord,
   LogStorage,
   ReadOptions,
+  SegmentedLog,
+  SegmentInfo,
   StorageLogger,
   TruncatableLog,
   VerifyProblem,

@@ -138,3 +138,21 @@ export interface TruncatableLog extends LogStorage {
 export function isTruncatable(log: LogStorage): log is TruncatableLog {
   return typeof (log as Partial<TruncatableLog>).truncateAfter === 'function';
 }
+
+/** One segment of a log kept in segment files. */
+export interface SegmentInfo {
+  /** The segment file's name inside the log's directory. */
+  readonly file: string;
+  /** The position the segment starts at: every record below it is in an earlier segment. */
+  readonly first: bigint;
+}
+
+/**
+ * A log kept in segment files (`FileLog`, and a log over one such as Chronacta's replicated
+ * log): its files' names, oldest first, the last one open for appends. A reader that works
+ * on closed segments (the event store's compaction) takes them through `logSegments`
+ * (ts/storage/segmented.ts) instead of parsing the names itself.
+ */
+export interface SegmentedLog extends LogStorage {
+  readonly segmentFiles: readonly string[];
+}

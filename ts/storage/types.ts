@@ -9,6 +9,8 @@ export type {
   LogRecord,
   LogStorage,
   ReadOptions,
+  SegmentedLog,
+  SegmentInfo,
   TruncatableLog,
 } from './log-storage.js';
 export { isTruncatable } from './log-storage.js';
