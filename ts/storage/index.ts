@@ -1,7 +1,8 @@
 /**
  * plexus storage: the one log engine (segmented append-only files with CRC-32C per record,
- * group-commit fsync, recovery on open, suffix truncation, compare-and-set and fencing).
- * docs/storage.md describes the format and the behaviour.
+ * group-commit fsync, recovery on open, suffix truncation, compare-and-set and fencing), the
+ * multiplexed log that keeps many logs in a few of its stores, and the LogStorage seam
+ * (ts/storage/log-storage.ts). docs/storage.md describes the formats and the behaviour.
  */
 export { isConflict, isFenced, StorageCode } from './errors.js';
 export {
