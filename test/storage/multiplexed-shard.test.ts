@@ -8,6 +8,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { MemoryLog, MemoryLogState } from '../../ts/storage/memory-log.js';
 import { MultiplexedLog } from '../../ts/storage/multiplexed-log.js';
 import type { LogStorage } from '../../ts/storage/types.js';
@@ -78,3 +79,18 @@ const inMemory: SuiteFactory<Shards> = {
 
 logStorageSuite('MultiplexedLog shard, lanes on FileLog', onFiles);
 logStorageSuite('MultiplexedLog shard, lanes on MemoryLog', inMemory);
+
+describe('MultiplexedLog shard reads', () => {
+  it('budgets maxBytes by the shard payloads, up to the largest safe integer', async () => {
+    const ml = await MultiplexedLog.over([new MemoryLog(new MemoryLogState())]);
+    const s = ml.shard(SHARD);
+    for (let i = 0; i < 5; i++) {
+      await s.append([enc.encode('0123456789')]);
+      await ml.shard(NEIGHBOUR).append([enc.encode('other')]);
+    }
+    expect((await s.read(1n, { maxBytes: 20 })).map((r) => r.position)).toEqual([1n, 2n]);
+    expect((await s.read(1n, { maxBytes: Number.MAX_SAFE_INTEGER })).length).toBe(5);
+    expect((await s.readBackward(5n, { maxBytes: Number.MAX_SAFE_INTEGER })).length).toBe(5);
+    await ml.close();
+  });
+});

@@ -337,7 +337,11 @@ class ShardLog implements LogStorage {
   private async readRun(pos: number, lane: number, n: number, maxBytes: number): Promise<LogRecord[]> {
     // The lane's records carry a header of up to HEADER bytes before the shard's payload; the
     // budget is the shard's payload bytes, which `collect` counts.
-    const recs = await this.ix.store.read(BigInt(lane), { maxCount: n, maxBytes: maxBytes + HEADER * n });
+    const laneBytes = maxBytes + HEADER * n;
+    const recs = await this.ix.store.read(BigInt(lane), {
+      maxCount: n,
+      maxBytes: Number.isSafeInteger(laneBytes) ? laneBytes : Number.POSITIVE_INFINITY,
+    });
     const out: LogRecord[] = [];
     for (let k = 0; k < recs.length; k++) {
       const rec = recs[k] as LogRecord;
