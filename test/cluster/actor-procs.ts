@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
-import { openJournalShards } from '../../ts/runtime/node-log.js';
+import { openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { freePorts } from '../helpers/ports.js';
 
 export const CLI = fileURLToPath(new URL('./fixtures/cluster-cli.mjs', import.meta.url));

@@ -15,8 +15,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
+import { openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { shardDir } from '../../ts/runtime/log-journal.js';
-import { openJournalShards } from '../../ts/runtime/node-log.js';
 import { openLog } from '../../ts/storage/index.js';
 import { CLI, dataDirOf, freePorts, type Line, NodeProc, patchConfig } from './actor-procs.js';
 

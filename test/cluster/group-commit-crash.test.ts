@@ -11,7 +11,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { shardOf } from '../../ts/core/index.js';
-import { NODE_LOG_DIR } from '../../ts/runtime/node-log.js';
+import { NODE_LOG_DIR } from '../../ts/runtime/journal-dir.js';
 import {
   dataDirOf,
   initProcCluster,

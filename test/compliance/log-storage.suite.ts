@@ -1,36 +1,28 @@
 /**
- * The compliance suite of the LogStorage seam (ts/storage/types.ts). Every implementation
- * runs it with a factory that makes a fresh, empty storage; `open` opens the log on that
- * storage (again after a `close`, as a restarted process would) and `teardown` removes it.
+ * The compliance suites of the LogStorage seam (ts/storage/log-storage.ts). Every
+ * implementation runs `logStorageSuite`; one that has the truncation capability
+ * (`TruncatableLog`) runs `truncatableLogSuite` as well, and the types let no other run it.
+ * A suite takes a `SuiteFactory` (test/compliance/_kit.ts): `setup` makes a fresh, empty
+ * storage and returns a harness whose `open` opens the log on it (again after a `close`, as a
+ * restarted process would); `teardown` removes the storage once the suite has closed every
+ * log it opened.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
+import { describe, expect, it } from 'vitest';
 import { isConflict, isFenced } from '../../ts/storage/errors.js';
-import type { LogRecord, LogStorage } from '../../ts/storage/types.js';
+import type { LogRecord, LogStorage, TruncatableLog } from '../../ts/storage/types.js';
+import { eachTest, rejection, type SuiteFactory } from './_kit.js';
 
-export interface LogStorageHarness {
+export interface LogStorageHarness<L extends LogStorage = LogStorage> {
   /** Opens the log of this storage; `segmentBytes` asks for small segments where the implementation has them. */
-  open(opts?: { segmentBytes?: number }): Promise<LogStorage>;
-  /** Removes the storage (every log opened on it is closed first by the suite). */
-  teardown(): Promise<void>;
+  open(opts?: { segmentBytes?: number }): Promise<L>;
 }
 
-export type LogStorageFactory = () => Promise<LogStorageHarness>;
+export type LogStorageFactory<L extends LogStorage = LogStorage> = SuiteFactory<LogStorageHarness<L>>;
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 const b = (s: string) => enc.encode(s);
 const text = (r: LogRecord) => dec.decode(r.payload);
-
-async function rejection(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
-}
 
 function id(n: number): Uint8Array {
   const out = new Uint8Array(16);
@@ -39,28 +31,28 @@ function id(n: number): Uint8Array {
   return out;
 }
 
+/** The open log of the current test, its `open` and `reopen` (close, then open on the same storage). */
+function logs<L extends LogStorage>(factory: LogStorageFactory<L>) {
+  let log: L | undefined;
+  const harness = eachTest(factory, async () => {
+    await log?.close();
+    log = undefined;
+  });
+  const open = async (opts?: { segmentBytes?: number }) => {
+    log = await harness().open(opts);
+    return log;
+  };
+  const reopen = async (opts?: { segmentBytes?: number }) => {
+    await log?.close();
+    return open(opts);
+  };
+  return { open, reopen };
+}
+
+/** The contract every LogStorage keeps: append, read both ways, compare-and-set, fencing, compaction, close. */
 export function logStorageSuite(name: string, factory: LogStorageFactory): void {
   describe(`LogStorage compliance: ${name}`, () => {
-    let harness: LogStorageHarness;
-    let log: LogStorage | undefined;
-
-    const open = async (opts?: { segmentBytes?: number }) => {
-      log = await harness.open(opts);
-      return log;
-    };
-    const reopen = async (opts?: { segmentBytes?: number }) => {
-      await log?.close();
-      return open(opts);
-    };
-
-    beforeEach(async () => {
-      harness = await factory();
-    });
-    afterEach(async () => {
-      await log?.close();
-      log = undefined;
-      await harness.teardown();
-    });
+    const { open, reopen } = logs(factory);
 
     it('starts empty', async () => {
       const l = await open();
@@ -131,8 +123,6 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       expect(await code(l.read(1n, { maxCount: 0 }))).toBe('PLX_STORAGE_BAD_INPUT');
       expect(await code(l.read(1n, { maxBytes: -1 }))).toBe('PLX_STORAGE_BAD_INPUT');
       expect(await code(l.readBackward(0n))).toBe('PLX_STORAGE_BAD_POSITION');
-      expect(await code(l.truncateAfter(-1n))).toBe('PLX_STORAGE_BAD_POSITION');
-      expect(await code(l.truncateAfter(1n << 60n))).toBe('PLX_STORAGE_BAD_POSITION');
       expect(l.last).toBe(0n);
     });
 
@@ -200,6 +190,131 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       l = await reopen();
       expect(l.highestEpoch).toBe(5n);
       expect(isFenced(await rejection(l.append([b('x')], { epoch: 4n })))).toBe(true);
+      await l.append([b('y')], { epoch: 6n });
+      expect(l.highestEpoch).toBe(6n);
+      l = await reopen();
+      expect(l.highestEpoch).toBe(6n);
+      expect((await l.read(1n)).map((r) => r.epoch)).toEqual([3n, 5n, 5n, 0n, 6n]);
+    });
+
+    it('rolls over small segments and reads across them, after reopen too', async () => {
+      let l = await open({ segmentBytes: 256 });
+      const payloads: string[] = [];
+      for (let i = 0; i < 120; i++) {
+        const batch = Array.from({ length: (i % 4) + 1 }, (_, k) => `p${i}.${k}-${'x'.repeat((i * 7) % 90)}`);
+        payloads.push(...batch);
+        await l.append(batch.map(b));
+      }
+      const check = async () => {
+        expect(l.last).toBe(BigInt(payloads.length));
+        const all = await l.read(1n, { maxBytes: Number.POSITIVE_INFINITY });
+        expect(all.map(text)).toEqual(payloads);
+        const back = await l.readBackward(l.last, { maxBytes: Number.POSITIVE_INFINITY });
+        expect(back.map(text)).toEqual([...payloads].reverse());
+        for (const p of [1, 2, 17, 100, payloads.length]) {
+          expect(text((await l.read(BigInt(p), { maxCount: 1 }))[0]!)).toBe(payloads[p - 1]);
+        }
+      };
+      await check();
+      l = await reopen({ segmentBytes: 256 });
+      await check();
+      await l.append([b('tail')]);
+      payloads.push('tail');
+      await check();
+    });
+
+    it('compacts records below a position and keeps the rest', async () => {
+      let l = await open({ segmentBytes: 256 });
+      for (let i = 1; i <= 100; i++) await l.append([b(`${i}`.padEnd(40, '-'))]);
+      await l.compactBefore(60n);
+      const first = l.first;
+      expect(first).toBeGreaterThanOrEqual(1n);
+      expect(first).toBeLessThanOrEqual(60n);
+      const kept = await l.read(first);
+      expect(kept.map((r) => r.position)).toEqual(
+        Array.from({ length: Number(100n - first + 1n) }, (_, i) => first + BigInt(i)),
+      );
+      expect(kept.map((r) => text(r).replace(/-+$/, ''))).toEqual(kept.map((r) => String(r.position)));
+      if (first > 1n) {
+        expect((await rejection(l.read(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
+        expect((await rejection(l.readBackward(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
+      }
+      l = await reopen({ segmentBytes: 256 });
+      expect(l.first).toBe(first);
+      expect(l.last).toBe(100n);
+      expect((await l.read(60n, { maxCount: 1 }))[0]?.position).toBe(60n);
+      expect((await l.append([b('101')])).first).toBe(101n);
+      // Compacting past the end keeps `last`, and appends go on from it.
+      await l.compactBefore(1000n);
+      expect(l.last).toBe(101n);
+      expect((await l.append([b('102')])).first).toBe(102n);
+    });
+
+    it('refuses use after close', async () => {
+      const l = await open();
+      await l.append([b('a')]);
+      await l.close();
+      expect((await rejection(l.append([b('b')]))).code).toBe('PLX_STORAGE_CLOSED');
+      expect((await rejection(l.read(1n))).code).toBe('PLX_STORAGE_CLOSED');
+      await l.close();
+      const again = await open();
+      expect(again.last).toBe(1n);
+    });
+
+    it('keeps large records and empty ones', async () => {
+      let l = await open({ segmentBytes: 1024 });
+      const big = new Uint8Array(100_000).map((_, i) => (i * 31) & 0xff);
+      await l.append([new Uint8Array(0), big, b('after')]);
+      l = await reopen({ segmentBytes: 1024 });
+      const recs = await l.read(1n);
+      expect(recs.map((r) => r.payload.length)).toEqual([0, 100_000, 5]);
+      expect(Buffer.from(recs[1]!.payload).equals(Buffer.from(big))).toBe(true);
+    });
+  });
+}
+
+/** The truncation capability (`TruncatableLog.truncateAfter`), with everything it touches. */
+export function truncatableLogSuite(name: string, factory: LogStorageFactory<TruncatableLog>): void {
+  describe(`TruncatableLog compliance: ${name}`, () => {
+    const { open, reopen } = logs(factory);
+
+    it('refuses bad input, bad truncation positions included, with stable codes', async () => {
+      const l = await open();
+      const code = async (p: Promise<unknown>) => (await rejection(p)).code;
+      expect(await code(l.append([]))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.append('x' as unknown as Uint8Array[]))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.append(['x'] as unknown as Uint8Array[]))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.append([b('x')], { batchId: new Uint8Array(15) }))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.append([b('x')], { epoch: -1n }))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.append([b('x')], { epoch: 1 as unknown as bigint }))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.append([b('x')], { epoch: 1n << 64n }))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.read(0n))).toBe('PLX_STORAGE_BAD_POSITION');
+      expect(await code(l.read(-1n))).toBe('PLX_STORAGE_BAD_POSITION');
+      expect(await code(l.read(1 as unknown as bigint))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.read(1n, { maxCount: 0 }))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.read(1n, { maxBytes: -1 }))).toBe('PLX_STORAGE_BAD_INPUT');
+      expect(await code(l.readBackward(0n))).toBe('PLX_STORAGE_BAD_POSITION');
+      expect(await code(l.truncateAfter(-1n))).toBe('PLX_STORAGE_BAD_POSITION');
+      expect(await code(l.truncateAfter(1n << 60n))).toBe('PLX_STORAGE_BAD_POSITION');
+      expect(l.last).toBe(0n);
+    });
+
+    it('remembers the highest epoch across reopen and across truncation of the records that carried it', async () => {
+      let l = await open();
+      await l.append([b('a')], { epoch: 3n });
+      await l.append([b('b')], { epoch: 5n });
+      expect(l.highestEpoch).toBe(5n);
+      const e = await rejection(l.append([b('c')], { epoch: 4n }));
+      expect(e.code).toBe('PLX_STORAGE_FENCED');
+      expect(isFenced(e)).toBe(true);
+      expect(e.details.highestEpoch).toBe(5n);
+      await l.append([b('c')], { epoch: 5n });
+      await l.append([b('d')]);
+      const recs = await l.read(1n);
+      expect(recs.map((r) => r.epoch)).toEqual([3n, 5n, 5n, 0n]);
+      l = await reopen();
+      expect(l.highestEpoch).toBe(5n);
+      expect(isFenced(await rejection(l.append([b('x')], { epoch: 4n })))).toBe(true);
       // Removing every record of epoch 5 does not lower the highest epoch.
       await l.truncateAfter(1n);
       expect(l.highestEpoch).toBe(5n);
@@ -248,7 +363,7 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       expect((await l.read(1n)).map(text)).toEqual(['a', 'b', 'e']);
     });
 
-    it('rolls over small segments and reads across them, after reopen too', async () => {
+    it('truncates across small segments, after reopen too', async () => {
       let l = await open({ segmentBytes: 256 });
       const payloads: string[] = [];
       for (let i = 0; i < 120; i++) {
@@ -279,7 +394,7 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       await check();
     });
 
-    it('compacts records below a position and keeps the rest', async () => {
+    it('compacts records below a position, and refuses truncation below it', async () => {
       let l = await open({ segmentBytes: 256 });
       for (let i = 1; i <= 100; i++) await l.append([b(`${i}`.padEnd(40, '-'))]);
       await l.compactBefore(60n);
@@ -322,7 +437,7 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       expect((await l.append([b('next')])).first).toBe(first);
     });
 
-    it('refuses use after close', async () => {
+    it('refuses use after close, truncation included', async () => {
       const l = await open();
       await l.append([b('a')]);
       await l.close();
@@ -332,16 +447,6 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       await l.close();
       const again = await open();
       expect(again.last).toBe(1n);
-    });
-
-    it('keeps large records and empty ones', async () => {
-      let l = await open({ segmentBytes: 1024 });
-      const big = new Uint8Array(100_000).map((_, i) => (i * 31) & 0xff);
-      await l.append([new Uint8Array(0), big, b('after')]);
-      l = await reopen({ segmentBytes: 1024 });
-      const recs = await l.read(1n);
-      expect(recs.map((r) => r.payload.length)).toEqual([0, 100_000, 5]);
-      expect(Buffer.from(recs[1]!.payload).equals(Buffer.from(big))).toBe(true);
     });
   });
 }

@@ -12,9 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openJournal } from '../../ts/runtime/log-journal.js';
-import { IndexedThrough, NodeLog, PositionRuns } from '../../ts/runtime/node-log.js';
 import type { MacrostepEntry, SnapshotEntry } from '../../ts/runtime/types.js';
 import { MemoryLog, MemoryLogState, openLog } from '../../ts/storage/index.js';
+import { IndexedThrough, MultiplexedLog as NodeLog, PositionRuns } from '../../ts/storage/multiplexed-log.js';
 import { rng } from '../helpers/rng.js';
 
 const enc = new TextEncoder();

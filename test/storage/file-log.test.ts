@@ -1,23 +1,26 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openLog } from '../../ts/storage/file-log.js';
-import { logStorageSuite } from '../compliance/log-storage.suite.js';
+import { type FileLog, type FileLogOptions, openLog } from '../../ts/storage/file-log.js';
+import type { SuiteFactory } from '../compliance/_kit.js';
+import { type LogStorageHarness, logStorageSuite, truncatableLogSuite } from '../compliance/log-storage.suite.js';
 
 const quiet = { warn: () => {} };
 
-logStorageSuite('FileLog', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'plexus-log-'));
+function fileLogs(extra: FileLogOptions = {}): SuiteFactory<LogStorageHarness<FileLog> & { dir: string }> {
   return {
-    open: (opts) => openLog(dir, { ...opts, logger: quiet }),
-    teardown: () => rm(dir, { recursive: true, force: true }),
+    setup: async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'plexus-log-'));
+      return { dir, open: (opts) => openLog(dir, { ...opts, logger: quiet, ...extra }) };
+    },
+    teardown: (h) => rm(h.dir, { recursive: true, force: true }),
   };
-});
+}
 
-logStorageSuite('FileLog, dense index, fsync always', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'plexus-log-'));
-  return {
-    open: (opts) => openLog(dir, { ...opts, logger: quiet, indexEvery: 1, fsync: 'always' }),
-    teardown: () => rm(dir, { recursive: true, force: true }),
-  };
-});
+for (const [name, extra] of [
+  ['FileLog', {}],
+  ['FileLog, dense index, fsync always', { indexEvery: 1, fsync: 'always' }],
+] as const) {
+  logStorageSuite(name, fileLogs(extra));
+  truncatableLogSuite(name, fileLogs(extra));
+}

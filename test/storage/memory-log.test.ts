@@ -1,14 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryLog, MemoryLogState } from '../../ts/storage/memory-log.js';
-import { logStorageSuite } from '../compliance/log-storage.suite.js';
+import { logStorageSuite, truncatableLogSuite } from '../compliance/log-storage.suite.js';
 
-logStorageSuite('MemoryLog', async () => {
-  const state = new MemoryLogState();
-  return {
-    open: async () => new MemoryLog(state),
-    teardown: async () => {},
-  };
-});
+const memoryLogs = {
+  setup: async () => {
+    const state = new MemoryLogState();
+    return { open: async () => new MemoryLog(state) };
+  },
+  teardown: async () => {},
+};
+logStorageSuite('MemoryLog', memoryLogs);
+truncatableLogSuite('MemoryLog', memoryLogs);
 
 describe('MemoryLog', () => {
   it('keeps its records in the state it was given, across a new log on it', async () => {

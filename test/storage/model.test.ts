@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { openLog } from '../../ts/storage/file-log.js';
 import { MemoryLog, MemoryLogState } from '../../ts/storage/memory-log.js';
-import type { LogStorage } from '../../ts/storage/types.js';
+import type { TruncatableLog as LogStorage } from '../../ts/storage/types.js';
 
 const FUZZ_SEED = process.env.PLEXUS_FUZZ_SEED;
 

@@ -17,7 +17,8 @@ import { join } from 'node:path';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
 import { RECORD_HEADER_BYTES as LOG_RECORD_GAP } from '../storage/format.js';
-import type { FsyncMode, LogRecord, LogStorage, StorageLogger } from '../storage/types.js';
+import { isSegmented, logSegments } from '../storage/segmented.js';
+import type { FsyncMode, LogRecord, LogStorage, SegmentInfo, StorageLogger } from '../storage/types.js';
 import { ArchiveGen, genDirName, readPointer, removeOtherGenerations, writePointer } from './archive.js';
 import {
   checkTable,
@@ -1122,17 +1123,21 @@ export class EventStore {
 
   /** Below the log's open (last) segment and at most one past the last record applied. */
   private compactionCutoff(): number {
-    const segments = (this.log as unknown as { segmentFiles: readonly string[] }).segmentFiles;
-    const tailBase = segments.length > 0 ? Number((segments[segments.length - 1] as string).slice(0, 20)) : 1;
+    const segments = this.segments();
+    const tailBase = segments.length > 0 ? Number((segments[segments.length - 1] as SegmentInfo).first) : 1;
     return Math.min(tailBase, this.state.last + 1);
+  }
+
+  /** The log's segments, oldest first: FileLog's, or in cluster mode the replicated log's local FileLog's. */
+  private segments(): SegmentInfo[] {
+    return isSegmented(this.log) ? logSegments(this.log) : [];
   }
 
   private async runCompaction(limit = Number.POSITIVE_INFINITY): Promise<CompactionReport> {
     const paths = this.prepared.paths;
     const old = this.archive;
-    // FileLog, or in cluster mode the replicated log (its local FileLog's segments).
-    const segments = (this.log as unknown as { segmentFiles: readonly string[] }).segmentFiles;
-    const bases = segments.map((f) => Number(f.slice(0, 20)));
+    const segments = this.segments();
+    const bases = segments.map((s) => Number(s.first));
     const cutoff = Math.min(this.compactionCutoff(), limit);
     if (cutoff <= old.cutoff) {
       return { cutoff: BigInt(old.cutoff), kept: 0, dropped: 0, bytesBefore: 0, bytesAfter: 0 };
@@ -1141,7 +1146,7 @@ export class EventStore {
     let bytesBefore = await dirBytes(join(paths.archive, genDirName(old.pointer.generation)));
     for (let i = 0; i + 1 < segments.length; i++) {
       if ((bases[i + 1] as number) <= cutoff) {
-        bytesBefore += await stat(join(paths.log, segments[i] as string)).then(
+        bytesBefore += await stat(join(paths.log, (segments[i] as SegmentInfo).file)).then(
           (x) => x.size,
           () => 0,
         );

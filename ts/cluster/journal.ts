@@ -67,9 +67,6 @@ class StampedLog implements LogStorage {
   readBackward(from: bigint, opts?: ReadOptions): Promise<LogRecord[]> {
     return this.log.readBackward(from, opts);
   }
-  truncateAfter(position: bigint): Promise<void> {
-    return this.log.truncateAfter(position);
-  }
   compactBefore(position: bigint): Promise<void> {
     return this.log.compactBefore(position);
   }

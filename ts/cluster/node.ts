@@ -12,11 +12,12 @@ import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
+import { DEFAULT_NODE_LOG_LANES, journalStoreMode, NODE_LOG_DIR } from '../runtime/journal-dir.js';
 import { openJournal, shardDir } from '../runtime/log-journal.js';
 import { Node } from '../runtime/node.js';
-import { DEFAULT_NODE_LOG_LANES, journalStoreMode, NODE_LOG_DIR, NodeLog } from '../runtime/node-log.js';
 import type { Chart, MacrostepEntry, RuntimeConfig } from '../runtime/types.js';
 import { openLog } from '../storage/index.js';
+import { MultiplexedLog } from '../storage/multiplexed-log.js';
 import type { LogStorage } from '../storage/types.js';
 import { rankedOwner } from './authority.js';
 import { BUILTIN_CHARTS } from './charts.js';
@@ -331,7 +332,7 @@ async function launch(
 
   // The journal first: a layout that does not fit is refused before any socket opens.
   let open: (shard: number) => Promise<LogStorage>;
-  let nodeLog: NodeLog | undefined;
+  let nodeLog: MultiplexedLog | undefined;
   /** With `per-node`: the shards whose journals this node's store holds (it takes them back). */
   const journalsHeld = new Set<number>();
   let holds = (s: number) => journalsHeld.has(s);
@@ -356,7 +357,7 @@ async function launch(
     const j = await openJournal(journalDir, { shardCount: meta.shardCount });
     await j.close();
     if ((await journalStoreMode(journalDir)) === 'node') {
-      const nl = await NodeLog.open(
+      const nl = await MultiplexedLog.open(
         join(journalDir, NODE_LOG_DIR),
         { fsync: cfg.fsync ?? 'batch' },
         cfg.journalLanes ?? DEFAULT_NODE_LOG_LANES,

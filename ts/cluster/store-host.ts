@@ -230,9 +230,6 @@ export class RemoteLog implements LogStorage {
   async readBackward(): Promise<LogRecord[]> {
     throw new PlexusError(ClusterCode.UNSUPPORTED, 'a remote shard store reads forwards only');
   }
-  async truncateAfter(): Promise<void> {
-    throw new PlexusError(ClusterCode.UNSUPPORTED, 'a remote shard store is truncated on its host only');
-  }
   async compactBefore(): Promise<void> {
     throw new PlexusError(ClusterCode.UNSUPPORTED, 'a remote shard store is compacted on its host only');
   }

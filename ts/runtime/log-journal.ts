@@ -19,10 +19,11 @@ import { decodeJournalRecord, encodeJournalRecord, peekJournalRecord } from '../
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { shardOf } from '../core/index.js';
 import { type FileLogOptions, MemoryLog, MemoryLogState, openLog } from '../storage/index.js';
+import { IndexedThrough, MultiplexedLog } from '../storage/multiplexed-log.js';
 import type { LogStorage } from '../storage/types.js';
 import { macrostepOfRecord, recordOfMacrostep, recordOfSnapshot, snapshotOfRecord } from './entries.js';
 import { JournalStoreCode, RuntimeCode, runtimeError } from './errors.js';
-import { IndexedThrough, journalStoreMode, NODE_LOG_DIR, NodeLog } from './node-log.js';
+import { journalStoreMode, NODE_LOG_DIR } from './journal-dir.js';
 import type { ActorHistory, JournalAppendOptions, JournalStorage, MacrostepEntry, SnapshotEntry } from './types.js';
 
 /** The default shard count of a single-node journal. */
@@ -245,7 +246,7 @@ export class LogJournalStorage implements JournalStorage {
   constructor(
     readonly shardCount: number,
     private readonly open: ShardOpener,
-    /** Runs once every shard store is closed (a `NodeLog` under the shard views closes here). */
+    /** Runs once every shard store is closed (a `MultiplexedLog` under the shard views closes here). */
     private readonly onClose?: () => Promise<void>,
     compaction: JournalCompaction = {},
   ) {
@@ -519,7 +520,7 @@ export interface OpenJournalOptions {
   readonly log?: FileLogOptions;
   /**
    * How a new directory keeps its shards: `shards` (default: one log-engine store per shard
-   * under `shards/`) or `node` (all shards in one store under `node/`, `NodeLog`: one group
+   * under `shards/`) or `node` (all shards in one store under `node/`, `MultiplexedLog`: one group
    * commit across shards). An existing directory keeps its own.
    */
   readonly store?: 'shards' | 'node';
@@ -581,7 +582,7 @@ export async function openJournal(dir: string, opts: OpenJournalOptions = {}): P
     () => false,
   );
   if (hasNodeLog || (opts.store === 'node' && (await journalStoreMode(dir)) === 'node')) {
-    const nl = await NodeLog.open(nodeDir, logOpts, undefined, opts.compaction);
+    const nl = await MultiplexedLog.open(nodeDir, logOpts, undefined, opts.compaction);
     return new LogJournalStorage(
       meta.shardCount,
       async (n) => nl.shard(n),

@@ -69,9 +69,9 @@ import type {
   FramedBatch,
   FsyncMode,
   LogRecord,
-  LogStorage,
   ReadOptions,
   StorageLogger,
+  TruncatableLog,
   VerifyProblem,
 } from './types.js';
 
@@ -357,7 +357,7 @@ function sameMeta(a: Meta, b: Meta): boolean {
   return a.seals.every((s, i) => s.position === b.seals[i]?.position && s.crc === b.seals[i]?.crc);
 }
 
-export class FileLog implements LogStorage {
+export class FileLog implements TruncatableLog {
   private readonly handles = new HandleCache();
   private readonly queue: Op[] = [];
   private pumping = false;

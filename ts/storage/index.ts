@@ -1,7 +1,8 @@
 /**
  * plexus storage: the one log engine (segmented append-only files with CRC-32C per record,
- * group-commit fsync, recovery on open, suffix truncation, compare-and-set and fencing).
- * docs/storage.md describes the format and the behaviour.
+ * group-commit fsync, recovery on open, suffix truncation, compare-and-set and fencing), the
+ * multiplexed log that keeps many logs in a few of its stores, and the LogStorage seam
+ * (ts/storage/log-storage.ts). docs/storage.md describes the formats and the behaviour.
  */
 export { isConflict, isFenced, StorageCode } from './errors.js';
 export {
@@ -14,7 +15,15 @@ export {
   stderrLogger,
 } from './file-log.js';
 export { MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from './format.js';
+export { isTruncatable } from './log-storage.js';
 export { MemoryLog, MemoryLogState } from './memory-log.js';
+export {
+  DEFAULT_LANE_COMPACT_RECORDS,
+  DEFAULT_LANES,
+  type LaneCompaction,
+  MultiplexedLog,
+} from './multiplexed-log.js';
+export { isSegmented, logSegments } from './segmented.js';
 export type {
   AppendOptions,
   AppendResult,
@@ -23,7 +32,10 @@ export type {
   LogRecord,
   LogStorage,
   ReadOptions,
+  SegmentedLog,
+  SegmentInfo,
   StorageLogger,
+  TruncatableLog,
   VerifyProblem,
   VerifyReport,
 } from './types.js';

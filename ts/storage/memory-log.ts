@@ -8,7 +8,7 @@
 import { checkAppend, checkFramed, checkPosition, checkReadOptions, ReadBudget } from './checks.js';
 import { closedError, compactedError, conflictError, fencedError } from './errors.js';
 import { RECORD_HEADER_BYTES } from './format.js';
-import type { AppendOptions, AppendResult, FramedBatch, LogRecord, LogStorage, ReadOptions } from './types.js';
+import type { AppendOptions, AppendResult, FramedBatch, LogRecord, ReadOptions, TruncatableLog } from './types.js';
 
 interface Stored {
   readonly batchId: Uint8Array;
@@ -29,7 +29,7 @@ export class MemoryLogState {
   }
 }
 
-export class MemoryLog implements LogStorage {
+export class MemoryLog implements TruncatableLog {
   private closed = false;
 
   constructor(private readonly state: MemoryLogState = new MemoryLogState()) {}

@@ -1,23 +1,27 @@
 /**
- * `NodeLog`: every shard of a journal in a few log-engine stores, so that the macrosteps of
- * actors of different shards that finish while a write is in flight go out in the same
- * group: one write and one fsync for all of them (the log engine's group commit), where one
- * store per shard costs one write and one fsync per shard. docs/runtime.md, "Files".
+ * `MultiplexedLog`: many logs (shards, numbered 0 .. 2^30-1) kept in a few log-engine stores
+ * (lanes), so that appends of different shards made while a write is in flight go out in the
+ * same group: one write and one fsync for all of them (the log engine's group commit), where
+ * one store per shard costs one write and one fsync per shard. The actor runtime keeps the
+ * shards of a node's journal in one (ts/runtime/journal-dir.ts). The on-disk format is in
+ * docs/storage.md, "Multiplexed log".
  *
  * `shard(n)` is shard n's view as a `LogStorage` of its own: positions 1, 2, ... count that
  * shard's records only, an append carrying an epoch below the highest the shard accepted is
  * refused (`PLX_STORAGE_FENCED`), `expectedLast` compares against the shard's own last
  * position, and `compactBefore(p)` drops the shard's records below p. The view maps its
  * positions to the store's through an in-memory index of runs (consecutive shard positions
- * at consecutive store positions), built by one scan when the log opens.
+ * at consecutive store positions), built by one scan when the log opens. A shard cannot be
+ * truncated (its records are interleaved with other shards' in the lane), so the view is a
+ * `LogStorage` and not a `TruncatableLog`.
  *
  * The stores are lanes: shard n lives in lane `n % lanes` (1 by default, fixed when the
  * directory is made), each lane a log-engine store with one write in flight at a time, so
  * up to `lanes` groups are written at once while each groups the shards of its lane.
  *
  * Records of a lane, each the store record's payload (integers little endian):
- * - `[shard u32][epoch u64][record]`: the first format; its shard position is one after the
- *   shard's previous record in the lane.
+ * - `[shard u32][epoch u64][record]`: the first (legacy) format; its shard position is one
+ *   after the shard's previous record in the lane.
  * - `[shard | 0x80000000 u32][epoch u64][position u64][record]`: a record with its shard
  *   position; written by appends and by compaction, which copies a live record forward
  *   (the later copy of a position wins when the lane is read).
@@ -30,20 +34,20 @@
  * point) and at least as many are dead as live: its live records below the lane's last
  * position are copied forward, marks written, and the store compacts before the copies.
  *
- * The directory is `<journal dir>/node/lane-<i>/` next to `journal.meta`; a journal directory
- * holding per-shard stores (`shards/`) keeps them (`journalStoreMode`).
+ * The directory holds one store directory per lane, `lane-<i>/`.
  */
 import { mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PlexusError } from '../core/errors.js';
-import { type FileLogOptions, MAX_BATCH_RECORDS, openLog, RECORD_HEADER_BYTES } from '../storage/index.js';
-import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
+import { checkAppend, checkPosition, checkReadOptions } from './checks.js';
+import { closedError } from './errors.js';
+import { type FileLogOptions, openLog } from './file-log.js';
+import { MAX_BATCH_RECORDS, RECORD_HEADER_BYTES } from './format.js';
+import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from './types.js';
 
-/** The store directory of a node-wide journal log inside a journal directory. */
-export const NODE_LOG_DIR = 'node';
-/** Lanes of a new node log: shard n is in lane n % lanes, each lane one store with one write in flight. */
-export const DEFAULT_NODE_LOG_LANES = 1;
-/** Dead records a lane gathers before it is compacted (`NodeLogCompaction.deadRecords`). */
+/** Lanes of a new multiplexed log: shard n is in lane n % lanes, each lane one store with one write in flight. */
+export const DEFAULT_LANES = 1;
+/** Dead records a lane gathers before it is compacted (`LaneCompaction.deadRecords`). */
 export const DEFAULT_LANE_COMPACT_RECORDS = 65_536;
 
 /** The first record format: shard u32, epoch u64. */
@@ -246,8 +250,8 @@ export class IndexedThrough {
   }
 }
 
-/** When a node log compacts a lane. */
-export interface NodeLogCompaction {
+/** When a multiplexed log compacts a lane. */
+export interface LaneCompaction {
   /**
    * Compact a lane once this many of its records are dead (below their shard's compaction
    * point) and at least as many are dead as live (default 65 536; 0 = never).
@@ -296,12 +300,18 @@ class ShardIndex {
   }
 }
 
-/** One shard's records of a `NodeLog`, as a `LogStorage`. */
-class ShardView implements LogStorage {
+/** One shard's records of a `MultiplexedLog`, as a `LogStorage`. */
+class ShardLog implements LogStorage {
+  private closed = false;
   constructor(
-    private readonly node: NodeLog,
+    private readonly node: MultiplexedLog,
     private readonly ix: ShardIndex,
   ) {}
+
+  /** Refuses every call once the view is closed, as a store of its own would. */
+  private open(): void {
+    if (this.closed) throw closedError(`shard ${this.ix.n} of a multiplexed log`);
+  }
 
   get first(): bigint {
     return BigInt(this.ix.runs.first);
@@ -314,12 +324,24 @@ class ShardView implements LogStorage {
   }
 
   append(payloads: readonly Uint8Array[], opts: AppendOptions = {}): Promise<AppendResult> {
+    try {
+      this.open();
+      checkAppend(payloads, opts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.node.append(this.ix, payloads, opts);
   }
 
   /** Reads `n` records of the shard from store position `lane` on, as shard positions `pos` ... */
   private async readRun(pos: number, lane: number, n: number, maxBytes: number): Promise<LogRecord[]> {
-    const recs = await this.ix.store.read(BigInt(lane), { maxCount: n, maxBytes });
+    // The lane's records carry a header of up to HEADER bytes before the shard's payload; the
+    // budget is the shard's payload bytes, which `collect` counts.
+    const laneBytes = maxBytes + HEADER * n;
+    const recs = await this.ix.store.read(BigInt(lane), {
+      maxCount: n,
+      maxBytes: Number.isSafeInteger(laneBytes) ? laneBytes : Number.POSITIVE_INFINITY,
+    });
     const out: LogRecord[] = [];
     for (let k = 0; k < recs.length; k++) {
       const rec = recs[k] as LogRecord;
@@ -415,26 +437,27 @@ class ShardView implements LogStorage {
   }
 
   async read(from: bigint, opts: ReadOptions = {}): Promise<LogRecord[]> {
-    if (from < 1n) from = 1n;
+    this.open();
+    checkPosition(from, 'read from', 1);
+    checkReadOptions(opts);
     this.below(from, 'read');
     return this.collect(Math.max(Number(from), this.ix.runs.first), 1, opts);
   }
   async readBackward(from: bigint, opts: ReadOptions = {}): Promise<LogRecord[]> {
+    this.open();
+    checkPosition(from, 'readBackward from', 1);
+    checkReadOptions(opts);
     const f = from > BigInt(this.ix.last) ? this.ix.last : Number(from);
     if (f < 1) return [];
     this.below(BigInt(f), 'readBackward');
     return this.collect(f, -1, opts);
-  }
-  async truncateAfter(): Promise<void> {
-    throw storageFailure('PLX_STORAGE_BAD_INPUT', 'a shard of a node-wide journal log cannot be truncated', {
-      shard: this.ix.n,
-    });
   }
   /**
    * Drops the shard's records below `position` from the view at once; the lane reclaims
    * their space when it compacts (they may come back after a restart until then).
    */
   async compactBefore(position: bigint): Promise<void> {
+    this.open();
     if (typeof position !== 'bigint' || position < 0n) {
       throw storageFailure(
         'PLX_STORAGE_BAD_INPUT',
@@ -445,16 +468,23 @@ class ShardView implements LogStorage {
       );
     }
     // Resolves once the lane has reclaimed what this made dead, when that started a lane
-    // compaction (its failure is counted in the node log, and the next drop retries it).
+    // compaction (its failure is counted in the multiplexed log, and the next drop retries it).
     await this.node.compactShard(this.ix, Number(position))?.catch(() => {});
   }
-  /** The node log stays open: `NodeLog.close()` closes it. */
-  async close(): Promise<void> {}
+  /**
+   * Closes this view: later calls on it fail with `PLX_STORAGE_CLOSED`, and `shard(n)` gives
+   * a new view. The multiplexed log stays open: `MultiplexedLog.close()` closes it.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.node.forget(this.ix.n, this);
+  }
 }
 
-export class NodeLog {
+export class MultiplexedLog {
   private readonly shards = new Map<number, ShardIndex>();
-  private readonly views = new Map<number, ShardView>();
+  private readonly views = new Map<number, ShardLog>();
   private readonly lanes: Lane[];
   private readonly deadRecords: number;
   private closed = false;
@@ -465,7 +495,7 @@ export class NodeLog {
 
   private constructor(
     readonly stores: readonly LogStorage[],
-    compaction: NodeLogCompaction,
+    compaction: LaneCompaction,
   ) {
     this.lanes = stores.map((s, i) => new Lane(i, s));
     const d = compaction.deadRecords ?? DEFAULT_LANE_COMPACT_RECORDS;
@@ -476,15 +506,15 @@ export class NodeLog {
   }
 
   /**
-   * Opens (or creates) the node log in `dir` and indexes it by shard. A new directory gets
+   * Opens (or creates) the multiplexed log in `dir` and indexes it by shard. A new directory gets
    * `lanes` lane stores (`lane-0/` ...; default 1); an existing one keeps its own.
    */
   static async open(
     dir: string,
     opts: FileLogOptions = {},
-    lanes = DEFAULT_NODE_LOG_LANES,
-    compaction: NodeLogCompaction = {},
-  ): Promise<NodeLog> {
+    lanes = DEFAULT_LANES,
+    compaction: LaneCompaction = {},
+  ): Promise<MultiplexedLog> {
     await mkdir(dir, { recursive: true });
     const found = (await readdir(dir)).filter((n) => /^lane-[0-9]+$/.test(n)).length;
     const k = found > 0 ? found : lanes;
@@ -498,16 +528,19 @@ export class NodeLog {
         await mkdir(d, { recursive: true });
         stores.push(await openLog(d, opts));
       }
-      return await NodeLog.over(stores, compaction);
+      return await MultiplexedLog.over(stores, compaction);
     } catch (e) {
       for (const st of stores) await st.close().catch(() => {});
       throw e;
     }
   }
 
-  /** A node log over given lane stores (`MemoryLog`s in tests); they are indexed here. */
-  static async over(stores: LogStorage | readonly LogStorage[], compaction: NodeLogCompaction = {}): Promise<NodeLog> {
-    const nl = new NodeLog(Array.isArray(stores) ? stores : [stores as LogStorage], compaction);
+  /** A multiplexed log over given lane stores (`MemoryLog`s in tests); they are indexed here. */
+  static async over(
+    stores: LogStorage | readonly LogStorage[],
+    compaction: LaneCompaction = {},
+  ): Promise<MultiplexedLog> {
+    const nl = new MultiplexedLog(Array.isArray(stores) ? stores : [stores as LogStorage], compaction);
     for (const lane of nl.lanes) await nl.scan(lane);
     return nl;
   }
@@ -613,10 +646,15 @@ export class NodeLog {
           {},
         );
       }
-      v = new ShardView(this, this.index(n));
+      v = new ShardLog(this, this.index(n));
       this.views.set(n, v);
     }
     return v;
+  }
+
+  /** Drops a closed view, so that `shard(n)` makes a new one. */
+  forget(n: number, view: LogStorage): void {
+    if (this.views.get(n) === view) this.views.delete(n);
   }
 
   /** Whether shard `n` holds at least one record. */
@@ -901,55 +939,4 @@ function positioned(word: number, epoch: bigint, pos: number, payload: Uint8Arra
   b.writeBigUInt64LE(BigInt(pos), 12);
   b.set(payload, HEADER);
   return b;
-}
-
-/**
- * How a journal directory keeps its shards: `node` (one `NodeLog` under `node/`) unless the
- * directory already holds per-shard stores under `shards/` and no node log, which it keeps.
- */
-export async function journalStoreMode(dir: string): Promise<'node' | 'shards'> {
-  const has = async (d: string) => {
-    try {
-      return (await readdir(d)).length > 0;
-    } catch {
-      return false;
-    }
-  };
-  if (await has(join(dir, NODE_LOG_DIR))) return 'node';
-  return (await has(join(dir, 'shards'))) ? 'shards' : 'node';
-}
-
-/**
- * Opens the shard stores of a journal directory in whichever mode it keeps them (for tools
- * and tests that read a node's journal): `shard(n)` is shard n's store, or undefined when the
- * directory holds nothing of it; `close()` closes every store opened.
- */
-export async function openJournalShards(
-  dir: string,
-  opts: FileLogOptions = {},
-): Promise<{ shard(n: number): Promise<LogStorage | undefined>; close(): Promise<void> }> {
-  if ((await journalStoreMode(dir)) === 'node') {
-    const nl = await NodeLog.open(join(dir, NODE_LOG_DIR), opts);
-    return {
-      shard: async (n) => (nl.holds(n) ? nl.shard(n) : undefined),
-      close: () => nl.close(),
-    };
-  }
-  const open: LogStorage[] = [];
-  return {
-    shard: async (n) => {
-      const d = join(dir, 'shards', String(n).padStart(7, '0'));
-      try {
-        await readdir(d);
-      } catch {
-        return undefined;
-      }
-      const log = await openLog(d, opts);
-      open.push(log);
-      return log;
-    },
-    close: async () => {
-      for (const l of open.splice(0)) await l.close();
-    },
-  };
 }

@@ -7,9 +7,10 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { journalStoreMode, NODE_LOG_DIR, openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { LogJournalStorage, openJournal } from '../../ts/runtime/log-journal.js';
-import { journalStoreMode, NODE_LOG_DIR, NodeLog, openJournalShards } from '../../ts/runtime/node-log.js';
 import { type FileLog, openLog } from '../../ts/storage/index.js';
+import { MultiplexedLog as NodeLog } from '../../ts/storage/multiplexed-log.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
