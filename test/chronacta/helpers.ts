@@ -1,13 +1,13 @@
 /**
  * Shared by the Chronacta tests: temporary data directories, a real server on loopback
- * with a client, and the Chronacta sources compiled for child processes.
+ * with a client, and the built chronacta command for child processes.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import ts from 'typescript';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { type ChronactaServer, type ServerOptions, startServer } from '../../ts/chronacta/server.js';
 import { ROOT } from '../helpers/paths.js';
@@ -48,48 +48,14 @@ export async function until(cond: () => boolean, ms = 10_000, what = 'a conditio
   }
 }
 
-async function sources(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...(await sources(p)));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
-
 /**
- * Compiles ts/core, ts/storage, ts/codec, ts/raft, ts/chronacta and the chronacta command into a temporary
- * directory (types stripped, nothing else changed) with build/, proto/ and node_modules/
- * linked beside them, so a child process runs the same sources as the tests.
+ * The chronacta command as built in dist/ (`npm test` builds before it runs the tests), for
+ * child processes: they run what a user runs, with every module the command imports.
  */
 export async function compileForChild(): Promise<{ commandUrl: string; remove: () => Promise<void> }> {
-  const built = await mkdtemp(join(tmpdir(), 'plexus-chronacta-child-'));
-  for (const d of ['build', 'proto', 'node_modules']) await symlink(join(ROOT, d), join(built, d));
-  const files = [
-    ...(await sources(join(ROOT, 'ts/core'))),
-    ...(await sources(join(ROOT, 'ts/storage'))),
-    // cluster mode: the replicated log and the Raft it runs on
-    ...(await sources(join(ROOT, 'ts/codec'))),
-    ...(await sources(join(ROOT, 'ts/raft'))),
-    ...(await sources(join(ROOT, 'ts/chronacta'))),
-    join(ROOT, 'ts/cli/command.ts'),
-    join(ROOT, 'ts/cli/heap.ts'),
-    join(ROOT, 'ts/cli/commands/chronacta.ts'),
-  ];
-  for (const file of files) {
-    const out = ts.transpileModule(await readFile(file, 'utf8'), {
-      fileName: file,
-      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-    });
-    const dest = join(built, relative(ROOT, file)).replace(/\.ts$/, '.js');
-    await mkdir(dirname(dest), { recursive: true });
-    await writeFile(dest, out.outputText);
-  }
-  return {
-    commandUrl: pathToFileURL(join(built, 'ts/cli/commands/chronacta.js')).href,
-    remove: () => rm(built, { recursive: true, force: true }),
-  };
+  const built = join(ROOT, 'dist/cli/commands/chronacta.js');
+  if (!existsSync(built)) throw new Error(`${built} not found: build plexus first (npm run build)`);
+  return { commandUrl: pathToFileURL(built).href, remove: async () => undefined };
 }
 
 export const CLI_CHILD = join(ROOT, 'test/fixtures/chronacta/cli-child.mjs');
