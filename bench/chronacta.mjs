@@ -71,17 +71,10 @@ function interrupted(signal) {
   process.exit(signal === 'SIGINT' ? 130 : 143);
 }
 
-/** A free TCP port on 127.0.0.1 (bound then released). */
+/** A free port below the ephemeral range, from the one port picker (ts/net/ports.ts). */
 async function freePort() {
-  const { createServer } = await import('node:net');
-  return new Promise((resolvePromise, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolvePromise(port));
-    });
-  });
+  const { freePort: pick } = await import(new URL('../dist/net/ports.js', import.meta.url).href);
+  return pick();
 }
 
 /** The etcd binary and its version, or undefined when there is none. */

@@ -140,15 +140,10 @@ async function serve(credsFile) {
   process.on('disconnect', () => process.exit(0));
 }
 
+/** A free port below the ephemeral range, from the one port picker (ts/net/ports.ts). */
 async function freePort() {
-  const net = await import('node:net');
-  return new Promise((r) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => r(port));
-    });
-  });
+  const { freePort: pick } = await import(resolve(ROOT, 'dist/net/ports.js'));
+  return pick();
 }
 
 // ------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 /**
  * Ports for processes that must know their addresses before they bind (the demos' cluster
- * files and node configs, and the tests'). A port is taken at random below the kernel's
+ * files and node configs, the SPERLI launcher's rank addresses, the benchmarks' servers, and
+ * the tests'): the one port picker of plexus. A port is taken at random below the kernel's
  * ephemeral range and checked free by binding it: the ephemeral range is where `listen(0)`
  * and every outgoing connection's source port come from, so a port found there by
  * `listen(0)` can be handed to some connection (the cluster's own members connecting to

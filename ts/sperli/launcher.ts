@@ -10,16 +10,17 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import type { HostEntry } from '../codec/sperli-jobdesc.js';
 import { encodeJobLine } from '../codec/sperli-jobdesc.js';
 import { PlexusError } from '../core/errors.js';
 import { jobIdHex } from '../crypto/x509.js';
+import { freePort } from '../net/ports.js';
 import { isLocalHost, refusedHosts } from './hosts.js';
 import { makeJob } from './job.js';
 import { DEFAULT_SILENCE_MS } from './mesh.js';
 import { SPIN_VARIABLE, spinWindowMs } from './spin.js';
 
+export { freePort } from '../net/ports.js';
 export { isLocalHost } from './hosts.js';
 
 export { DEFAULT_SILENCE_MS };
@@ -124,20 +125,6 @@ export function parseHostsFile(text: string): { name: string; port?: number }[] 
     out.push(port === undefined ? { name: m[1] as string } : { name: m[1] as string, port });
   });
   return out;
-}
-
-/** A free TCP port on a local address (bound and released). */
-export function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /** The first port tried on remote hosts without one: 7470 + rank. */
