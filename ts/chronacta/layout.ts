@@ -20,10 +20,10 @@
  * PLX_CHRONACTA_DATA_FORMAT_UNSUPPORTED. New directories are written in format 2.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PlexusError } from '../core/errors.js';
-import { makeDirs } from '../storage/files.js';
+import { makeDirs, replaceFile } from '../storage/files.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import { type HaMember, parseHaConfig } from './ha/config.js';
 
@@ -105,21 +105,7 @@ export function dataPaths(root: string): DataPaths {
 
 /** Writes `file` atomically: a temporary file written and fsynced, renamed over it, the directory fsynced. */
 export async function writeFileAtomic(dir: string, name: string, text: string): Promise<void> {
-  const tmp = join(dir, `${name}.tmp`);
-  const fh = await open(tmp, 'w');
-  try {
-    await fh.writeFile(text);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, join(dir, name));
-  const d = await open(dir, 'r');
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
+  await replaceFile(dir, name, Buffer.from(text), true);
 }
 
 async function readJson(file: string): Promise<unknown | undefined> {

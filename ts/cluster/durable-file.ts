@@ -2,26 +2,13 @@
  * Files and directories the cluster writes. `writeFileDurably` replaces a small file so that a crash leaves either the old or the new contents, never a
  * mix: write `<path>.tmp`, fsync it, rename it over `<path>`, fsync the directory.
  */
-import { mkdir, open, rename, stat } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { mkdir, stat } from 'node:fs/promises';
+import { basename, dirname, resolve } from 'node:path';
+import { replaceFile } from '../storage/files.js';
 import { ClusterCode, clusterError } from './errors.js';
 
 export async function writeFileDurably(path: string, data: string | Uint8Array, mode = 0o644): Promise<void> {
-  const tmp = `${path}.tmp`;
-  const fh = await open(tmp, 'w', mode);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  const dir = await open(dirname(path), 'r');
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
-  }
+  await replaceFile(dirname(path), basename(path), typeof data === 'string' ? Buffer.from(data) : data, true, mode);
 }
 
 /**

@@ -90,11 +90,18 @@ export async function unlinkIfExists(path: string): Promise<boolean> {
 /**
  * Replaces `dir/name` with `bytes` so that a crash leaves the old or the new content:
  * `name.tmp` written and fsynced, renamed over `name`, the directory fsynced. With
- * `sync` false (fsync mode `never`) only the rename is kept.
+ * `sync` false (fsync mode `never`) only the rename is kept. `mode` is the new file's
+ * permission bits (before the umask); 0o600 for a private key.
  */
-export async function replaceFile(dir: string, name: string, bytes: Uint8Array, sync: boolean): Promise<void> {
+export async function replaceFile(
+  dir: string,
+  name: string,
+  bytes: Uint8Array,
+  sync: boolean,
+  mode = 0o666,
+): Promise<void> {
   const tmp = join(dir, `${name}.tmp`);
-  const fh = await open(tmp, 'w');
+  const fh = await open(tmp, 'w', mode);
   try {
     for (let at = 0; at < bytes.length; ) {
       const { bytesWritten } = await fh.write(bytes, at, bytes.length - at, at);

@@ -11,11 +11,12 @@
  * `cluster/tls/ca.pem`, `cluster/tls/member.pem` and `cluster/tls/member-key.pem`.
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { PeerCertificate } from 'node:tls';
 import { createCa, issueCertificate } from '../../net/ca.js';
 import type { RaftTlsOptions } from '../../raft/net/tcp-transport.js';
+import { replaceFile } from '../../storage/files.js';
 import { HaErrorCode, haError } from './errors.js';
 
 /** The subjectAltName URI that names member `id`: `urn:plexus:chronacta:member:<id>`. */
@@ -76,22 +77,8 @@ export function issueMemberCertificate(ca: PemPair, id: number, opts: { notAfter
   );
 }
 
-async function writeFileSynced(dir: string, name: string, text: string, mode: number): Promise<void> {
-  const tmp = join(dir, `${name}.tmp`);
-  const fh = await open(tmp, 'w', mode);
-  try {
-    await fh.writeFile(text);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, join(dir, name));
-  const d = await open(dir, 'r');
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
+function writeFileSynced(dir: string, name: string, text: string, mode: number): Promise<void> {
+  return replaceFile(dir, name, Buffer.from(text), true, mode);
 }
 
 /** Writes the cluster CA into `dir` (`ca.pem`, and `ca-key.pem` readable by its owner only). */
