@@ -3,7 +3,9 @@
  * never reads a clock or a socket: `tick(now)` moves its time, `step(request)` answers one
  * request, `ready()` tells what changed (a new view, grants, freed leases, health changes)
  * and `advance()` acknowledges that. A driver (AuthorityHost, ts/cluster/host.ts) runs it on
- * real time and the cluster wire; tests run it on any clock.
+ * real time and the cluster wire, as the in-memory implementation of the LeaseAuthority seam
+ * (ts/cluster/lease-authority.ts, whose request and reply types it answers); tests run it on
+ * any clock.
  *
  * Rules (docs/cluster.md, "Leases and fencing"):
  * - a free shard goes to the alive member ranked first by rendezvous hashing of
@@ -20,42 +22,11 @@ import { fnv1a64 } from '../core/index.js';
 import { type DetectorConfig, type LeaseConfig, leaseConfig } from './config.js';
 import { FailureDetector, type HealthChange } from './detector.js';
 import { ClusterCode, type ClusterCodeValue } from './errors.js';
+import type { AuthorityReply, AuthorityRequest } from './lease-authority.js';
 import { type ClusterMeta, checkJoinMeta, clusterMeta } from './meta.js';
 import type { LeaseEntry, MemberInfo, MemberState, MemberStatus, View } from './types.js';
 
-export type AuthorityRequest =
-  | { readonly type: 'join'; readonly node: string; readonly address: string; readonly meta: ClusterMeta }
-  | {
-      readonly type: 'heartbeat';
-      readonly node: string;
-      /** Leases to renew (or claim, when the authority assigned them), each keeping its epoch. */
-      readonly held?: readonly { readonly shard: number; readonly epoch: bigint }[];
-    }
-  | { readonly type: 'grant'; readonly node: string; readonly shard: number }
-  | { readonly type: 'renew'; readonly node: string; readonly shard: number; readonly epoch: bigint }
-  | { readonly type: 'release'; readonly node: string; readonly shard: number; readonly epoch: bigint }
-  | { readonly type: 'revoke'; readonly shard: number }
-  | { readonly type: 'leave'; readonly node: string }
-  | { readonly type: 'drain'; readonly node: string }
-  | { readonly type: 'remove'; readonly node: string }
-  | { readonly type: 'view' };
-
-export type AuthorityReply =
-  | {
-      readonly ok: true;
-      readonly view: View;
-      readonly lease?: { readonly shard: number; readonly epoch: bigint; readonly ttlMs: number };
-      /** heartbeat: the shards of `held` renewed (the others are lost). */
-      readonly renewed?: readonly number[];
-      readonly ttlMs?: number;
-    }
-  | {
-      readonly ok: false;
-      readonly code: ClusterCodeValue;
-      readonly message: string;
-      readonly details: Readonly<Record<string, unknown>>;
-      readonly view: View;
-    };
+export type { AuthorityReply, AuthorityRequest } from './lease-authority.js';
 
 export interface AuthorityOptions {
   readonly meta: ClusterMeta;

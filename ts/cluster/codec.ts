@@ -4,7 +4,7 @@
  * before use: a request above 64 KiB or of an unknown shape is refused.
  */
 import { PlexusError } from '../core/errors.js';
-import type { AuthorityReply, AuthorityRequest } from './authority.js';
+import type { AuthorityReply, AuthorityRequest } from './lease-authority.js';
 
 export const MAX_REQUEST_BYTES = 65_536;
 export const MAX_REPLY_BYTES = 16 * 1024 * 1024;

@@ -1,5 +1,6 @@
 /**
- * AuthorityHost: the driver that runs a MemoryAuthority on real time in one process. It ticks
+ * AuthorityHost: the driver that runs a MemoryAuthority on real time in one process: the
+ * in-memory implementation of the LeaseAuthority seam (ts/cluster/lease-authority.ts). It ticks
  * the authority on a timer with the process's monotonic clock and answers requests, either
  * directly (`call`, for the hosting node's own membership) or as bytes from the cluster wire
  * (`handle`, bound to the wire's call handler).
@@ -10,17 +11,12 @@
  * When persisting fails, the host answers nothing more (PLX_CLUSTER_AUTHORITY_STATE): a
  * grant it could not make durable is never handed out.
  */
-import {
-  type AuthorityOptions,
-  type AuthorityReady,
-  type AuthorityReply,
-  type AuthorityRequest,
-  MemoryAuthority,
-} from './authority.js';
+import { type AuthorityOptions, type AuthorityReady, MemoryAuthority } from './authority.js';
 import { loadAuthorityState, saveAuthorityState } from './authority-state.js';
 import { decodeRequest, encodeReply } from './codec.js';
 import { leaseConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
+import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from './lease-authority.js';
 import { clusterMeta } from './meta.js';
 
 export interface AuthorityHostOptions extends AuthorityOptions {
@@ -39,7 +35,7 @@ export interface PersistentAuthorityHostOptions extends Omit<AuthorityHostOption
   readonly stateDir: string;
 }
 
-export class AuthorityHost {
+export class AuthorityHost implements LeaseAuthority {
   readonly authority: MemoryAuthority;
   private readonly clock: () => number;
   private readonly timer: NodeJS.Timeout;

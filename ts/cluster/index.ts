@@ -5,14 +5,7 @@
  * cluster (placement, the `cluster` processor, the journal, ClusterNode). docs/cluster.md
  * describes them.
  */
-export {
-  type AuthorityOptions,
-  type AuthorityReady,
-  type AuthorityReply,
-  type AuthorityRequest,
-  MemoryAuthority,
-  rankedOwner,
-} from './authority.js';
+export { type AuthorityOptions, type AuthorityReady, MemoryAuthority, rankedOwner } from './authority.js';
 export { BUILTIN_CHARTS, counterChart, relayChart } from './charts.js';
 export { decodeReply, decodeRequest, encodeReply, encodeRequest } from './codec.js';
 export {
@@ -35,6 +28,7 @@ export { checkHistory, type HistoryReport, readShard, type ShardHistory } from '
 export { AuthorityHost, type AuthorityHostOptions } from './host.js';
 export { type InitOptions, initCluster } from './init.js';
 export { ClusterJournal, type ClusterJournalOptions } from './journal.js';
+export type { AuthorityCall, AuthorityReply, AuthorityRequest, LeaseAuthority } from './lease-authority.js';
 export { BoundedMailbox } from './mailbox.js';
 export {
   type ClusterMeta,
@@ -61,7 +55,6 @@ export { ClusterPlacement, REPLY_PREFIX, type Redirect } from './placement.js';
 export { ClusterProcessor, type ClusterStats, NOTICE_TARGET } from './processor.js';
 export { fencedReceiver } from './receive.js';
 export {
-  type AuthorityCall,
   canStart,
   type StaticConfig,
   StaticMembership,

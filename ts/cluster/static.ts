@@ -5,9 +5,9 @@
  * leases this node holds, counting each lease from the moment the request was sent on this
  * node's monotonic clock.
  */
-import type { AuthorityReply, AuthorityRequest } from './authority.js';
 import { type LeaseConfig, leaseConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
+import type { AuthorityCall, AuthorityReply, AuthorityRequest } from './lease-authority.js';
 import { type ClusterMeta, clusterMeta } from './meta.js';
 import {
   EMPTY_VIEW,
@@ -28,7 +28,7 @@ export interface StaticConfig {
   readonly authority: string;
 }
 
-export type AuthorityCall = (req: AuthorityRequest) => Promise<AuthorityReply>;
+export type { AuthorityCall };
 
 export interface StaticMembershipOptions {
   readonly config: StaticConfig;
