@@ -4,6 +4,7 @@
  * count 8, leases of about one second and automatic assignment of free shards.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { drainAndLeave } from '../../ts/cluster/drain.js';
 import type { ClusterMeta } from '../../ts/cluster/meta.js';
 import type { Membership, View } from '../../ts/cluster/types.js';
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
@@ -141,6 +142,62 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
         'a regrant',
       );
       expect((await rejection(owner.renew(l.shard, l.epoch))).code).toBe('PLX_CLUSTER_LEASE_LOST');
+    });
+
+    it('drains before leaving: no new lease while draining, every held shard handed over at a greater epoch', async () => {
+      h = await factory(['a', 'b']);
+      await m('a').join();
+      await until(() => m('a').held().length === h!.meta.shardCount, 'a to hold every shard');
+      await m('b').join();
+      const before = new Map(
+        m('a')
+          .held()
+          .map((l) => [l.shard, l.epoch]),
+      );
+      const steps: string[] = [];
+      await drainAndLeave(m('a'), {
+        refuseActivations: () => {
+          steps.push('refuse');
+        },
+        finishMacrosteps: async () => {
+          steps.push('finish');
+        },
+        flushOutboxes: async () => {
+          steps.push('flush');
+        },
+        handOver: async (shard, epoch) => {
+          expect(epoch).toBe(before.get(shard));
+          if (steps.length === 3) {
+            // Draining: the member is leaving and takes no new lease.
+            expect((await rejection(m('a').grant(shard))).code).toBe('PLX_CLUSTER_LEAVING');
+            expect(
+              m('a')
+                .view()
+                .members.find((x) => x.id === 'a')?.status,
+            ).toBe('leaving');
+          }
+          steps.push(`hand-over ${shard}`);
+        },
+      });
+      expect(steps.slice(0, 3)).toEqual(['refuse', 'finish', 'flush']);
+      expect(steps.slice(3).sort()).toEqual([...before.keys()].map((s) => `hand-over ${s}`).sort());
+      expect(m('a').held()).toHaveLength(0);
+      await until(
+        () =>
+          m('b').view().leases.length === h!.meta.shardCount &&
+          m('b')
+            .view()
+            .leases.every((l) => l.owner === 'b'),
+        'b to own every shard',
+      );
+      for (const l of m('b').view().leases) expect(l.epoch).toBeGreaterThan(before.get(l.shard) as bigint);
+      await until(
+        () =>
+          m('b')
+            .view()
+            .members.every((x) => x.id !== 'a'),
+        'a to be gone from b’s view',
+      );
     });
 
     it('gives a silent member’s shards to others only after its leases expire, with greater epochs', async () => {

@@ -4,7 +4,7 @@
  * outboxes, hands each held shard over (release: the next owner gets a greater epoch), and
  * only then leaves. The runtime supplies the hooks.
  */
-import type { StaticMembership } from './static.js';
+import type { Membership } from './types.js';
 
 export interface DrainHooks {
   refuseActivations(): void | Promise<void>;
@@ -14,7 +14,7 @@ export interface DrainHooks {
   handOver(shard: number, epoch: bigint): Promise<void>;
 }
 
-export async function drainAndLeave(m: StaticMembership, hooks: DrainHooks): Promise<void> {
+export async function drainAndLeave(m: Membership, hooks: DrainHooks): Promise<void> {
   await m.drain();
   await hooks.refuseActivations();
   await hooks.finishMacrosteps();

@@ -77,7 +77,13 @@ export interface Membership {
   release(shard: number, epoch: bigint): Promise<void>;
   /** Takes a shard's lease from whoever holds it (an operator action); the next grant has a greater epoch. */
   revoke(shard: number): Promise<void>;
-  /** Leaves the cluster (after the caller drained: see `drain` in ts/cluster/drain.ts). */
+  /**
+   * Tells the authority this node is draining: it takes no new leases (grants are refused
+   * with PLX_CLUSTER_LEAVING) and keeps the ones it holds until it releases them. The first
+   * step of `drainAndLeave` (ts/cluster/drain.ts).
+   */
+  drain(): Promise<void>;
+  /** Leaves the cluster (after the caller drained: see `drainAndLeave` in ts/cluster/drain.ts). */
   leave(): Promise<void>;
   /** Stops timers and connections; the node stays a member until the detector fails it. */
   close(): Promise<void>;
