@@ -4,7 +4,7 @@
  * before use: a request above 64 KiB or of an unknown shape is refused.
  */
 import { PlexusError } from '../core/errors.js';
-import type { AuthorityReply, AuthorityRequest } from './lease-authority.js';
+import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from './lease-authority.js';
 
 export const MAX_REQUEST_BYTES = 65_536;
 export const MAX_REPLY_BYTES = 16 * 1024 * 1024;
@@ -68,4 +68,9 @@ export function decodeReply(bytes: Uint8Array): AuthorityReply {
     throw new PlexusError('PLX_CLUSTER_BAD_REQUEST', 'authority reply: not a reply');
   }
   return r;
+}
+
+/** Serves any LeaseAuthority on the cluster wire: a request as bytes in, its reply as bytes out. */
+export function serveAuthority(authority: LeaseAuthority): (from: string, body: Uint8Array) => Promise<Uint8Array> {
+  return async (_from, body) => encodeReply(await authority.call(decodeRequest(body)));
 }

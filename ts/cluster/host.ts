@@ -13,7 +13,7 @@
  */
 import { type AuthorityOptions, type AuthorityReady, MemoryAuthority } from './authority.js';
 import { loadAuthorityState, saveAuthorityState } from './authority-state.js';
-import { decodeRequest, encodeReply } from './codec.js';
+import { serveAuthority } from './codec.js';
 import { leaseConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
 import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from './lease-authority.js';
@@ -96,8 +96,7 @@ export class AuthorityHost implements LeaseAuthority {
   };
 
   /** Answers one request given as bytes (from the wire). */
-  handle = async (_from: string, body: Uint8Array): Promise<Uint8Array> =>
-    encodeReply(await this.call(decodeRequest(body)));
+  handle = serveAuthority(this);
 
   /** Whether `node` is a current member: the wire's admission check. */
   isMember = (node: string): boolean => this.authority.isMember(node);

@@ -7,7 +7,7 @@
  */
 export { type AuthorityOptions, type AuthorityReady, MemoryAuthority, rankedOwner } from './authority.js';
 export { BUILTIN_CHARTS, counterChart, relayChart } from './charts.js';
-export { decodeReply, decodeRequest, encodeReply, encodeRequest } from './codec.js';
+export { decodeReply, decodeRequest, encodeReply, encodeRequest, serveAuthority } from './codec.js';
 export {
   type ClusterConfig,
   clusterConfig,

@@ -16,14 +16,15 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Http2Wire } from '../net/http2-wire.js';
 import { openLog } from '../storage/index.js';
-import { decodeReply, encodeRequest } from './codec.js';
+import { decodeReply, encodeRequest, serveAuthority } from './codec.js';
 import type { DetectorConfig, LeaseConfig } from './config.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
 import { AuthorityHost } from './host.js';
+import type { AuthorityCall, LeaseAuthority } from './lease-authority.js';
 import { BoundedMailbox } from './mailbox.js';
 import type { ClusterMeta } from './meta.js';
 import { fencedReceiver } from './receive.js';
-import { type AuthorityCall, StaticMembership } from './static.js';
+import { StaticMembership } from './static.js';
 import type { MemberInfo, View } from './types.js';
 
 interface NodeProcessConfig {
@@ -47,7 +48,7 @@ async function main(): Promise<void> {
   const cfg = JSON.parse(readFileSync(process.argv[2] as string, 'utf8')) as NodeProcessConfig;
   const isAuthority = cfg.self === cfg.authority;
   let view: View | undefined;
-  const host = isAuthority
+  const host: LeaseAuthority | undefined = isAuthority
     ? new AuthorityHost({
         meta: cfg.meta,
         members: cfg.members,
@@ -83,7 +84,7 @@ async function main(): Promise<void> {
     if (v === 'stale') out({ ev: 'dead', from, shard: f.shard, epoch: f.epoch, current: gate.epochOf(f.shard) });
     return v;
   });
-  if (host) wire.onCall(host.handle);
+  if (host) wire.onCall(serveAuthority(host));
   const call: AuthorityCall = host
     ? host.call
     : async (req) => decodeReply(await wire.call(cfg.authority, encodeRequest(req)));

@@ -21,19 +21,20 @@ import { MultiplexedLog } from '../storage/multiplexed-log.js';
 import type { LogStorage } from '../storage/types.js';
 import { rankedOwner } from './authority.js';
 import { BUILTIN_CHARTS } from './charts.js';
-import { decodeReply, encodeRequest } from './codec.js';
+import { decodeReply, encodeRequest, serveAuthority } from './codec.js';
 import { type ClusterConfig, clusterConfig, type DetectorConfig, type LeaseConfig } from './config.js';
 import { ensureDir } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
 import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
+import type { AuthorityCall, LeaseAuthority } from './lease-authority.js';
 import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
 import { checkNodeConfig } from './node-config.js';
 import { readNodeTls } from './node-tls.js';
 import { ClusterPlacement } from './placement.js';
 import { ClusterProcessor } from './processor.js';
-import { type AuthorityCall, StaticMembership } from './static.js';
+import { StaticMembership } from './static.js';
 import { RemoteLog, STORE_TAG, StoreHost } from './store-host.js';
 import type { MemberInfo, Membership } from './types.js';
 
@@ -387,7 +388,7 @@ async function launch(
   const dead = new DeadLetters(deadLog);
 
   // The lease authority, with its state restored from the data directory (refused when damaged).
-  const host = isAuthority
+  const host: LeaseAuthority | undefined = isAuthority
     ? await AuthorityHost.open({
         stateDir: cfg.dataDir,
         meta,
@@ -446,7 +447,7 @@ async function launch(
       return storeHost.handle(from, body);
     }
     if (!host) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no lease authority`);
-    return host.handle(from, body);
+    return serveAuthority(host)(from, body);
   });
   const call: AuthorityCall = host
     ? host.call
