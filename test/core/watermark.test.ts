@@ -125,11 +125,6 @@ describe('Watermark', () => {
   });
 
   it('agrees with a linearly scanned list on any sequence of waits, advances, timeouts and aborts', async () => {
-    type Op =
-      | { k: 'wait'; target: number; timeout?: number; abortable: boolean }
-      | { k: 'advance'; v: number }
-      | { k: 'time'; ms: number }
-      | { k: 'abort'; which: number };
     const op = fc.oneof(
       fc.record({
         k: fc.constant('wait' as const),
