@@ -351,7 +351,8 @@ class FollowerReadGate {
           },
         );
       }
-      await new Promise((r) => setTimeout(r, 2));
+      // Released as soon as the store applies `need`; wakes at the staleness bound otherwise.
+      await this.store.whenApplied(need, bound - (performance.now() - heard.at) + 1);
     }
     return this.store.lastPosition;
   }
@@ -373,6 +374,8 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
   const bounds = followerReadBounds(opts);
   const gate = new FollowerReadGate(store, bounds, opts.peer ?? (() => ({})));
   const status = () => store.clusterStatus() as ReplicatedLogStatus;
+  /** Resolves when this member's leadership or readiness changes, or after `ms`. */
+  const readinessChanged = (ms: number) => replicatedLogOf(store).readinessChanged({ timeoutMs: ms });
   const log = replicatedLogOf(store);
   /** One election timeout and a half: how long a deposed leader may take to learn who leads. */
   const electionMs = (opts.tickMs ?? 100) * (opts.electionTick ?? 10) * 1.5;
@@ -652,7 +655,7 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
       // A new leader serves reads once it has applied every entry of earlier terms.
       const end = Date.now() + readyMs;
       while (!s.acceptingWrites && s.role === 'leader' && Date.now() < end) {
-        await new Promise((r) => setTimeout(r, 5));
+        await readinessChanged(end - Date.now());
         s = status();
       }
       if (s.role === 'leader' && s.acceptingWrites) {

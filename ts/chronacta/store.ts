@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
+import { Condition, Watermark } from '../core/watermark.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
 import { RECORD_HEADER_BYTES as LOG_RECORD_GAP } from '../storage/format.js';
 import { isSegmented, logSegments } from '../storage/segmented.js';
@@ -194,6 +195,10 @@ export class EventStore {
   private compacting: Promise<CompactionReport> | undefined;
   private closing: Promise<void> | undefined;
   private failure: PlexusError | undefined;
+  /** `lastPosition`, raised as records are applied: what reads wait on instead of polling. */
+  private readonly applied: Watermark;
+  /** Notified when this store fails or closes (a leader's wait for readiness re-checks then). */
+  private readonly changed = new Condition();
   private readonly clock: () => number;
   /** Cluster mode: the replicated log (the same object as `log`). */
   private replicated: ReplicatedLog | undefined;
@@ -214,6 +219,7 @@ export class EventStore {
     this.state = state;
     this.archive = archive;
     this.pendingLast = state.last;
+    this.applied = new Watermark(BigInt(state.last));
     this.lastAssignedMs = state.lastRecordedMs;
     this.clock = opts.clock ?? Date.now;
   }
@@ -405,7 +411,17 @@ export class EventStore {
     for (;;) {
       this.checkWritable();
       if (r.acceptingWrites || Date.now() > end) return;
-      await new Promise((res) => setTimeout(res, 5));
+      // Wakes when the log's readiness or this store's state changes, or at the deadline.
+      const timeoutMs = end - Date.now() + 1;
+      const ac = new AbortController();
+      try {
+        await Promise.race([
+          r.readinessChanged({ timeoutMs, signal: ac.signal }),
+          this.changed.wait({ timeoutMs, signal: ac.signal }),
+        ]);
+      } finally {
+        ac.abort();
+      }
     }
   }
 
@@ -430,12 +446,16 @@ export class EventStore {
         d = decodePayload(payload, first + i, batch.batchId);
       } catch (e) {
         this.failure = fromStorage(e, 'applying a replicated record');
+        this.changed.notify();
+        this.published();
         return;
       }
       const p = d.entry.position;
       if (p <= this.state.last) continue; // already applied while the indexes were rebuilt
       if (p !== this.state.last + 1) {
         this.failure = corrupt('replicated log', p, `expected position ${this.state.last + 1}`);
+        this.changed.notify();
+        this.published();
         return;
       }
       const e = d.entry;
@@ -472,6 +492,20 @@ export class EventStore {
       }
     }
     if (this.pendingLast < this.state.last) this.pendingLast = this.state.last;
+    this.published();
+  }
+
+  /** Releases the waiters for positions applied by now. */
+  private published(): void {
+    this.applied.advance(BigInt(this.state.last));
+  }
+
+  /**
+   * Resolves `true` once `lastPosition` is at least `position` (at once if it is), `false`
+   * when `timeoutMs` passes first.
+   */
+  whenApplied(position: bigint, timeoutMs: number): Promise<boolean> {
+    return this.applied.wait(position, { timeoutMs });
   }
 
   // ------------------------------------------------------------------ appends
@@ -675,6 +709,7 @@ export class EventStore {
           return;
         }
         apply();
+        this.published();
         for (const s of heads.keys()) {
           const o = this.overlay.get(s);
           if (o && o.gen === gen && --o.refs === 0) this.overlay.delete(s);
@@ -700,7 +735,10 @@ export class EventStore {
           this.overlay.clear();
           // Cluster mode: a new leader projects from what it applied; records committed later arrive through onApply.
           this.pendingLast = replicated ? this.state.last : Number(this.log.last);
-          if (isPlexusError(e) && e.code === 'PLX_STORAGE_IO') this.failure = e;
+          if (isPlexusError(e) && e.code === 'PLX_STORAGE_IO') {
+            this.failure = e;
+            this.changed.notify();
+          }
         }
         throw e;
       },
@@ -1270,6 +1308,7 @@ export class EventStore {
         await new Promise<void>((resolve) => arc.retire(resolve));
         await arc.log?.close();
       })();
+      this.changed.notify();
     }
     return this.closing;
   }

@@ -25,6 +25,7 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { decodeEvfr, type EvfrFrame, encodeEvfr } from '../../codec/evfr.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
+import { Condition, type WaitOptions } from '../../core/watermark.js';
 import { decodeConfChange } from '../../raft/confchange.js';
 import { FileRaftStorage } from '../../raft/file-storage.js';
 import { RaftDriver } from '../../raft/net/driver.js';
@@ -369,6 +370,8 @@ export class ReplicatedLog implements LogStorage {
   private admitting = 0;
   /** The term in which this leader has applied every earlier entry, and the index it waits for. */
   private readyTerm = 0;
+  /** Notified whenever `acceptingWrites` may have changed (role, readiness, failure, close). */
+  private readonly readiness = new Condition();
   private barrierTerm = 0;
   private barrierIndex = 0;
   private appliedFrames = 0;
@@ -652,6 +655,15 @@ export class ReplicatedLog implements LogStorage {
     return this.node.role === 'leader' && this.readyTerm === this.node.term && !this.failure && !this.closed;
   }
 
+  /**
+   * Resolves at the next change that may flip `acceptingWrites` (this member winning or losing
+   * leadership, applying the entries of earlier terms, failing or closing): `true`, or `false`
+   * once `timeoutMs` passed first; rejects when `signal` aborts. Callers re-test what they wait for.
+   */
+  readinessChanged(opts: WaitOptions): Promise<boolean> {
+    return this.readiness.wait(opts);
+  }
+
   async append(payloads: readonly Uint8Array[], opts: AppendOptions = {}): Promise<AppendResult> {
     this.checkOpen();
     if (!Array.isArray(payloads) || payloads.length === 0) {
@@ -897,6 +909,7 @@ export class ReplicatedLog implements LogStorage {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.readiness.notify();
     this.catchUpStream?.destroy();
     this.catchUp.close();
     await this.driver.stop();
@@ -1216,7 +1229,7 @@ export class ReplicatedLog implements LogStorage {
           { applied: this.raftApplied, needs: this.barrierIndex },
         );
       }
-      await sleep(5);
+      await this.readiness.wait({ timeoutMs: end - Date.now() + 1 });
     }
   }
 
@@ -1231,6 +1244,7 @@ export class ReplicatedLog implements LogStorage {
     if (this.readyTerm !== s.term && this.raftApplied >= this.barrierIndex) {
       this.readyTerm = s.term;
       this.projectedLast = Number(this.local.last);
+      this.readiness.notify();
     }
   }
 
@@ -1239,6 +1253,7 @@ export class ReplicatedLog implements LogStorage {
     // a leader through the thread pool, so that it takes requests and acknowledgements while
     // its write is pending rather than after it.
     this.raftStorage.setInlineSyncWrites(s.role !== 'leader');
+    this.readiness.notify();
     if (s.role === 'leader') this.observeLeadership();
     else {
       this.readyTerm = 0;
@@ -1811,6 +1826,7 @@ export class ReplicatedLog implements LogStorage {
   private fail(err: PlexusError): PlexusError {
     if (!this.failure) {
       this.failure = err;
+      this.readiness.notify();
       const log = this.opts.logger;
       const details = { id: this.opts.id, code: err.code, ...err.details };
       if (log?.error) log.error(`replicated log: member stops: ${err.message}`, details);
