@@ -69,6 +69,31 @@ export async function initCluster(
   return { root, ports, init };
 }
 
+/**
+ * `plexus chronacta cluster init` of one member in `root` (node-1) on two distinct free ports:
+ * its gRPC (advertise) port and its Raft port.
+ */
+export async function initOneMember(
+  root: string,
+): Promise<{ data: string; grpcPort: number; raftPort: number; init: Awaited<ReturnType<typeof cli>> }> {
+  const grpcPort = await freePort();
+  let raftPort = await freePort();
+  while (raftPort === grpcPort) raftPort = await freePort();
+  const init = await cli(
+    'cluster',
+    'init',
+    '--members',
+    '1',
+    '--root',
+    root,
+    '--advertise',
+    `127.0.0.1:${grpcPort}`,
+    '--raft',
+    `127.0.0.1:${raftPort}`,
+  );
+  return { data: join(root, 'node-1'), grpcPort, raftPort, init };
+}
+
 /** The process has not exited (nor been ended by a signal). */
 export function isRunning(child: ChildProcess): boolean {
   return child.exitCode === null && child.signalCode === null;

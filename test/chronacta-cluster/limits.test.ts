@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { GrpcStatus } from '../../ts/chronacta/grpc-server.js';
 import { connect, rawCall, request } from '../chronacta/limits-helpers.js';
-import { cli, freePort, spawnServe, stopAll, until } from './helpers.js';
+import { initOneMember, spawnServe, stopAll, until } from './helpers.js';
 
 const spawned = new Set<ChildProcess>();
 const sessions: http2.ClientHttp2Session[] = [];
@@ -32,21 +32,7 @@ afterAll(async () => {
 describe('serve --cluster: the client port is bounded', () => {
   it('refuses connections and subscriptions beyond their bounds and clamps a 30-day deadline', async () => {
     root = await mkdtemp(join(tmpdir(), 'plexus-ha-limits-'));
-    const grpcPort = await freePort();
-    let raftPort = await freePort();
-    while (raftPort === grpcPort) raftPort = await freePort();
-    const init = await cli(
-      'cluster',
-      'init',
-      '--members',
-      '1',
-      '--root',
-      root,
-      '--advertise',
-      `127.0.0.1:${grpcPort}`,
-      '--raft',
-      `127.0.0.1:${raftPort}`,
-    );
+    const { init } = await initOneMember(root);
     expect(init.code, init.stderr).toBe(0);
     const m = await spawnServe(
       1,

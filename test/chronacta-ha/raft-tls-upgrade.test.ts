@@ -25,8 +25,8 @@ import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { type ChronactaServer, startServer } from '../../ts/chronacta/server.js';
 import {
   cli,
-  freePort,
   initCluster,
+  initOneMember,
   isRunning,
   MAIN,
   spawnServe,
@@ -205,21 +205,8 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
     // Raft write fails with ENOSPC and the node stops for good (mounting needs root).
     const root = mkdtempSync(join(tmpdir(), 'plexus-raft-tls-stop-'));
     roots.push(root);
-    const [grpc, raftPort] = [await freePort(), await freePort()];
-    const init = await cli(
-      'cluster',
-      'init',
-      '--members',
-      '1',
-      '--root',
-      root,
-      '--advertise',
-      `127.0.0.1:${grpc}`,
-      '--raft',
-      `127.0.0.1:${raftPort}`,
-    );
+    const { init, data: dir } = await initOneMember(root);
     expect(init.code, init.stderr).toBe(0);
-    const dir = join(root, 'node-1');
     const raftDir = join(dir, 'replica', 'raft');
     mkdirSync(raftDir, { recursive: true });
     try {

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-import { cli, freePort, MAIN, spawnServe, stopChild, until } from '../chronacta-cluster/helpers.js';
+import { cli, initOneMember, MAIN, spawnServe, stopChild, until } from '../chronacta-cluster/helpers.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'plexus-verify-damage-'));
 const children = new Set<ChildProcess>();
@@ -165,21 +165,8 @@ describe('a damaged last record in a standalone store', () => {
 describe('verify on a cluster member', () => {
   it('checks the replicated log and the Raft journal, and fails naming a flipped byte in either', async () => {
     const root = join(tmp, 'cluster');
-    const [grpc, raft] = [await freePort(), await freePort()];
-    const init = await cli(
-      'cluster',
-      'init',
-      '--members',
-      '1',
-      '--root',
-      root,
-      '--advertise',
-      `127.0.0.1:${grpc}`,
-      '--raft',
-      `127.0.0.1:${raft}`,
-    );
+    const { init, data } = await initOneMember(root);
     expect(init.code, init.stderr).toBe(0);
-    const data = join(root, 'node-1');
     const m = await spawnServe(1, data, [], children);
     const client = new ChronactaClient(m.address, { deadlineMs: 5000 });
     try {
