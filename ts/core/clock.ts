@@ -1,0 +1,112 @@
+/**
+ * The one shape of time in plexus: a `Clock` that reads milliseconds and `Timers` that schedule
+ * callbacks. Libraries take them as parameters and never read `Date.now` or the global timers
+ * deep inside; the edges (the CLI, a node's main) pass `systemClock`, tests and the simulator pass
+ * a `ManualClock`, whose time moves only when told and whose timers fire in due order.
+ */
+import { PlexusError } from './errors.js';
+
+/** Milliseconds since some fixed origin; never decreases for a given clock. */
+export interface Clock {
+  now(): number;
+}
+
+/** An opaque handle of a scheduled callback. */
+export type TimerHandle = unknown;
+
+/** Callbacks after a delay, cancellable by their handle. */
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): TimerHandle;
+  clearTimeout(handle: TimerHandle): void;
+}
+
+/** A clock with its timers: what most components take. */
+export interface ClockTimers extends Clock, Timers {}
+
+/** Wall time and Node.js timers left unreferenced (a pending timer never keeps a process alive). */
+export const systemClock: ClockTimers = {
+  now: () => Date.now(),
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    const t = setTimeout(fn, ms);
+    t.unref?.();
+    return t;
+  },
+  clearTimeout(handle: TimerHandle): void {
+    clearTimeout(handle as ReturnType<typeof setTimeout>);
+  },
+};
+
+interface ManualTimer {
+  readonly due: number;
+  readonly seq: number;
+  readonly fn: () => void;
+}
+
+/**
+ * Time that moves only when `advance`/`advanceTo` says so. Timers due by the new time fire in
+ * order of their due time, then of their scheduling; a timer scheduled by a firing callback for
+ * a time not after the target fires within the same advance.
+ */
+export class ManualClock implements ClockTimers {
+  private t: number;
+  private seq = 0;
+  private readonly timers = new Map<number, ManualTimer>();
+
+  constructor(start = 0) {
+    this.t = start;
+  }
+
+  now(): number {
+    return this.t;
+  }
+
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    const seq = ++this.seq;
+    const delay = Number.isFinite(ms) && ms > 0 ? ms : 0;
+    this.timers.set(seq, { due: this.t + delay, seq, fn });
+    return seq;
+  }
+
+  clearTimeout(handle: TimerHandle): void {
+    if (typeof handle === 'number') this.timers.delete(handle);
+  }
+
+  /** Timers scheduled and neither fired nor cleared. */
+  pending(): number {
+    return this.timers.size;
+  }
+
+  /** The due time of the earliest pending timer, or undefined when none is pending. */
+  nextDue(): number | undefined {
+    let best: number | undefined;
+    for (const tm of this.timers.values()) if (best === undefined || tm.due < best) best = tm.due;
+    return best;
+  }
+
+  /** Moves time forward by `ms` (not negative), firing the timers that fall due. */
+  advance(ms: number): void {
+    this.advanceTo(this.t + ms);
+  }
+
+  /** Moves time forward to `t` (never backwards), firing the timers that fall due. */
+  advanceTo(t: number): void {
+    if (!Number.isFinite(t) || t < this.t) {
+      throw new PlexusError('PLX_CORE_CLOCK_BACKWARDS', `a manual clock cannot go from ${this.t} to ${t}`, {
+        now: this.t,
+        to: t,
+      });
+    }
+    for (;;) {
+      let next: ManualTimer | undefined;
+      for (const tm of this.timers.values()) {
+        if (tm.due > t) continue;
+        if (next === undefined || tm.due < next.due || (tm.due === next.due && tm.seq < next.seq)) next = tm;
+      }
+      if (next === undefined) break;
+      this.timers.delete(next.seq);
+      this.t = next.due;
+      next.fn();
+    }
+    this.t = t;
+  }
+}
