@@ -12,7 +12,7 @@ import { createMemberCa, issueMemberCertificate, memberOfCertificate } from '../
 import { type AppliedBatch, ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import type { RaftTlsOptions } from '../../ts/raft/net/tcp-transport.js';
+import type { RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
 import { type Cluster, quiet, readAll, sleep, snapshot, startCluster, TICK_MS, text, until } from './helpers.js';
 
 let cluster: Cluster | undefined;

@@ -30,7 +30,7 @@ import { ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/ha/
 import { decodeDescriptor, encodeDescriptor, queryHolding } from '../../ts/chronacta/ha/snapshot.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { crc32c } from '../../ts/core/index.js';
-import { RaftTcpTransport } from '../../ts/raft/net/tcp-transport.js';
+import { RaftTcpTransport } from '../../ts/raft-io/tcp-transport.js';
 import type { LogRecord } from '../../ts/storage/types.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { ROOT } from '../helpers/paths.js';

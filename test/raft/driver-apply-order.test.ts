@@ -4,10 +4,10 @@
  * them; an entry is never applied before this node's own write of it is durable.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { RaftDriver } from '../../ts/raft/net/driver.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Message } from '../../ts/raft/types.js';
+import { RaftDriver } from '../../ts/raft-io/driver.js';
 import { memoryWriter } from './harness.js';
 
 const stops: (() => Promise<void>)[] = [];

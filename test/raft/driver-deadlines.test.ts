@@ -5,9 +5,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { RaftDriver } from '../../ts/raft/net/driver.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
+import { RaftDriver } from '../../ts/raft-io/driver.js';
 import { memoryWriter } from './harness.js';
 
 const stops: (() => Promise<void>)[] = [];

@@ -7,7 +7,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FileRaftStorage } from '../../ts/raft/file-storage.js';
 import {
   decodeJournalRecord,
   encodeEntryRecord,
@@ -16,6 +15,7 @@ import {
   writeEntryRecord,
 } from '../../ts/raft/journal-records.js';
 import type { Entry } from '../../ts/raft/types.js';
+import { FileRaftStorage } from '../../ts/raft-io/file-storage.js';
 import { openLog } from '../../ts/storage/file-log.js';
 
 const dirs: string[] = [];

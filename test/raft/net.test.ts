@@ -4,12 +4,12 @@ import { connect as tlsConnect } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/index.js';
 import { certificateIdentity, createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
-import { RaftDriver } from '../../ts/raft/net/driver.js';
-import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft/net/tcp-transport.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Entry, Message } from '../../ts/raft/types.js';
 import { encodeRaftMessage } from '../../ts/raft/wire.js';
+import { RaftDriver } from '../../ts/raft-io/driver.js';
+import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { rng } from '../helpers/rng.js';
 

@@ -4,7 +4,7 @@
  * checker; and the failing seed replays to the same failure.
  */
 import { describe, expect, it } from 'vitest';
-import { runSimulation } from '../../ts/raft/simulation/cluster.js';
+import { runSimulation } from '../../ts/sim/raft/cluster.js';
 
 const broken = { raft: { unsafe: { skipLogUpToDateCheck: true } } } as const;
 

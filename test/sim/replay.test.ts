@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { assertSimulationOk, runSimulation } from '../../ts/raft/simulation/cluster.js';
+import { assertSimulationOk, runSimulation } from '../../ts/sim/raft/cluster.js';
 
 const seed = Number(process.env.SIM_SEED ?? 4242);
 const nodes = Number(process.env.SIM_NODES ?? 5);

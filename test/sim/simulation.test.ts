@@ -6,7 +6,7 @@
  * the command that replays it.
  */
 import { describe, expect, it } from 'vitest';
-import { replayHint, runSimulation } from '../../ts/raft/simulation/cluster.js';
+import { replayHint, runSimulation } from '../../ts/sim/raft/cluster.js';
 
 const RUNS = Number(process.env.SIM_RUNS ?? 1000);
 const FIRST = Number(process.env.SIM_FIRST_SEED ?? 1);

@@ -15,7 +15,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { PeerCertificate } from 'node:tls';
 import { createCa, issueCertificate } from '../../net/ca.js';
-import type { RaftTlsOptions } from '../../raft/net/tcp-transport.js';
+import type { RaftTlsOptions } from '../../raft-io/tcp-transport.js';
 import { replaceFile } from '../../storage/files.js';
 import { HaErrorCode, haError } from './errors.js';
 

@@ -27,11 +27,11 @@ import { decodeEvfr, type EvfrFrame, encodeEvfr } from '../../codec/evfr.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
 import { Condition, type WaitOptions } from '../../core/watermark.js';
 import { decodeConfChange } from '../../raft/confchange.js';
-import { FileRaftStorage } from '../../raft/file-storage.js';
-import { RaftDriver } from '../../raft/net/driver.js';
-import { RaftTcpTransport, type RaftTlsOptions } from '../../raft/net/tcp-transport.js';
 import { RaftNode } from '../../raft/node.js';
 import type { Entry, Role, Snapshot, SoftState } from '../../raft/types.js';
+import { RaftDriver } from '../../raft-io/driver.js';
+import { FileRaftStorage } from '../../raft-io/file-storage.js';
+import { RaftTcpTransport, type RaftTlsOptions } from '../../raft-io/tcp-transport.js';
 import { conflictError, fencedError } from '../../storage/errors.js';
 import type { FileLog } from '../../storage/file-log.js';
 import type {

@@ -3,7 +3,7 @@
  * entry's payload is one value (UTF-8); applying it gives the value the next position unless
  * the same value was applied before (an idempotency key: a duplicate keeps its first position).
  */
-import type { Entry } from '../types.js';
+import type { Entry } from '../../raft/types.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -1,6 +1,7 @@
-/** Options of a simulated Raft cluster run (ts/raft/simulation/cluster.ts). */
-import type { NetworkOptions } from '../../sim/network.js';
-import type { RaftOptions } from '../types.js';
+/** Options of a simulated Raft cluster run (ts/sim/raft/cluster.ts). */
+
+import type { RaftOptions } from '../../raft/types.js';
+import type { NetworkOptions } from '../network.js';
 
 export interface SimRunOptions {
   readonly seed: number;

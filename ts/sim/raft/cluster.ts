@@ -5,17 +5,17 @@
  * the checkers found; the same seed always gives the same run.
  */
 import { isPlexusError, PlexusError } from '../../core/errors.js';
-import { VirtualClock } from '../../sim/clock.js';
-import { SimErrorCode } from '../../sim/errors.js';
-import { History } from '../../sim/history.js';
-import { ReplicatedLogInvariants, type Violation } from '../../sim/invariants.js';
-import { checkLinearizable, type LinearizabilityResult } from '../../sim/linearizability.js';
-import { appendLogModel, type LogInput, type LogOutput } from '../../sim/log-model.js';
-import { type NetworkOptions, SimNetwork } from '../../sim/network.js';
-import { SimRandom } from '../../sim/rng.js';
-import { RaftNode } from '../node.js';
-import { MemoryRaftStorage } from '../storage.js';
-import type { Message, RaftOptions } from '../types.js';
+import { RaftNode } from '../../raft/node.js';
+import { MemoryRaftStorage } from '../../raft/storage.js';
+import type { Message, RaftOptions } from '../../raft/types.js';
+import { VirtualClock } from '../clock.js';
+import { SimErrorCode } from '../errors.js';
+import { History } from '../history.js';
+import { ReplicatedLogInvariants, type Violation } from '../invariants.js';
+import { checkLinearizable, type LinearizabilityResult } from '../linearizability.js';
+import { appendLogModel, type LogInput, type LogOutput } from '../log-model.js';
+import { type NetworkOptions, SimNetwork } from '../network.js';
+import { SimRandom } from '../rng.js';
 import { SIM_DEFAULTS, type SimRunOptions } from './options.js';
 import { encodeValue, LogStateMachine } from './state-machine.js';
 

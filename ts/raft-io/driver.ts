@@ -19,10 +19,10 @@
  * the driver stops and tells `onStop`.
  */
 import { randomBytes } from 'node:crypto';
-import { PlexusError } from '../../core/errors.js';
-import type { RaftNode } from '../node.js';
-import type { RaftStorageWriter } from '../storage.js';
-import type { Entry, Message, Ready, Snapshot, SoftState } from '../types.js';
+import { PlexusError } from '../core/errors.js';
+import type { RaftNode } from '../raft/node.js';
+import type { RaftStorageWriter } from '../raft/storage.js';
+import type { Entry, Message, Ready, Snapshot, SoftState } from '../raft/types.js';
 
 export interface RaftApplier {
   /** Applies committed entries in order (both kinds; conf changes are already in effect in the core). */

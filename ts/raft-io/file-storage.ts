@@ -18,10 +18,7 @@
  * its last checkpoint.
  */
 import { PlexusError } from '../core/errors.js';
-import { type FileLogOptions, openLog } from '../storage/file-log.js';
-import { MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from '../storage/format.js';
-import type { FramedBatch, LogStorage } from '../storage/types.js';
-import { RaftErrorCode, raftError } from './errors.js';
+import { RaftErrorCode, raftError } from '../raft/errors.js';
 import {
   decodeJournalRecord,
   encodeCheckpointRecord,
@@ -31,9 +28,12 @@ import {
   entryRecordBytes,
   KIND_CHECKPOINT,
   writeEntryRecord,
-} from './journal-records.js';
-import { MemoryRaftStorage, type RaftInitialState, type RaftStorage, type RaftStorageWriter } from './storage.js';
-import type { Entry, HardState, Snapshot } from './types.js';
+} from '../raft/journal-records.js';
+import { MemoryRaftStorage, type RaftInitialState, type RaftStorage, type RaftStorageWriter } from '../raft/storage.js';
+import type { Entry, HardState, Snapshot } from '../raft/types.js';
+import { type FileLogOptions, openLog } from '../storage/file-log.js';
+import { MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from '../storage/format.js';
+import type { FramedBatch, LogStorage } from '../storage/types.js';
 
 const CHUNK_BYTES = MAX_RECORD_BYTES - 16;
 
