@@ -35,6 +35,9 @@ import {
 import { PlexusError } from '../core/errors.js';
 import type { Message } from '../raft/types.js';
 import { encodeRaftMessage, RaftMessageStream } from '../raft/wire.js';
+import type { RaftTransport, RaftTransportStats } from './transport.js';
+
+export type { RaftTransportStats } from './transport.js';
 
 export interface RaftTlsOptions {
   /** PEM key and certificate of this node, and the CA that signs every member's certificate. */
@@ -64,8 +67,8 @@ export interface RaftTransportOptions {
   /** Peer id -> "host:port" to dial. */
   readonly peers?: ReadonlyMap<number, string>;
   readonly tls?: RaftTlsOptions;
-  /** Called with each message received for this node, in arrival order per peer. */
-  readonly onMessage: (m: Message) => void;
+  /** Called with each message received for this node, in arrival order per peer (or set later by `onMessage`). */
+  readonly onMessage?: (m: Message) => void;
   /**
    * Called with each side stream a peer opens (`openStream`), after its greeting; the
    * callee owns the socket, which is paused (attach a reader, then `resume()`). Without
@@ -94,14 +97,6 @@ export interface RaftTransportOptions {
   /** Inbound connections open at once (Raft and side streams, TLS handshakes included); more are closed at once. Default 256. */
   readonly maxInboundConnections?: number;
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
-}
-
-export interface RaftTransportStats {
-  sent: number;
-  received: number;
-  dropped: number;
-  refused: number;
-  dials: number;
 }
 
 /** The default largest message body a peer may send (`maxMessageBytes`). */
@@ -145,7 +140,7 @@ interface Peer {
 /** The first byte of a TLS record carrying a handshake message (RFC 8446 §5.1, ContentType 22). */
 const TLS_HANDSHAKE = 0x16;
 
-export class RaftTcpTransport {
+export class RaftTcpTransport implements RaftTransport {
   readonly stats: RaftTransportStats = { sent: 0, received: 0, dropped: 0, refused: 0, dials: 0 };
   /** Bytes of unfinished messages held now over every inbound connection. */
   private inboundHeld = 0;
@@ -156,6 +151,7 @@ export class RaftTcpTransport {
   private readonly streams = new Set<Socket>();
   private readonly corked = new Set<Socket>();
   private closed = false;
+  private handler: (m: Message) => void;
   private readonly retryMs: number;
   private readonly maxRetryMs: number;
   private readonly maxQueued: number;
@@ -165,6 +161,7 @@ export class RaftTcpTransport {
     private readonly server: Server,
     private readonly tlsServer: TlsServer | undefined,
   ) {
+    this.handler = opts.onMessage ?? (() => undefined);
     this.retryMs = opts.retryMs ?? 50;
     this.maxRetryMs = opts.maxRetryMs ?? 1000;
     this.maxQueued = opts.maxQueuedBytes ?? 64 * 1024 * 1024;
@@ -279,6 +276,10 @@ export class RaftTcpTransport {
     for (const s of this.corked) if (!s.destroyed) s.uncork();
     this.corked.clear();
   };
+
+  onMessage(handler: (m: Message) => void): void {
+    this.handler = handler;
+  }
 
   /** Whether a connection to the peer is open now. */
   connected(id: number): boolean {
@@ -571,7 +572,7 @@ export class RaftTcpTransport {
           return refuse(`a message from ${m.from} to ${m.to} on node ${from}'s connection`, { from });
         }
         this.stats.received++;
-        this.opts.onMessage(m);
+        this.handler(m);
       }
     });
     s.on('error', () => undefined);
