@@ -27,7 +27,7 @@
  */
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import { type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
-import { PlexusError } from '../core/errors.js';
+import { isPlexusError, PlexusError } from '../core/errors.js';
 import type { RaftNode } from '../raft/node.js';
 import type { RaftStorageWriter } from '../raft/storage.js';
 import type { Entry, Message, ReadState, Ready, Snapshot, SoftState } from '../raft/types.js';
@@ -260,7 +260,8 @@ export class RaftDriver {
     try {
       this.node.step(m);
     } catch (err) {
-      this.opts.logger?.warn('raft: dropped a message', { error: String(err), type: m.type, from: m.from });
+      const code = isPlexusError(err) ? err.code : undefined;
+      this.opts.logger?.warn('raft: dropped a message', { error: String(err), code, type: m.type, from: m.from });
       return;
     }
     this.kick();

@@ -1,14 +1,22 @@
 /**
- * A Raft cluster on the deterministic simulator: nodes with in-memory storage that survives
- * crashes (volatile state does not), a faulty network, clients appending and reading, and a
- * fault schedule, all driven by one seed. `runSimulation(seed)` returns the history and what
- * the checkers found; the same seed always gives the same run.
+ * A Raft cluster on the deterministic simulator: nodes with in-memory storage whose durable
+ * part survives crashes (volatile state and writes not yet synced do not), a faulty network,
+ * clients appending and reading, and a fault schedule, all driven by one seed.
+ * `runSimulation(seed)` returns the history and what the checkers found; the same seed always
+ * gives the same run.
+ *
+ * Each node runs the same `RaftDriver` as a real member (ts/raft-io/driver.ts), on a
+ * `ManualClock` shared by the whole cluster, with a simulated transport (transport.ts) and a
+ * simulated disk whose syncs take a seeded latency (disk.ts). So the driver's own ordering
+ * (a leader's appends sent before its write, replies after it, the leader applying what it
+ * holds durably before writing the next Ready) runs on simulated time under every fault.
  */
+import { ManualClock } from '../../core/clock.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
 import { RaftNode } from '../../raft/node.js';
 import { MemoryRaftStorage } from '../../raft/storage.js';
-import type { Message, RaftOptions } from '../../raft/types.js';
-import { VirtualClock } from '../clock.js';
+import type { Entry, Message, RaftOptions, ReadState, Snapshot } from '../../raft/types.js';
+import { RaftDriver } from '../../raft-io/driver.js';
 import { SimErrorCode } from '../errors.js';
 import { History } from '../history.js';
 import { ReplicatedLogInvariants, type Violation } from '../invariants.js';
@@ -16,8 +24,10 @@ import { checkLinearizable, type LinearizabilityResult } from '../linearizabilit
 import { appendLogModel, type LogInput, type LogOutput } from '../log-model.js';
 import { type NetworkOptions, SimNetwork } from '../network.js';
 import { SimRandom } from '../rng.js';
+import { SimDisk } from './disk.js';
 import { SIM_DEFAULTS, type SimRunOptions } from './options.js';
 import { encodeValue, LogStateMachine } from './state-machine.js';
+import { SimRaftNetwork } from './transport.js';
 
 interface PendingAppend {
   readonly op: number;
@@ -33,13 +43,15 @@ interface PendingRead {
 
 interface SimNode {
   readonly id: number;
-  readonly storage: MemoryRaftStorage;
+  /** What survives a crash. */
+  readonly durable: MemoryRaftStorage;
   readonly rng: SimRandom;
   raft: RaftNode | undefined;
+  driver: RaftDriver | undefined;
+  disk: SimDisk | undefined;
   sm: LogStateMachine;
   appends: Map<number, PendingAppend>;
   reads: Map<string, PendingRead>;
-  nextTick: number;
   /** Removed from the cluster: never restarted. */
   retired: boolean;
   restartAt: number;
@@ -104,8 +116,10 @@ export function assertSimulationOk(r: SimRunResult, nodes: number): void {
 
 class SimCluster {
   private readonly rng: SimRandom;
-  private readonly clock = new VirtualClock();
+  private readonly clock = new ManualClock();
   private readonly net: SimNetwork<Message>;
+  private readonly wire: SimRaftNetwork;
+  private readonly diskRng: SimRandom;
   private readonly nodes = new Map<number, SimNode>();
   private readonly clients: SimClient[] = [];
   private readonly history = new History<LogInput, LogOutput>();
@@ -120,6 +134,7 @@ class SimCluster {
   private readonly faults: boolean;
   private readonly raftOpts: NonNullable<SimRunOptions['raft']>;
   private readonly keepTrace: boolean;
+  private readonly diskOpts: { readonly minLatency: number; readonly maxLatency: number };
   private nextFault = 0;
   private heals: { at: number; what: 'net' }[] = [];
   private membershipStep = 0;
@@ -148,8 +163,14 @@ class SimCluster {
     this.faults = opts.faults ?? true;
     this.raftOpts = { ...SIM_DEFAULTS.raft, ...opts.raft };
     this.keepTrace = opts.trace ?? false;
+    this.diskOpts = { ...SIM_DEFAULTS.disk, ...opts.disk };
     const netOpts: NetworkOptions = { ...SIM_DEFAULTS.network, ...opts.network };
     this.net = new SimNetwork<Message>(this.rng.fork(), netOpts);
+    this.wire = new SimRaftNetwork(this.net, this.clock, (m) => {
+      if (m.type === 'MsgSnap') this.stats.snapshotsSent++;
+      this.stats.messages++;
+    });
+    this.diskRng = this.rng.fork();
     const voters = Array.from({ length: this.n }, (_, i) => i + 1);
     for (const id of voters) {
       this.addNode(id, MemoryRaftStorage.bootstrap({ voters, learners: [] }, new LogStateMachine().snapshotData()));
@@ -177,38 +198,121 @@ class SimCluster {
     if (this.keepTrace) this.trace.push(s);
   }
 
-  private addNode(id: number, storage: MemoryRaftStorage): void {
+  private addNode(id: number, durable: MemoryRaftStorage): void {
     const node: SimNode = {
       id,
-      storage,
+      durable,
       rng: this.rng.fork(),
       raft: undefined,
+      driver: undefined,
+      disk: undefined,
       sm: new LogStateMachine(),
       appends: new Map(),
       reads: new Map(),
-      nextTick: this.rng.int(this.tickMs),
       retired: false,
       restartAt: Number.POSITIVE_INFINITY,
     };
     this.nodes.set(id, node);
-    this.start(node);
+    this.start(node, this.rng.int(this.tickMs));
   }
 
-  private start(node: SimNode): void {
-    const o: RaftOptions = { id: node.id, storage: node.storage, random: (k) => node.rng.int(k), ...this.raftOpts };
-    node.raft = new RaftNode(o);
-    const snap = node.storage.snapshot();
+  /** Milliseconds the next disk sync takes. */
+  private diskLatency(): number {
+    const d = this.diskOpts;
+    return this.diskRng.between(d.minLatency, d.maxLatency);
+  }
+
+  /** Starts a node from its durable storage; its driver's first tick is `phase` ms later. */
+  private start(node: SimNode, phase: number): void {
+    const disk = new SimDisk(
+      node.durable,
+      this.clock,
+      () => this.diskLatency(),
+      (hs) => this.inv.commit(node.id, hs.commit, this.clock.now()),
+    );
+    const storage = disk.storage;
+    const o: RaftOptions = { id: node.id, storage, random: (k) => node.rng.int(k), ...this.raftOpts };
+    const raft = new RaftNode(o);
+    node.raft = raft;
+    node.disk = disk;
+    const snap = storage.snapshot();
     node.sm = new LogStateMachine();
     node.sm.restore(snap.metadata.index, snap.data);
     for (const [i, v] of node.sm.values.entries()) this.inv.position(node.id, i + 1, v, this.clock.now());
-    this.inv.commit(node.id, node.storage.initialState().hardState.commit, this.clock.now());
-    this.process(node);
+    this.inv.commit(node.id, storage.initialState().hardState.commit, this.clock.now());
+    const transport = this.wire.join(node.id);
+    const alive = () => node.raft === raft;
+    const driver = new RaftDriver({
+      node: raft,
+      storage: disk,
+      transport,
+      clock: this.clock,
+      tickMs: this.tickMs,
+      // Client operations are timed by the simulated clients, not by the driver.
+      timeoutMs: Number.MAX_SAFE_INTEGER / 4,
+      randomBytes: (n) => {
+        const b = new Uint8Array(n);
+        for (let i = 0; i < n; i++) b[i] = node.rng.int(256);
+        return b;
+      },
+      applier: {
+        apply: (entries) => {
+          if (alive()) this.applyEntries(node, entries);
+        },
+        restore: (s) => {
+          if (alive()) this.restoreSnapshot(node, s);
+        },
+      },
+      onSoftState: (ss) => {
+        if (alive() && ss.role === 'leader') this.becameLeader(node, storage);
+      },
+      onReadStates: (states) => {
+        if (alive()) this.readStates(node, states);
+      },
+      beforeReady: () => {
+        if (!alive()) return;
+        this.serveReads(node);
+        this.maybeCompact(node);
+      },
+      logger: {
+        warn: (message, details) => {
+          // The core refusing a message with a PlexusError is its contract; anything else is a bug in it.
+          if (!alive() || message !== 'raft: dropped a message' || details?.code !== undefined) return;
+          this.inv.violations.push({
+            rule: 'core-invariant',
+            message: `node ${node.id}: ${String(details?.error)}`,
+            time: this.clock.now(),
+          });
+          this.crashed = true;
+        },
+      },
+      onStop: (err) => {
+        if (!alive()) return;
+        this.inv.violations.push({
+          rule: 'core-invariant',
+          message: `node ${node.id}: the driver stopped: ${String(err)}`,
+          time: this.clock.now(),
+        });
+        this.crashed = true;
+      },
+    });
+    node.driver = driver;
+    transport.onMessage((m) => driver.receive(m));
+    this.clock.setTimeout(() => {
+      if (alive()) driver.start();
+    }, phase);
+    driver.wake();
   }
 
   private crash(node: SimNode, why: string): void {
     if (!node.raft) return;
     this.note(`crash ${node.id} (${why})`);
     node.raft = undefined;
+    node.disk?.crash();
+    node.disk = undefined;
+    node.driver?.stop().catch(() => undefined);
+    node.driver = undefined;
+    this.wire.join(node.id).closeNow();
     this.net.dropNode(node.id);
     node.appends.clear();
     node.reads.clear();
@@ -233,79 +337,85 @@ class SimCluster {
     }
   }
 
-  // ---- the Ready loop: persist, send, apply, advance ----
+  // ---- what the driver hands the application ----
 
-  private process(node: SimNode): void {
+  private becameLeader(node: SimNode, st: MemoryRaftStorage): void {
     const now = this.clock.now();
-    for (let guard = 0; node.raft?.hasReady(); guard++) {
-      const raft = node.raft;
-      const rd = raft.ready();
-      const st = node.storage;
-      if (rd.snapshot) st.applySnapshot(rd.snapshot);
-      st.append(rd.entries);
-      if (rd.hardState) {
-        st.setHardState(rd.hardState);
-        this.inv.commit(node.id, rd.hardState.commit, now);
-      }
-      if (rd.softState?.role === 'leader') {
-        const term = raft.status().term;
-        this.stats.elections++;
-        this.note(`leader ${node.id} term ${term}`);
-        this.inv.leader(term, node.id, now);
-        this.inv.leaderLog(
-          node.id,
-          st.firstIndex(),
-          (i) => {
-            try {
-              return st.term(i);
-            } catch {
-              return undefined;
-            }
-          },
-          now,
-        );
-      }
-      for (const m of rd.messages) {
-        if (m.type === 'MsgSnap') this.stats.snapshotsSent++;
-        this.stats.messages++;
-        this.net.send(m.from, m.to, m, now);
-      }
-      if (rd.snapshot) {
-        const s = rd.snapshot;
-        node.sm.restore(s.metadata.index, s.data);
-        for (const [i, v] of node.sm.values.entries()) this.inv.position(node.id, i + 1, v, now);
-        this.note(`node ${node.id} installs snapshot at ${s.metadata.index}`);
-      }
-      for (const e of rd.committedEntries) {
-        this.inv.appliedEntry(node.id, e.index, e.term, `${e.type}/${dec.decode(e.data)}`, now);
-        const pos = node.sm.apply(e);
-        if (pos !== undefined) this.inv.position(node.id, pos, node.sm.values[pos - 1]!, now);
-        const p = node.appends.get(e.index);
-        if (p !== undefined) {
-          node.appends.delete(e.index);
-          const c = this.clients[p.client - 1]!;
-          if (e.term === p.term && pos !== undefined) {
-            this.history.ok(p.op, { position: pos }, now);
-            this.stats.appendsOk++;
-            this.note(`append ok op ${p.op} at ${pos}`);
-          } else {
-            this.history.fail(p.op);
-          }
-          if (c.busy?.op === p.op) {
-            c.busy = undefined;
-            c.nextAt = now + 1 + this.rng.int(30);
-          }
+    const term = node.raft!.status().term;
+    this.stats.elections++;
+    this.note(`leader ${node.id} term ${term}`);
+    this.inv.leader(term, node.id, now);
+    this.inv.leaderLog(
+      node.id,
+      st.firstIndex(),
+      (i) => {
+        try {
+          return st.term(i);
+        } catch {
+          return undefined;
+        }
+      },
+      now,
+    );
+  }
+
+  private restoreSnapshot(node: SimNode, s: Snapshot): void {
+    const now = this.clock.now();
+    node.sm.restore(s.metadata.index, s.data);
+    for (const [i, v] of node.sm.values.entries()) this.inv.position(node.id, i + 1, v, now);
+    this.note(`node ${node.id} installs snapshot at ${s.metadata.index}`);
+  }
+
+  private applyEntries(node: SimNode, entries: readonly Entry[]): void {
+    const now = this.clock.now();
+    for (const e of entries) {
+      this.inv.appliedEntry(node.id, e.index, e.term, `${e.type}/${dec.decode(e.data)}`, now);
+      const pos = node.sm.apply(e);
+      if (pos !== undefined) this.inv.position(node.id, pos, node.sm.values[pos - 1]!, now);
+      const p = node.appends.get(e.index);
+      if (p !== undefined) {
+        node.appends.delete(e.index);
+        const c = this.clients[p.client - 1]!;
+        if (e.term === p.term && pos !== undefined) {
+          this.history.ok(p.op, { position: pos }, now);
+          this.stats.appendsOk++;
+          this.note(`append ok op ${p.op} at ${pos}`);
+        } else {
+          this.history.fail(p.op);
+        }
+        if (c.busy?.op === p.op) {
+          c.busy = undefined;
+          c.nextAt = now + 1 + this.rng.int(30);
         }
       }
-      for (const rs of rd.readStates) {
-        const key = dec.decode(rs.context);
-        const r = node.reads.get(key);
-        if (r) r.index = rs.index;
-      }
-      this.serveReads(node);
-      raft.advance();
-      this.maybeCompact(node);
-      if (guard > 10_000) throw new Error('ready loop does not settle');
+    }
+  }
+
+  private readStates(node: SimNode, states: readonly ReadState[]): void {
+    for (const rs of states) {
+      const r = node.reads.get(dec.decode(rs.context));
+      if (r) r.index = rs.index;
+    }
+    this.serveReads(node);
+  }
+
+  /** Runs the timers due now: the drivers' turns (a Ready handled at once, without I/O, is done within). */
+  private settle(): void {
+    this.timers(() => this.clock.advanceTo(this.clock.now()));
+  }
+
+  /**
+   * Runs `f` (which fires the drivers' timers and so calls into the cores), then the timers it
+   * made due. An error thrown out of a core that is not a PlexusError is a broken invariant.
+   */
+  private timers(f: () => void): void {
+    try {
+      f();
+      this.clock.advanceTo(this.clock.now());
+    } catch (e) {
+      if (isPlexusError(e)) throw e;
+      this.inv.violations.push({ rule: 'core-invariant', message: (e as Error).message, time: this.clock.now() });
+      this.crashed = true;
     }
   }
 
@@ -328,9 +438,9 @@ class SimCluster {
     const raft = node.raft;
     if (!raft) return;
     const applied = node.sm.applied;
-    if (applied - node.storage.firstIndex() + 1 < this.compactEvery) return;
+    if (applied - node.disk!.storage.firstIndex() + 1 < this.compactEvery) return;
     const snap = raft.compact(applied, node.sm.snapshotData());
-    node.storage.compact(snap);
+    node.disk!.compact(snap);
   }
 
   // ---- clients ----
@@ -411,7 +521,8 @@ class SimCluster {
       this.note(`client ${c.id} read op ${op} at node ${node.id}`);
     }
     c.nextAt = now;
-    this.process(node);
+    node.driver?.wake();
+    this.settle();
   }
 
   // ---- faults ----
@@ -472,7 +583,8 @@ class SimCluster {
         this.note(`transfer leadership ${l.id} -> ${to}`);
         this.stats.transfers++;
         this.guard(l, (r) => r.transferLeader(to));
-        this.process(l);
+        l.driver?.wake();
+        this.settle();
       }
     } else if (kind >= 8 && this.spare !== undefined) {
       this.membership();
@@ -502,7 +614,8 @@ class SimCluster {
     this.note(`propose ${cc.type} ${cc.nodeId}`);
     this.stats.confChanges++;
     this.membershipStep++;
-    this.process(l);
+    l.driver?.wake();
+    this.settle();
   }
 
   private retireRemoved(): void {
@@ -540,10 +653,8 @@ class SimCluster {
 
   private nextEventAt(): number {
     let t = Number.POSITIVE_INFINITY;
-    for (const n of this.nodes.values()) {
-      if (n.raft) t = Math.min(t, n.nextTick);
-      else if (!n.retired) t = Math.min(t, n.restartAt);
-    }
+    for (const n of this.nodes.values()) if (!n.raft && !n.retired) t = Math.min(t, n.restartAt);
+    t = Math.min(t, this.clock.nextDue() ?? Number.POSITIVE_INFINITY);
     t = Math.min(t, this.net.nextAt() ?? Number.POSITIVE_INFINITY);
     for (const c of this.clients) t = Math.min(t, c.nextAt);
     if (this.faults) t = Math.min(t, this.nextFault);
@@ -566,7 +677,7 @@ class SimCluster {
       }
       const t = Math.max(this.nextEventAt(), this.clock.now());
       if (t > this.duration) break;
-      this.clock.advanceTo(t);
+      this.timers(() => this.clock.advanceTo(t));
       const now = t;
       if (this.faults && !settled && now >= quietFrom) {
         settled = true;
@@ -577,23 +688,13 @@ class SimCluster {
         this.nextFault = Number.POSITIVE_INFINITY;
         this.note('quiet: heal all, restart all');
       }
-      for (const m of this.net.takeDue(now)) {
-        const node = this.nodes.get(m.to);
-        if (!node?.raft) continue;
-        this.guard(node, (r) => r.step(m.msg));
-        this.process(node);
-      }
+      this.timers(() => this.wire.deliver(now));
       for (const node of this.nodes.values()) {
         if (!node.raft && !node.retired && node.restartAt <= now) {
           node.restartAt = Number.POSITIVE_INFINITY;
           this.note(`restart ${node.id}`);
-          node.nextTick = now + this.rng.int(this.tickMs);
-          this.start(node);
-        }
-        if (node.raft && node.nextTick <= now) {
-          node.nextTick = now + this.tickMs;
-          this.guard(node, (r) => r.tick());
-          this.process(node);
+          this.start(node, this.rng.int(this.tickMs));
+          this.settle();
         }
       }
       const heals = this.heals.filter((h) => h.at <= now);

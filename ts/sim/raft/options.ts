@@ -21,6 +21,8 @@ export interface SimRunOptions {
   /** Add a spare node as learner, promote it, remove an old voter (runs with 5 nodes only). Default true. */
   readonly membership?: boolean;
   readonly network?: Partial<NetworkOptions>;
+  /** Milliseconds a disk sync takes, drawn from [minLatency, maxLatency] per sync. Default 0 to 3. */
+  readonly disk?: Partial<{ readonly minLatency: number; readonly maxLatency: number }>;
   readonly raft?: Partial<
     Pick<
       RaftOptions,
@@ -41,5 +43,6 @@ export const SIM_DEFAULTS = {
   opTimeoutMs: 300,
   compactEvery: 12,
   network: { minDelay: 1, maxDelay: 25, dropRate: 0.03, duplicateRate: 0.03 },
+  disk: { minLatency: 0, maxLatency: 3 },
   raft: { electionTick: 10, heartbeatTick: 2, maxInflight: 4, maxSizePerMsg: 64, preVote: true, checkQuorum: true },
 } as const;
