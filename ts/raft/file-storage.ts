@@ -1,7 +1,7 @@
 /**
  * FileRaftStorage: the RaftStorage seam on the plexus log engine (ts/storage FileLog). Reads
  * are served from an in-memory mirror (a MemoryRaftStorage); every write updates the mirror at
- * once and is queued, in call order, as records of a journal (ts/raft/journal-records.ts) in
+ * once and is queued, in call order, as records of a journal (ts/codec/raft-journal.ts) in
  * the log. `sync()` resolves once every write made so far is durable: a driver calls it after
  * persisting a Ready and before sending its messages.
  *
@@ -17,11 +17,7 @@
  * the journal stays about as large as the state it holds. On open, the journal is replayed from
  * its last checkpoint.
  */
-import { PlexusError } from '../core/errors.js';
-import { type FileLogOptions, openLog } from '../storage/file-log.js';
-import { MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from '../storage/format.js';
-import type { FramedBatch, LogStorage } from '../storage/types.js';
-import { RaftErrorCode, raftError } from './errors.js';
+
 import {
   decodeJournalRecord,
   encodeCheckpointRecord,
@@ -31,7 +27,12 @@ import {
   entryRecordBytes,
   KIND_CHECKPOINT,
   writeEntryRecord,
-} from './journal-records.js';
+} from '../codec/raft-journal.js';
+import { PlexusError } from '../core/errors.js';
+import { type FileLogOptions, openLog } from '../storage/file-log.js';
+import { MAX_RECORD_BYTES, RECORD_HEADER_BYTES } from '../storage/format.js';
+import type { FramedBatch, LogStorage } from '../storage/types.js';
+import { RaftErrorCode, raftError } from './errors.js';
 import { MemoryRaftStorage, type RaftInitialState, type RaftStorage, type RaftStorageWriter } from './storage.js';
 import type { Entry, HardState, Snapshot } from './types.js';
 
