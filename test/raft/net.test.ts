@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
+import { encodeRaftMessage } from '../../ts/codec/raft-wire.js';
 import { isPlexusError } from '../../ts/core/index.js';
 import { certificateIdentity, createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
 import { RaftDriver } from '../../ts/raft/net/driver.js';
@@ -9,7 +10,6 @@ import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft/net/tcp-tra
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Entry, Message } from '../../ts/raft/types.js';
-import { encodeRaftMessage } from '../../ts/raft/wire.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { rng } from '../helpers/rng.js';
 
@@ -106,7 +106,7 @@ describe('Raft TCP transport', () => {
     };
     await raw(greet(1, 3));
     await raw(new Uint8Array(64).fill(7));
-    const { encodeRaftMessage } = await import('../../ts/raft/wire.js');
+    const { encodeRaftMessage } = await import('../../ts/codec/raft-wire.js');
     const spoof = encodeRaftMessage(heartbeat(3, 2));
     const both = new Uint8Array(24 + spoof.length);
     both.set(greet(1, 2));

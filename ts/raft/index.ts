@@ -1,4 +1,12 @@
 /** The Raft core: a pure state machine driven through RaftNode (docs/raft.md). */
+
+export {
+  decodeRaftMessage,
+  encodeRaftMessage,
+  RAFT_HEADER_BYTES,
+  type RaftDecoded,
+  RaftMessageStream,
+} from '../codec/raft-wire.js';
 export { type ConfChange, type ConfChangeType, decodeConfChange, encodeConfChange } from './confchange.js';
 export { RaftErrorCode } from './errors.js';
 export { FileRaftStorage } from './file-storage.js';
@@ -14,10 +22,3 @@ export { assertSimulationOk, replayHint, runSimulation, type SimRunResult } from
 export type { SimRunOptions } from './simulation/options.js';
 export { MemoryRaftStorage, type RaftInitialState, type RaftStorage, type RaftStorageWriter } from './storage.js';
 export type * from './types.js';
-export {
-  decodeRaftMessage,
-  encodeRaftMessage,
-  RAFT_HEADER_BYTES,
-  type RaftDecoded,
-  RaftMessageStream,
-} from './wire.js';

@@ -32,9 +32,9 @@ import {
   type Server as TlsServer,
   connect as tlsConnect,
 } from 'node:tls';
+import { encodeRaftMessage, RaftMessageStream } from '../../codec/raft-wire.js';
 import { PlexusError } from '../../core/errors.js';
 import type { Message } from '../types.js';
-import { encodeRaftMessage, RaftMessageStream } from '../wire.js';
 
 export interface RaftTlsOptions {
   /** PEM key and certificate of this node, and the CA that signs every member's certificate. */
