@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemberCa, issueMemberCertificate, type PemPair, readCa } from '../../ts/chronacta/ha/member-tls.js';
+import { encodeRaftMessage } from '../../ts/codec/raft-wire.js';
 import type { Message } from '../../ts/raft/types.js';
-import { encodeRaftMessage } from '../../ts/raft/wire.js';
 import { cli, MAIN, type ServeMember, startThree, type ThreeMembers, until } from '../chronacta-cluster/helpers.js';
 
 const TICK_MS = '50';

@@ -11,7 +11,7 @@ import {
   encodeFetch,
   encodeRecords,
 } from '../../ts/chronacta/ha/catch-up-wire.js';
-import { encodeRaftMessage, RAFT_HEADER_BYTES, RaftMessageStream } from '../../ts/raft/wire.js';
+import { encodeRaftMessage, RAFT_HEADER_BYTES, RaftMessageStream } from '../../ts/codec/raft-wire.js';
 
 describe('bounded decoders', () => {
   it('a Raft stream refuses a header announcing more than its maximum body', () => {

@@ -158,7 +158,7 @@ export function raftTransportSuite<H extends RaftTransportHarness>(
     describe.skipIf(!caps.bytes)('bytes that are no Raft message', () => {
       it('a message longer than maxMessageBytes is refused with PLX_RAFT_TRANSPORT_REFUSED and not delivered', async () => {
         const h = subject();
-        const { encodeRaftMessage } = await import('../../ts/raft/wire.js');
+        const { encodeRaftMessage } = await import('../../ts/codec/raft-wire.js');
         const t2 = h.transports[1] as RaftTransport;
         const got = inbox(t2);
         const max = h.maxMessageBytes as number;
@@ -174,7 +174,7 @@ export function raftTransportSuite<H extends RaftTransportHarness>(
 
       it('garbled bytes, and a message that claims another sender, are refused and not delivered', async () => {
         const h = subject();
-        const { encodeRaftMessage } = await import('../../ts/raft/wire.js');
+        const { encodeRaftMessage } = await import('../../ts/codec/raft-wire.js');
         const t2 = h.transports[1] as RaftTransport;
         const got = inbox(t2);
         const refused = t2.stats.refused;

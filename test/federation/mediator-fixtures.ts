@@ -113,7 +113,7 @@ async function sources(dir: string): Promise<string[]> {
 }
 
 /**
- * Compiles ts/core, ts/storage, ts/federation and the federation command into a temporary
+ * Compiles ts/core, ts/codec, ts/storage, ts/federation and the federation command into a temporary
  * directory (types stripped, nothing else changed), with build/ and node_modules/ linked beside
  * them, so a child process runs the same sources as the tests.
  */
@@ -122,6 +122,7 @@ export async function compileForChild(): Promise<{ commandUrl: string; remove: (
   for (const d of ['build', 'node_modules', 'package.json']) await symlink(join(ROOT, d), join(built, d));
   const files = [
     ...(await sources(join(ROOT, 'ts/core'))),
+    ...(await sources(join(ROOT, 'ts/codec'))),
     ...(await sources(join(ROOT, 'ts/storage'))),
     ...(await sources(join(ROOT, 'ts/federation'))),
     join(ROOT, 'ts/cli/command.ts'),

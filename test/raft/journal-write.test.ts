@@ -1,6 +1,6 @@
 /**
- * The Raft journal's write path: entry and hard-state records keep their byte layout (kind,
- * big-endian u64 fields, data), and FileRaftStorage lays a Ready's records out in one framed
+ * The Raft journal's write path: entry and hard-state records keep their byte layout (version 2
+ * and kind, little-endian u64 fields, data; version-1 records, big-endian, still decode), and FileRaftStorage lays a Ready's records out in one framed
  * batch (entries, then a commit-only hard state riding along) that replays after reopen.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -12,8 +12,9 @@ import {
   encodeEntryRecord,
   encodeHardRecord,
   entryRecordBytes,
+  journalRecordVersion,
   writeEntryRecord,
-} from '../../ts/raft/journal-records.js';
+} from '../../ts/codec/raft-journal.js';
 import type { Entry } from '../../ts/raft/types.js';
 import { FileRaftStorage } from '../../ts/raft-io/file-storage.js';
 import { openLog } from '../../ts/storage/file-log.js';
@@ -26,12 +27,17 @@ afterEach(async () => {
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 describe('Raft journal records', () => {
-  it('encode an entry as kind, type, index and term (big-endian u64) and the data', () => {
+  it('encode an entry as version and kind, type, index and term (little-endian u64) and the data', () => {
     const e: Entry = { index: 2 ** 40 + 5, term: 2 ** 33 + 7, type: 'conf-change', data: Uint8Array.of(0xaa, 0xbb) };
     const b = encodeEntryRecord(e);
     expect(entryRecordBytes(e)).toBe(b.length);
-    expect(hex(b)).toBe(`01010000010000000005${'0000000200000007'}aabb`);
+    expect(hex(b)).toBe(`21010500000000010000${'0700000002000000'}aabb`);
+    expect(journalRecordVersion(b)).toBe(2);
     expect(decodeJournalRecord(b)).toEqual({ kind: 1, entry: e });
+    // The version-1 bytes of the same entry (big-endian) decode to the same entry.
+    const v1 = new Uint8Array(Buffer.from(`01010000010000000005${'0000000200000007'}aabb`, 'hex'));
+    expect(journalRecordVersion(v1)).toBe(1);
+    expect(decodeJournalRecord(v1)).toEqual({ kind: 1, entry: e });
     // Written in place at an offset: the same bytes, the rest of the buffer untouched.
     const out = new Uint8Array(b.length + 7).fill(0xee);
     writeEntryRecord(out, 3, e);
@@ -39,11 +45,13 @@ describe('Raft journal records', () => {
     expect([...out.subarray(0, 3), ...out.subarray(3 + b.length)]).toEqual([0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee]);
   });
 
-  it('encode a hard state as kind, term, vote and commit (big-endian u64)', () => {
+  it('encode a hard state as version and kind, term, vote and commit (little-endian u64)', () => {
     const h = { term: 2 ** 35 + 1, vote: 3, commit: Number.MAX_SAFE_INTEGER };
     const b = encodeHardRecord(h);
-    expect(hex(b)).toBe(`02${'0000000800000001'}${'0000000000000003'}${'001fffffffffffff'}`);
+    expect(hex(b)).toBe(`22${'0100000008000000'}${'0300000000000000'}${'ffffffffffff1f00'}`);
     expect(decodeJournalRecord(b)).toEqual({ kind: 2, hard: h });
+    const v1 = new Uint8Array(Buffer.from(`02${'0000000800000001'}${'0000000000000003'}${'001fffffffffffff'}`, 'hex'));
+    expect(decodeJournalRecord(v1)).toEqual({ kind: 2, hard: h });
   });
 
   it('FileRaftStorage writes a Ready as one framed batch that replays: entries, then the commit riding along', async () => {

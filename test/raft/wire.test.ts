@@ -1,14 +1,14 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { backend, isPlexusError, useBackend } from '../../ts/core/index.js';
-import type { Message, MessageType } from '../../ts/raft/types.js';
 import {
   decodeRaftMessage,
   encodeRaftMessage,
   RAFT_HEADER_BYTES,
   RAFT_MAX_BODY,
   RaftMessageStream,
-} from '../../ts/raft/wire.js';
+} from '../../ts/codec/raft-wire.js';
+import { backend, isPlexusError, useBackend } from '../../ts/core/index.js';
+import type { Message, MessageType } from '../../ts/raft/types.js';
 
 const initial = backend().name;
 afterAll(() => useBackend(initial));

@@ -46,7 +46,12 @@ describe('SimDisk', () => {
     const clock = new ManualClock();
     const durable = MemoryRaftStorage.bootstrap({ voters: [1], learners: [] });
     const hard: number[] = [];
-    const disk = new SimDisk(durable, clock, () => 10, (hs) => hard.push(hs.term));
+    const disk = new SimDisk(
+      durable,
+      clock,
+      () => 10,
+      (hs) => hard.push(hs.term),
+    );
     disk.append([entry(2), entry(3)]);
     disk.setHardState({ term: 2, vote: 1, commit: 1 });
     expect(disk.storage.lastIndex()).toBe(3);

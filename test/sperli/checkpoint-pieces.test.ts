@@ -1,5 +1,5 @@
 /**
- * CKPT_DATA frames whose payload arrives piece by piece (ts/sperli/mesh-stream.ts) at the
+ * CKPT_DATA frames whose payload arrives piece by piece (ts/codec/sperli-mesh-stream.ts) at the
  * checkpoint frame router (ts/sperli/checkpoint-frames.ts): a frame of a key taken in
  * pieces is handed on at its 24-byte header, decoded and checked as a whole payload would
  * be; any other frame is gathered whole first, byte for byte.

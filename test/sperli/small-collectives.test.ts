@@ -1,7 +1,7 @@
 /**
  * The small path of reduce and allreduce (ts/sperli/collectives.ts, SmallReduce): one
  * frame each way, written at once and taken in the call that delivers it, and the known
- * COLLECTIVE header a connection accepts by comparing bytes (ts/sperli/mesh-stream.ts).
+ * COLLECTIVE header a connection accepts by comparing bytes (ts/codec/sperli-mesh-stream.ts).
  * Results must be those of the general path, calls must keep their order when small and
  * general calls are mixed, and every frame that is not exactly the expected one must end
  * the job as the general path does.
@@ -15,11 +15,11 @@ import {
   FrameType,
   readFrameHeader,
 } from '../../ts/codec/sperli-frame.js';
+import { type PieceEvent, PieceStream } from '../../ts/codec/sperli-mesh-stream.js';
 import { CollectiveOp, encodeCollective } from '../../ts/codec/sperli-payloads.js';
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { Comm } from '../../ts/sperli/comm.js';
 import { createMemoryTransports, type MemoryTransport } from '../../ts/sperli/memory-transport.js';
-import { type PieceEvent, PieceStream } from '../../ts/sperli/mesh-stream.js';
 import { runOn, TRANSPORTS } from '../helpers/comm-memory.js';
 
 async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
@@ -199,7 +199,7 @@ describe('a frame that is not the expected one ends the job as on the general pa
   });
 });
 
-describe('the known COLLECTIVE header of a connection (mesh-stream.ts)', () => {
+describe('the known COLLECTIVE header of a connection (codec/sperli-mesh-stream.ts)', () => {
   const JOB = new Uint8Array(16).fill(7);
   const BASE: FrameInit = { type: FrameType.COLLECTIVE, jobId: JOB, sourceRank: 1, targetRank: 0, incarnation: 2 };
   const payload = encodeCollective(

@@ -1,7 +1,7 @@
 /**
  * The large-message path of the communicator: frames written piece by piece behind the
  * link's backpressure (with other frames kept out of them), COLLECTIVE payloads handed on
- * piece by piece as they arrive (mesh-stream.ts, comm-stream.ts) and reduced in runs at
+ * piece by piece as they arrive (codec/sperli-mesh-stream.ts, comm-stream.ts) and reduced in runs at
  * the root, rank files sent and written from their header and state without a copy.
  * Results are compared bit for bit with a reference fold in ascending rank order.
  */
@@ -17,6 +17,7 @@ import {
   MAX_COLLECTIVE_DATA,
   MAX_PAYLOAD,
 } from '../../ts/codec/sperli-frame.js';
+import { type PieceEvent, PieceStream, STREAM_MIN } from '../../ts/codec/sperli-mesh-stream.js';
 import { CkptDataKind, decodeCkptData, MAX_CHUNK } from '../../ts/codec/sperli-payloads.js';
 import { FrameStream } from '../../ts/codec/sperli-stream.js';
 import { combine, sha256 } from '../../ts/core/index.js';
@@ -25,7 +26,6 @@ import { rankFileHeader } from '../../ts/sperli/checkpoint-take.js';
 import { Comm } from '../../ts/sperli/comm.js';
 import { IncomingFrame } from '../../ts/sperli/comm-stream.js';
 import { type Link, PeerLinks, transportOf } from '../../ts/sperli/mesh-links.js';
-import { type PieceEvent, PieceStream, STREAM_MIN } from '../../ts/sperli/mesh-stream.js';
 import { rng } from '../helpers/rng.js';
 
 const JOB = new Uint8Array(16).fill(7);

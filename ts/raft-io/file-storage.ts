@@ -1,7 +1,7 @@
 /**
  * FileRaftStorage: the RaftStorage seam on the plexus log engine (ts/storage FileLog). Reads
  * are served from an in-memory mirror (a MemoryRaftStorage); every write updates the mirror at
- * once and is queued, in call order, as records of a journal (ts/raft/journal-records.ts) in
+ * once and is queued, in call order, as records of a journal (ts/codec/raft-journal.ts) in
  * the log. `sync()` resolves once every write made so far is durable: a driver calls it after
  * persisting a Ready and before sending its messages.
  *
@@ -17,8 +17,7 @@
  * the journal stays about as large as the state it holds. On open, the journal is replayed from
  * its last checkpoint.
  */
-import { PlexusError } from '../core/errors.js';
-import { RaftErrorCode, raftError } from '../raft/errors.js';
+
 import {
   decodeJournalRecord,
   encodeCheckpointRecord,
@@ -28,7 +27,9 @@ import {
   entryRecordBytes,
   KIND_CHECKPOINT,
   writeEntryRecord,
-} from '../raft/journal-records.js';
+} from '../codec/raft-journal.js';
+import { PlexusError } from '../core/errors.js';
+import { RaftErrorCode, raftError } from '../raft/errors.js';
 import { MemoryRaftStorage, type RaftInitialState, type RaftStorage, type RaftStorageWriter } from '../raft/storage.js';
 import type { Entry, HardState, Snapshot } from '../raft/types.js';
 import { type FileLogOptions, openLog } from '../storage/file-log.js';

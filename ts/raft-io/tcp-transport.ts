@@ -32,9 +32,9 @@ import {
   type Server as TlsServer,
   connect as tlsConnect,
 } from 'node:tls';
+import { encodeRaftMessage, RaftMessageStream } from '../codec/raft-wire.js';
 import { PlexusError } from '../core/errors.js';
 import type { Message } from '../raft/types.js';
-import { encodeRaftMessage, RaftMessageStream } from '../raft/wire.js';
 import type { RaftTransport, RaftTransportStats } from './transport.js';
 
 export type { RaftTransportStats } from './transport.js';
@@ -513,7 +513,8 @@ export class RaftTcpTransport implements RaftTransport {
     });
     const refuse = (why: string, details: Record<string, unknown> = {}) => this.refuse(s, why, details);
     s.on('data', (chunk: Buffer) => {
-      let data: Uint8Array = chunk;
+      // A plain view (no copy): decoded entries and snapshots are Uint8Arrays, never Buffers.
+      let data = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length);
       if (from === 0) {
         const joined = new Uint8Array(head.length + data.length);
         joined.set(head);

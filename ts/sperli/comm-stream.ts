@@ -1,6 +1,6 @@
 /**
  * A COLLECTIVE or CKPT_DATA frame whose payload arrives piece by piece
- * (ts/sperli/mesh-stream.ts): the transport hands it to the communicator at its header,
+ * (ts/codec/sperli-mesh-stream.ts): the transport hands it to the communicator at its header,
  * in frame order, and then feeds its payload bytes as they arrive. The first bytes are
  * the payload's fixed header (16 for the collective header, 24 for CKPT_DATA's); the
  * rest is data, which the collective or the checkpoint step that takes the frame copies,

@@ -35,6 +35,7 @@ const SMALL_FRAME = SEND_NOW_MAX;
  */
 const WRITE_PIECE = 128 * 1024;
 
+import { type PieceEvent, PieceStream } from '../codec/sperli-mesh-stream.js';
 import {
   type Abort,
   COLLECTIVE_HEADER_SIZE,
@@ -56,7 +57,6 @@ import {
   type LostCause,
   lostPeerError,
 } from './mesh-errors.js';
-import { type PieceEvent, PieceStream } from './mesh-stream.js';
 import { type RankTransport, SEND_NOW_MAX, type TransportFrame } from './transport.js';
 
 /**

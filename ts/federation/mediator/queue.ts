@@ -1,26 +1,15 @@
 /**
- * The mediator's message queue on the log engine. Two kinds of record:
- *
- *   message   u8 1 | id 16 | receivedAt u64 (ms) | owner u16+utf8 | recipient u16+utf8 | body u32+bytes
- *   received  u8 2 | count u32 | id 16 × count
- *
- * (integers little endian; every length is checked against the bytes left and its cap before
- * anything is allocated). `body` is the forwarded envelope exactly as stored, nothing more; owner
+ * The mediator's message queue on the log engine, in two kinds of record (message, received;
+ * ts/codec/mediator-queue.ts). `body` is the forwarded envelope exactly as stored, nothing more; owner
  * and recipient are routing data. A message is live until a later `received` record names its id.
  * Opening rebuilds the index (id, position, size, time; never the bodies) from the log, so a
  * restart loses nothing that was acknowledged to a sender, and a message comes back until the
  * recipient says it was received. Whole segments below the oldest live message are compacted.
  */
 import { randomBytes } from 'node:crypto';
+import { decodeRecord, encodeMessage, encodeReceived, ID_BYTES, MAX_RECEIVED_IDS } from '../../codec/mediator-queue.js';
 import { PlexusError } from '../../core/errors.js';
 import type { LogStorage } from '../../storage/types.js';
-
-const KIND_MESSAGE = 1;
-const KIND_RECEIVED = 2;
-const ID_BYTES = 16;
-const MAX_NAME_BYTES = 8192;
-/** The most ids one received record holds. */
-export const MAX_RECEIVED_IDS = 4096;
 
 export interface QueueLimits {
   /** Most queued messages per owner (default 10,000). */
@@ -55,115 +44,12 @@ interface OwnerQueue {
   bytes: number;
 }
 
-const te = new TextEncoder();
-const td = new TextDecoder('utf-8', { fatal: true });
-
 function corrupt(position: bigint, reason: string): PlexusError {
   return new PlexusError(
     'PLX_MEDIATOR_CORRUPT',
     `queue record ${position} is not a mediator record (${reason}): restore the data directory from a backup`,
     { position: String(position), reason },
   );
-}
-
-export function encodeMessage(
-  id: Uint8Array,
-  receivedAt: number,
-  owner: string,
-  recipient: string,
-  body: Uint8Array,
-): Uint8Array {
-  const o = te.encode(owner);
-  const r = te.encode(recipient);
-  if (o.length > MAX_NAME_BYTES || r.length > MAX_NAME_BYTES) {
-    throw new PlexusError('PLX_MEDIATOR_TOO_LARGE', `a DID above ${MAX_NAME_BYTES} bytes cannot be routed`, {});
-  }
-  const out = new Uint8Array(1 + ID_BYTES + 8 + 2 + o.length + 2 + r.length + 4 + body.length);
-  const v = new DataView(out.buffer);
-  let p = 0;
-  out[p++] = KIND_MESSAGE;
-  out.set(id, p);
-  p += ID_BYTES;
-  v.setBigUint64(p, BigInt(receivedAt), true);
-  p += 8;
-  v.setUint16(p, o.length, true);
-  out.set(o, p + 2);
-  p += 2 + o.length;
-  v.setUint16(p, r.length, true);
-  out.set(r, p + 2);
-  p += 2 + r.length;
-  v.setUint32(p, body.length, true);
-  out.set(body, p + 4);
-  return out;
-}
-
-export function encodeReceived(ids: readonly Uint8Array[]): Uint8Array {
-  if (ids.length === 0 || ids.length > MAX_RECEIVED_IDS) {
-    throw new PlexusError('PLX_MEDIATOR_BAD_INPUT', `a received record names 1..${MAX_RECEIVED_IDS} ids`, {});
-  }
-  const out = new Uint8Array(1 + 4 + ID_BYTES * ids.length);
-  out[0] = KIND_RECEIVED;
-  new DataView(out.buffer).setUint32(1, ids.length, true);
-  for (let i = 0; i < ids.length; i++) out.set(ids[i]!, 5 + i * ID_BYTES);
-  return out;
-}
-
-export type DecodedRecord =
-  | {
-      kind: 'message';
-      id: string;
-      receivedAt: number;
-      owner: string;
-      recipient: string;
-      bodyOffset: number;
-      bodyLength: number;
-    }
-  | { kind: 'received'; ids: string[] };
-
-/** Decodes one record, length first; `position` only names it in refusals. */
-export function decodeRecord(b: Uint8Array, position: bigint): DecodedRecord {
-  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  const need = (p: number, n: number) => {
-    if (p + n > b.length) throw corrupt(position, 'cut');
-  };
-  need(0, 1);
-  if (b[0] === KIND_RECEIVED) {
-    need(1, 4);
-    const n = v.getUint32(1, true);
-    if (n === 0 || n > MAX_RECEIVED_IDS) throw corrupt(position, 'id count');
-    if (b.length !== 5 + n * ID_BYTES) throw corrupt(position, 'length');
-    const ids: string[] = [];
-    for (let i = 0; i < n; i++) ids.push(hex(b.subarray(5 + i * ID_BYTES, 5 + (i + 1) * ID_BYTES)));
-    return { kind: 'received', ids };
-  }
-  if (b[0] !== KIND_MESSAGE) throw corrupt(position, 'kind');
-  let p = 1;
-  need(p, ID_BYTES + 8);
-  const id = hex(b.subarray(p, p + ID_BYTES));
-  p += ID_BYTES;
-  const receivedAt = Number(v.getBigUint64(p, true));
-  p += 8;
-  const text = (): string => {
-    need(p, 2);
-    const n = v.getUint16(p, true);
-    if (n > MAX_NAME_BYTES) throw corrupt(position, 'name length');
-    need(p + 2, n);
-    let s: string;
-    try {
-      s = td.decode(b.subarray(p + 2, p + 2 + n));
-    } catch {
-      throw corrupt(position, 'utf8');
-    }
-    p += 2 + n;
-    return s;
-  };
-  const owner = text();
-  const recipient = text();
-  need(p, 4);
-  const bodyLength = v.getUint32(p, true);
-  p += 4;
-  if (p + bodyLength !== b.length) throw corrupt(position, 'body length');
-  return { kind: 'message', id, receivedAt, owner, recipient, bodyOffset: p, bodyLength };
 }
 
 function hex(b: Uint8Array): string {

@@ -1,22 +1,18 @@
 /**
  * The mediator's routing table: which clients it granted mediation, and which recipient DIDs (or
- * key ids) each registered with keylist-update. Kept in its own log, one record per change:
- *
- *   u8 kind (1 grant, 2 add, 3 remove) | client u16+utf8 | recipient u16+utf8 (empty for grant)
- *
- * and rebuilt from it on open. Changes are rare, so the log is never compacted.
+ * key ids) each registered with keylist-update. Kept in its own log, one record per change
+ * (ts/codec/mediator-queue.ts), and rebuilt from it on open. Changes are rare, so the log is never compacted.
  *
  * A client may hold only its own DID and key ids of it (the mediator checks that before it adds
  * one). Registrations of another DID that older versions took (first come) are dropped when the
  * table is opened and counted in `dropped`: the owner of that DID registers it again.
  */
-import { PlexusError } from '../../core/errors.js';
+import { decodeRoute, encodeRoute, ROUTE_ADD, ROUTE_GRANT, ROUTE_REMOVE } from '../../codec/mediator-queue.js';
 import type { LogStorage } from '../../storage/types.js';
 
-const GRANT = 1;
-const ADD = 2;
-const REMOVE = 3;
-const MAX_NAME_BYTES = 8192;
+const GRANT = ROUTE_GRANT;
+const ADD = ROUTE_ADD;
+const REMOVE = ROUTE_REMOVE;
 
 export interface RouteLimits {
   /** Most clients granted mediation (default 100,000). */
@@ -27,49 +23,8 @@ export interface RouteLimits {
 
 export const DEFAULT_ROUTE_LIMITS: RouteLimits = { maxClients: 100_000, maxKeysPerClient: 1000 };
 
-const te = new TextEncoder();
-const td = new TextDecoder('utf-8', { fatal: true });
-
-function encode(kind: number, client: string, recipient: string): Uint8Array {
-  const c = te.encode(client);
-  const r = te.encode(recipient);
-  if (c.length > MAX_NAME_BYTES || r.length > MAX_NAME_BYTES) {
-    throw new PlexusError('PLX_MEDIATOR_TOO_LARGE', `a DID above ${MAX_NAME_BYTES} bytes cannot be registered`, {});
-  }
-  const out = new Uint8Array(1 + 2 + c.length + 2 + r.length);
-  const v = new DataView(out.buffer);
-  out[0] = kind;
-  v.setUint16(1, c.length, true);
-  out.set(c, 3);
-  v.setUint16(3 + c.length, r.length, true);
-  out.set(r, 5 + c.length);
-  return out;
-}
-
-function decode(b: Uint8Array, position: bigint): { kind: number; client: string; recipient: string } {
-  const bad = (reason: string) =>
-    new PlexusError(
-      'PLX_MEDIATOR_CORRUPT',
-      `route record ${position} is malformed (${reason}): restore the data directory from a backup`,
-      {
-        position: String(position),
-        reason,
-      },
-    );
-  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  if (b.length < 5) throw bad('cut');
-  const kind = b[0]!;
-  if (kind !== GRANT && kind !== ADD && kind !== REMOVE) throw bad('kind');
-  const cl = v.getUint16(1, true);
-  if (3 + cl + 2 > b.length) throw bad('cut');
-  const rl = v.getUint16(3 + cl, true);
-  if (5 + cl + rl !== b.length) throw bad('length');
-  try {
-    return { kind, client: td.decode(b.subarray(3, 3 + cl)), recipient: td.decode(b.subarray(5 + cl)) };
-  } catch {
-    throw bad('utf8');
-  }
-}
+const encode = encodeRoute;
+const decode = decodeRoute;
 
 export type KeyChange = 'success' | 'no_change' | 'client_error';
 

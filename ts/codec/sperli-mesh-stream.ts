@@ -1,5 +1,5 @@
 /**
- * The frame decoder of one connection as PeerLinks (ts/sperli/mesh-links.ts) uses it:
+ * The SPERLI mesh stream: the frame decoder of one connection as PeerLinks (ts/sperli/mesh-links.ts) uses it:
  * the checks and events of FrameStream (ts/codec/sperli-stream.ts), with one addition.
  * When `streaming` is on, a COLLECTIVE or CKPT_DATA frame of at least STREAM_MIN payload
  * bytes that does not arrive in one chunk is handed on as it arrives instead of being gathered:
@@ -8,6 +8,9 @@
  * docs/sperli.md; only the moment the receiver sees the payload changes, so a receiver
  * can reduce or copy each piece while the rest is still on its way.
  */
+
+import type { PlexusError } from '../core/errors.js';
+import { decodeHeaders } from '../core/index.js';
 import {
   _outcomeOf,
   type ConnectionExpectations,
@@ -17,9 +20,7 @@ import {
   FrameContext,
   type FrameHeader,
   FrameType,
-} from '../codec/sperli-frame.js';
-import type { PlexusError } from '../core/errors.js';
-import { decodeHeaders } from '../core/index.js';
+} from './sperli-frame.js';
 
 /** Payloads from this size on are handed on piece by piece (when streaming is on). */
 export const STREAM_MIN = 64 * 1024;

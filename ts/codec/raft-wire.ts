@@ -13,12 +13,15 @@
  *
  * The header is judged on the length-first header kernel of plexus/core before any body
  * byte is read; every count and length in the body is checked against the bytes that are
- * left before anything is allocated. Entry data, snapshot data and the context are views
- * into the input, not copies.
+ * left before anything is allocated (ByteReader). Entry data, snapshot data and the context
+ * are views into the input, not copies. A connection's bytes are cut into messages by the
+ * shared FrameAssembler (`RaftMessageStream`).
  */
 import { PlexusError } from '../core/errors.js';
-import { checkHeader, crc32c, defineHeader, encodeHeader, VERDICT_INCOMPLETE } from '../core/index.js';
-import type { Entry, Message, MessageType, Snapshot } from './types.js';
+import { checkHeader, crc32c, defineHeader, encodeHeader } from '../core/index.js';
+import type { Entry, Message, MessageType, Snapshot } from '../raft/types.js';
+import { type ByteFail, ByteReader, ByteWriter } from './bytes.js';
+import { FrameAssembler } from './frames.js';
 
 export const RAFT_HEADER_BYTES = 72;
 export const RAFT_WIRE_VERSION = 1;
@@ -149,36 +152,6 @@ function bodySize(m: Message): number {
   return n;
 }
 
-class Writer {
-  private readonly dv: DataView;
-  at: number;
-  constructor(
-    readonly buf: Uint8Array,
-    start: number,
-  ) {
-    this.dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-    this.at = start;
-  }
-  u8(v: number): void {
-    this.dv.setUint8(this.at, v);
-    this.at += 1;
-  }
-  u32(v: number): void {
-    this.dv.setUint32(this.at, v, true);
-    this.at += 4;
-  }
-  u64(v: number): void {
-    this.dv.setUint32(this.at, v % 0x1_0000_0000, true);
-    this.dv.setUint32(this.at + 4, Math.floor(v / 0x1_0000_0000), true);
-    this.at += 8;
-  }
-  bytes(b: Uint8Array): void {
-    this.u32(b.length);
-    this.buf.set(b, this.at);
-    this.at += b.length;
-  }
-}
-
 /** Encodes one message between nodes into a new buffer. */
 export function encodeRaftMessage(m: Message): Uint8Array {
   const code = CODE.get(m.type);
@@ -238,12 +211,12 @@ export function encodeRaftMessage(m: Message): Uint8Array {
     },
     buf,
   );
-  const w = new Writer(buf, RAFT_HEADER_BYTES);
+  const w = new ByteWriter(buf, RAFT_HEADER_BYTES);
   for (const e of m.entries) {
     w.u64(e.index);
     w.u64(e.term);
     w.u8(e.type === 'conf-change' ? 1 : 0);
-    w.bytes(e.data);
+    w.lenBytes(e.data);
   }
   if (m.snapshot) {
     const md = m.snapshot.metadata;
@@ -253,54 +226,16 @@ export function encodeRaftMessage(m: Message): Uint8Array {
     for (const id of md.confState.voters) w.u64(id);
     w.u32(md.confState.learners.length);
     for (const id of md.confState.learners) w.u64(id);
-    w.bytes(m.snapshot.data);
+    w.lenBytes(m.snapshot.data);
   }
-  if (m.context) w.bytes(m.context);
+  if (m.context) w.lenBytes(m.context);
   const crc = crc32c(buf.subarray(RAFT_HEADER_BYTES), crc32c(buf.subarray(0, 68)));
   new DataView(buf.buffer).setUint32(68, crc, true);
   return buf;
 }
 
-class Reader {
-  private readonly dv: DataView;
-  at = 0;
-  constructor(private readonly buf: Uint8Array) {
-    this.dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  }
-  need(n: number, what: string): void {
-    if (this.at + n > this.buf.length) {
-      throw refuse('body', `${what} needs ${n} bytes at offset ${this.at}; ${this.buf.length - this.at} remain`);
-    }
-  }
-  u8(what: string): number {
-    this.need(1, what);
-    return this.dv.getUint8(this.at++);
-  }
-  u32(what: string): number {
-    this.need(4, what);
-    const v = this.dv.getUint32(this.at, true);
-    this.at += 4;
-    return v;
-  }
-  u64(what: string): number {
-    this.need(8, what);
-    const lo = this.dv.getUint32(this.at, true);
-    const hi = this.dv.getUint32(this.at + 4, true);
-    this.at += 8;
-    if (hi > 0x1fffff) throw refuse('body', `${what} is above 2^53 - 1`);
-    return hi * 0x1_0000_0000 + lo;
-  }
-  bytes(what: string): Uint8Array {
-    const n = this.u32(`${what} length`);
-    this.need(n, what);
-    const out = this.buf.subarray(this.at, this.at + n);
-    this.at += n;
-    return out;
-  }
-  get left(): number {
-    return this.buf.length - this.at;
-  }
-}
+/** A cut-short field or a u64 above 2^53 - 1 in the body is a refused body. */
+const bodyFail: ByteFail = (_reason, _what, message) => refuse('body', message);
 
 export type RaftDecoded =
   | { readonly kind: 'message'; readonly message: Message; readonly consumed: number }
@@ -316,22 +251,33 @@ export function decodeRaftMessage(bytes: Uint8Array): RaftDecoded {
   if (!(bytes instanceof Uint8Array)) throw misuse('decodeRaftMessage takes a Uint8Array');
   if (bytes.length < RAFT_HEADER_BYTES) return { kind: 'incomplete', need: RAFT_HEADER_BYTES };
   const head = bytes.subarray(0, RAFT_HEADER_BYTES);
+  const h = judgeHeader(head);
+  const size = RAFT_HEADER_BYTES + h.length!;
+  if (bytes.length < size) return { kind: 'incomplete', need: size };
+  return { kind: 'message', message: decodeBody(bytes.subarray(0, size), h), consumed: size };
+}
+
+type Header = Record<string, number>;
+
+/** The fields of an accepted header (72 bytes); a header out of range is refused, length first. */
+function judgeHeader(head: Uint8Array): Header {
   const verdict = checkHeader(SCHEMA, head);
-  if (verdict === VERDICT_INCOMPLETE) return { kind: 'incomplete', need: RAFT_HEADER_BYTES };
   if (verdict !== 0) {
     const reason = REASONS[verdict] ?? 'length';
     throw refuse(reason, `the header's ${reason} field is out of range`, { verdict });
   }
-  const h = SCHEMA.read(head) as Record<string, number>;
-  const size = RAFT_HEADER_BYTES + h.length!;
-  if (bytes.length < size) return { kind: 'incomplete', need: size };
-  const body = bytes.subarray(RAFT_HEADER_BYTES, size);
+  return SCHEMA.read(head) as Header;
+}
+
+/** The message of a whole frame (`bytes`: header and body) whose header `h` was accepted. */
+function decodeBody(bytes: Uint8Array, h: Header): Message {
+  const body = bytes.subarray(RAFT_HEADER_BYTES);
   if (crc32c(body, crc32c(bytes.subarray(0, 68))) !== h.crc) {
     throw refuse('crc', 'the checksum does not match: the message was damaged in transit');
   }
   const flags = h.flags!;
   const count = h.count!;
-  const r = new Reader(body);
+  const r = new ByteReader(body, bodyFail);
   // Each entry takes at least 21 bytes: refuse a count the body cannot hold before looping.
   if (count * 21 > body.length) throw refuse('entries', `${count} entries cannot fit in ${body.length} body bytes`);
   const entries: Entry[] = [];
@@ -340,7 +286,7 @@ export function decodeRaftMessage(bytes: Uint8Array): RaftDecoded {
     const term = r.u64('entry term');
     const kind = r.u8('entry kind');
     if (kind > 1) throw refuse('body', `entry ${i} has kind ${kind}; 0 (normal) and 1 (conf change) exist`);
-    entries.push({ index, term, type: kind === 1 ? 'conf-change' : 'normal', data: r.bytes('entry data') });
+    entries.push({ index, term, type: kind === 1 ? 'conf-change' : 'normal', data: r.lenBytes('entry data') });
   }
   let snapshot: Snapshot | undefined;
   if (flags & F_SNAPSHOT) {
@@ -359,9 +305,9 @@ export function decodeRaftMessage(bytes: Uint8Array): RaftDecoded {
     };
     const voters = ids('voters');
     const learners = ids('learners');
-    snapshot = { metadata: { index, term, confState: { voters, learners } }, data: r.bytes('snapshot data') };
+    snapshot = { metadata: { index, term, confState: { voters, learners } }, data: r.lenBytes('snapshot data') };
   }
-  const context = flags & F_CONTEXT ? r.bytes('context') : undefined;
+  const context = flags & F_CONTEXT ? r.lenBytes('context') : undefined;
   if (r.left !== 0) throw refuse('body', `${r.left} bytes follow the message's last field`);
   const message: Message = {
     type: TYPES[h.type! - 1] as MessageType,
@@ -378,62 +324,50 @@ export function decodeRaftMessage(bytes: Uint8Array): RaftDecoded {
     ...(context ? { context } : {}),
     ...(flags & F_TRANSFER ? { transfer: true } : {}),
   };
-  return { kind: 'message', message, consumed: size };
+  return message;
 }
 
 /**
  * A byte-fed decoder for one connection: `push` takes whatever bytes arrived and returns
- * the messages they complete. Bytes are held only as they arrive; a refused message throws
- * and the connection is to be closed.
+ * the messages they complete. Bytes are held only as they arrive (FrameAssembler); a refused
+ * message throws, every later `push` throws the same, and the connection is to be closed.
  */
 export class RaftMessageStream {
-  private pending: Uint8Array[] = [];
-  private held = 0;
-  private want = RAFT_HEADER_BYTES;
+  private readonly frames: FrameAssembler;
+  /** Headers judged whose frames are not yet whole (at most one at a time). */
+  private readonly heads: Header[] = [];
+  private failure: Error | undefined;
 
   /**
    * @param maxBody the largest body accepted (at most RAFT_MAX_BODY): a header announcing more
    * is refused (`length`) before its body is held.
    */
-  constructor(private readonly maxBody = RAFT_MAX_BODY) {}
+  constructor(maxBody = RAFT_MAX_BODY) {
+    this.frames = new FrameAssembler({
+      headerBytes: RAFT_HEADER_BYTES,
+      maxFrame: RAFT_HEADER_BYTES + Math.min(maxBody, RAFT_MAX_BODY),
+      frameLength: (head) => {
+        const h = judgeHeader(head);
+        this.heads.push(h);
+        return RAFT_HEADER_BYTES + h.length!;
+      },
+      tooLarge: (length) =>
+        refuse('length', `a body of ${length - RAFT_HEADER_BYTES} bytes is above this peer's ${maxBody}`),
+    });
+  }
 
   push(chunk: Uint8Array): Message[] {
-    this.pending.push(chunk);
-    this.held += chunk.length;
-    const out: Message[] = [];
-    while (this.held >= this.want) {
-      const buf = this.join();
-      const d = decodeRaftMessage(buf);
-      if (d.kind === 'incomplete') {
-        if (d.need - RAFT_HEADER_BYTES > this.maxBody) {
-          throw refuse('length', `a body of ${d.need - RAFT_HEADER_BYTES} bytes is above this peer's ${this.maxBody}`);
-        }
-        this.want = d.need;
-        break;
-      }
-      out.push(d.message);
-      const rest = buf.subarray(d.consumed);
-      this.pending = rest.length > 0 ? [rest] : [];
-      this.held = rest.length;
-      this.want = RAFT_HEADER_BYTES;
+    if (this.failure) throw this.failure;
+    try {
+      return this.frames.push(chunk).map((frame) => decodeBody(frame, this.heads.shift() as Header));
+    } catch (e) {
+      this.failure = e as Error;
+      throw e;
     }
-    return out;
   }
 
   /** Bytes held of a message not yet complete. */
   get buffered(): number {
-    return this.held;
-  }
-
-  private join(): Uint8Array {
-    if (this.pending.length === 1) return this.pending[0] as Uint8Array;
-    const all = new Uint8Array(this.held);
-    let at = 0;
-    for (const p of this.pending) {
-      all.set(p, at);
-      at += p.length;
-    }
-    this.pending = [all];
-    return all;
+    return this.frames.buffered;
   }
 }
