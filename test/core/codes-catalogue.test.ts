@@ -8,7 +8,14 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isPlexusCode, PLEXUS_CODE_ALIASES, PLX_CODES, SPERLI_H_CODES } from '../../ts/core/errors.js';
+import {
+  codeFromPeer,
+  isPlexusCode,
+  PLEXUS_CODE_ALIASES,
+  PLX_CODES,
+  PlexusError,
+  SPERLI_H_CODES,
+} from '../../ts/core/errors.js';
 import { ROOT } from '../helpers/paths.js';
 
 const SCRIPT = join(ROOT, 'scripts/gen-error-codes.mjs');
@@ -55,6 +62,29 @@ describe('the PlexusCode catalogue', () => {
       expect(PLX_CODES, alias).toContain(alias);
       expect(PLX_CODES, alias).toContain(target);
     }
+  });
+
+  it('PlexusError takes only catalogue codes, and the details its code carries (checked by tsc)', () => {
+    // @ts-expect-error a code outside the catalogue does not compile
+    const unknown = new PlexusError('PLX_NOT_A_CODE', 'not in docs/errors.md');
+    // @ts-expect-error an H-code's details name the check that failed (details.reason)
+    const noReason = new PlexusError('H1610', 'refused', { peer: 1 });
+    // @ts-expect-error a cluster frame refusal says which check (details.reason)
+    const wire = new PlexusError('PLX_WIRE_BAD_FRAME', 'refused', { field: 'kind' });
+    const ok = new PlexusError('H1610', 'refused', { reason: 'length', peer: 1 });
+    const free = new PlexusError('PLX_STORAGE_IO', 'free-form details', { anything: 1 });
+    // A peer's code is passed on as sent, listed or not.
+    const relayed = new PlexusError(codeFromPeer('PLX_FROM_A_NEWER_PEER'), 'relayed');
+    expect([unknown, noReason, wire, ok, free, relayed].map((e) => e.code)).toEqual([
+      'PLX_NOT_A_CODE',
+      'H1610',
+      'PLX_WIRE_BAD_FRAME',
+      'H1610',
+      'PLX_STORAGE_IO',
+      'PLX_FROM_A_NEWER_PEER',
+    ]);
+    expect(ok.details.reason).toBe('length');
+    expect(new PlexusError('PLX_CORE_FREED', 'no details').details).toEqual({});
   });
 
   it('isPlexusCode takes the catalogue and refuses anything else', () => {

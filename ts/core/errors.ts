@@ -16,7 +16,18 @@ const CODES: ReadonlySet<string> = new Set<string>([...PLX_CODES, ...SPERLI_H_CO
  * The details a code always carries, by code. A code not listed here has free-form
  * details; add an entry when a code's details become part of its contract.
  */
-export interface PlexusDetailsMap extends Record<SperliHCode, { readonly reason: string }> {}
+export interface PlexusDetailsMap extends Record<SperliHCode, { readonly reason: string }> {
+  /** docs/evfr.md: `length`, `magic`, `version`, ... `record-length`. */
+  PLX_EVFR_BAD_FRAME: { readonly reason: string };
+  /** docs/raft-wire.md: `length`, `version`, `type`, ... `body`. */
+  PLX_RAFT_WIRE_BAD_MESSAGE: { readonly reason: string };
+  /** The cluster frame or ACK-run check that failed (`version`, `kind`, ..., `ack-run`). */
+  PLX_WIRE_BAD_FRAME: { readonly reason: string };
+  /** docs/runtime.md, "The journal record". */
+  PLX_JOURNAL_BAD_RECORD: { readonly reason: string };
+  /** `seen`, `stale`, `no-time` or `no-id`. */
+  PLX_MEDIATOR_REPLAY: { readonly reason: string };
+}
 
 /** The details type of a code: its entry in `PlexusDetailsMap`, or a free-form record. */
 export type PlexusDetails<C extends PlexusCode = PlexusCode> = C extends keyof PlexusDetailsMap
