@@ -47,7 +47,11 @@ export const nodeCbc: CbcBackend = {
   },
   decrypt: (key, iv, ct) => {
     if (ct.length === 0 || ct.length % 16 !== 0)
-      throw new PlexusError('PLX_DIDCOMM_DECRYPT_FAILED', 'AES-CBC ciphertext is not whole blocks');
+      throw new PlexusError(
+        'PLX_DIDCOMM_DECRYPT_FAILED',
+        'the A256CBC-HS512 content does not decrypt: the message was altered or is not for this key',
+        { enc: 'A256CBC-HS512', reason: 'AES-CBC ciphertext is not whole blocks' },
+      );
     const d = createDecipheriv('aes-256-cbc', key, iv);
     return u8(Buffer.concat([d.update(ct), d.final()]));
   },
