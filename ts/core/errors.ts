@@ -70,6 +70,8 @@ function hasBrand(value: unknown): boolean {
 }
 
 /** Whether `e` is a PlexusError (of any copy of plexus), and of `code` when given. */
+export function isPlexusError<C extends PlexusCode>(e: unknown, code: C): e is PlexusError<C>;
+export function isPlexusError(e: unknown, code?: string): e is PlexusError;
 export function isPlexusError(e: unknown, code?: string): e is PlexusError {
   return hasBrand(e) && (code === undefined || (e as PlexusError).code === code);
 }
