@@ -18,7 +18,7 @@ function format(maxFrame: number): FrameFormat {
     frameLength(h) {
       const r = new ByteReader(h);
       const len = r.u32('length');
-      if (r.u8('tag') === 0xff) throw new PlexusError('PLX_TEST_BAD_TAG', 'tag 0xff');
+      if (r.u8('tag') === 0xff) throw new PlexusError('PLX_CODEC_BAD_FORMAT', 'tag 0xff');
       return HEADER + len;
     },
   };
@@ -128,7 +128,7 @@ describe('FrameAssembler', () => {
   it('passes on the header decoder refusal and a length shorter than the header', () => {
     const a = new FrameAssembler(format(64));
     expect(() => a.push(frame(0xff, Uint8Array.of(1)))).toThrowError(
-      expect.objectContaining({ code: 'PLX_TEST_BAD_TAG' }),
+      expect.objectContaining({ code: 'PLX_CODEC_BAD_FORMAT' }),
     );
     const b = new FrameAssembler({ ...format(64), frameLength: () => 2 });
     expect(() => b.push(new Uint8Array(8))).toThrowError(expect.objectContaining({ code: 'PLX_CODEC_BAD_LENGTH' }));
@@ -142,7 +142,7 @@ describe('FrameAssembler', () => {
           for (const c of chunked(all, cuts)) for (const f of a.push(c)) expect(f.length).toBeLessThanOrEqual(128);
         } catch (e) {
           expect(e).toBeInstanceOf(PlexusError);
-          expect(['PLX_CODEC_FRAME_TOO_LARGE', 'PLX_TEST_BAD_TAG']).toContain((e as PlexusError).code);
+          expect(['PLX_CODEC_FRAME_TOO_LARGE', 'PLX_CODEC_BAD_FORMAT']).toContain((e as PlexusError).code);
         }
       }),
       { numRuns: 2000 },

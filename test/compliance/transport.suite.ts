@@ -265,7 +265,7 @@ export function transportSuite(name: string, factory: TransportFactory): void {
     it('abort with a code that is not an H-code sends code 0', async () => {
       const [a, b] = (await job(2)) as [RankTransport, RankTransport];
       watch(b);
-      await a.abort(5, new PlexusError('PLX_SPERLI_CHECKPOINT', 'disk full'));
+      await a.abort(5, new PlexusError('PLX_SPERLI_CHECKPOINT_IO', 'disk full'));
       await until(() => b.failure !== undefined, 'the failure');
       expect(b.failure?.details).toMatchObject({
         reason: 'abort',

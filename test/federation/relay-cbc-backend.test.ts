@@ -7,6 +7,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
+import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { ResolverRegistry } from '../../ts/federation/did/registry.js';
 import { cbcBackend, nobleCbc, nodeCbc, useCbcBackend } from '../../ts/federation/didcomm/cbc-backend.js';
 import { decryptContent, encryptContent } from '../../ts/federation/didcomm/content.js';
@@ -68,6 +69,30 @@ describe('A256CBC-HS512 backends', () => {
       }
       expect(refusedBy).toBeGreaterThan(20);
     }
+  });
+
+  it('a sender that authenticates a ciphertext of partial blocks gets a coded refusal from either backend', () => {
+    const cek = new Uint8Array(64).fill(3);
+    const iv = new Uint8Array(16).fill(4);
+    const aad = new Uint8Array([1, 2, 3]);
+    for (const be of [nobleCbc, nodeCbc]) {
+      useCbcBackend(be.name);
+      for (const ct of [new Uint8Array(17).fill(5), new Uint8Array(0)]) {
+        // The tag of RFC 7518 section 5.2.2.1 over this ciphertext, so the HMAC check passes.
+        const al = new Uint8Array(8);
+        new DataView(al.buffer).setBigUint64(0, BigInt(aad.length) * 8n);
+        const tag = be.hmacSha512(cek.subarray(0, 32), [aad, iv, ct, al]).slice(0, 32);
+        let err: unknown;
+        try {
+          decryptContent('A256CBC-HS512', cek, iv, aad, ct, tag);
+        } catch (e) {
+          err = e;
+        }
+        expect(isPlexusError(err, 'PLX_DIDCOMM_DECRYPT_FAILED'), `${be.name}: ${String(err)}`).toBe(true);
+        expect((err as PlexusError).details.enc).toBe('A256CBC-HS512');
+      }
+    }
+    useCbcBackend(initial);
   });
 
   it('content encrypted under one backend decrypts under the other; a changed tag is refused', () => {

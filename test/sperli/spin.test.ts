@@ -151,7 +151,7 @@ describe('the polling window', () => {
 });
 
 describe('the queues hold the spinner exactly while a consumer waits', () => {
-  const failure = new PlexusError('H1613', 'the job ended', {});
+  const failure = new PlexusError('H1612', 'the job ended', { reason: 'abort' });
 
   it('FrameQueue: next, wait, and fail', async () => {
     const s = new Spinner(1000);

@@ -89,7 +89,7 @@ export function checkToken(token: unknown): string {
 function read(file: string, what: string, code: typeof ChronactaCode.BAD_TLS | typeof ChronactaCode.BAD_TOKENS) {
   try {
     const size = statSync(file).size;
-    if (size > MAX_FILE_BYTES) throw new Error(`${size} bytes, above ${MAX_FILE_BYTES}`);
+    if (size > MAX_FILE_BYTES) throw chronactaError(code, `${size} bytes, above ${MAX_FILE_BYTES}`, { file, size });
     return readFileSync(file);
   } catch (e) {
     throw chronactaError(code, `cannot read the ${what} ${file}: ${(e as Error).message}`, { file }, e);

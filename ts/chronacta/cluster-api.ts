@@ -17,7 +17,7 @@
  *
  * `attachClusterApi(port, store)` installs all of it on a server started by `startServer`.
  */
-import { PlexusError } from '../core/errors.js';
+import { type PlexusCode, PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
 import type { PeerCredentials } from './client-auth.js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
@@ -111,7 +111,7 @@ export interface ClusterApi {
   close(): void;
 }
 
-function apiError(code: string, message: string, details: Record<string, unknown> = {}): PlexusError {
+function apiError(code: PlexusCode, message: string, details: Record<string, unknown> = {}): PlexusError {
   return new PlexusError(code, message, details);
 }
 

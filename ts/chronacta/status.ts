@@ -5,7 +5,7 @@
  * server that cannot be reached, a PlexusError from the status code alone).
  */
 import { Metadata, type ServiceError, status } from '@grpc/grpc-js';
-import { isPlexusError, PlexusError } from '../core/errors.js';
+import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
 import { ChronactaCode, type ChronactaCodeName } from './errors.js';
 import type { CallStatus } from './grpc-server.js';
 import { HaErrorCode } from './ha/errors.js';
@@ -124,7 +124,7 @@ export function fromServiceError(e: unknown): PlexusError {
         details = {};
       }
     }
-    return new PlexusError(code, message, { ...details, grpcStatus: se.code }, { cause: e });
+    return new PlexusError(codeFromPeer(code), message, { ...details, grpcStatus: se.code }, { cause: e });
   }
   // A stream reset with ENHANCE_YOUR_CALM: the server's stall timeout (docs/chronacta.md, "Server limits").
   const reset = se.code === status.RESOURCE_EXHAUSTED && /Bandwidth exhausted|code 11/.test(message);

@@ -27,7 +27,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ClusterFrame } from '../codec/cluster-frame.js';
-import { isPlexusError, PlexusError } from '../core/errors.js';
+import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
 import type { Wire } from '../net/types.js';
 import type { ActorEvent, DeliverOptions, EventIOProcessor, NodeHandle, Outgoing } from '../runtime/types.js';
 import type { ClusterConfig } from './config.js';
@@ -254,7 +254,7 @@ export class ClusterProcessor implements EventIOProcessor {
             } else {
               const r = this.reasons.get(hex(messageId));
               this.reasons.delete(hex(messageId));
-              if (r !== undefined) throw new PlexusError(r.code, r.reason, { target });
+              if (r !== undefined) throw new PlexusError(codeFromPeer(r.code), r.reason, { target });
               last = new Error(`node ${dest} refused the frame to ${target}`);
             }
           } else {

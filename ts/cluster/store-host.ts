@@ -11,7 +11,7 @@
  * wire's call limit is refused by the wire; shapes are checked before use.
  */
 import { mkdir } from 'node:fs/promises';
-import { isPlexusError, PlexusError } from '../core/errors.js';
+import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
 import { shardDir } from '../runtime/log-journal.js';
 import { openLog } from '../storage/index.js';
 import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
@@ -190,7 +190,7 @@ export class RemoteLog implements LogStorage {
       throw bad('the store host answered something that is not JSON');
     }
     if (!r.ok) {
-      throw new PlexusError(r.code ?? 'PLX_CLUSTER_UNAVAILABLE', r.message ?? 'the store host refused', {
+      throw new PlexusError(codeFromPeer(r.code ?? 'PLX_CLUSTER_UNAVAILABLE'), r.message ?? 'the store host refused', {
         ...(r.details ?? {}),
         shard: this.shard,
       });

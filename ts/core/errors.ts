@@ -2,20 +2,97 @@
  * The one error class of plexus. Every refusal carries a stable `code`
  * (`PLX_<AREA>_<REASON>`, or the SPERLI `H16xx` codes) and a message that says what
  * was wrong and what to do. Match on `err.code`, never on the message.
- * docs/errors.md lists every code.
+ * docs/errors.md lists every code; `PlexusCode` (ts/core/codes-catalogue.ts) is
+ * generated from it.
  */
-export class PlexusError extends Error {
-  readonly code: string;
-  readonly details: Readonly<Record<string, unknown>>;
+import { PLX_CODES, type PlexusCode, SPERLI_H_CODES, type SperliHCode } from './codes-catalogue.js';
 
-  constructor(code: string, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+export type { PlexusCode } from './codes-catalogue.js';
+export { PLEXUS_CODE_ALIASES, PLX_CODES, SPERLI_H_CODES } from './codes-catalogue.js';
+
+const CODES: ReadonlySet<string> = new Set<string>([...PLX_CODES, ...SPERLI_H_CODES]);
+
+/**
+ * The details a code always carries, by code. A code not listed here has free-form
+ * details; add an entry when a code's details become part of its contract.
+ */
+export interface PlexusDetailsMap extends Record<SperliHCode, { readonly reason: string }> {
+  /** docs/evfr.md: `length`, `magic`, `version`, ... `record-length`. */
+  PLX_EVFR_BAD_FRAME: { readonly reason: string };
+  /** docs/raft-wire.md: `length`, `version`, `type`, ... `body`. */
+  PLX_RAFT_WIRE_BAD_MESSAGE: { readonly reason: string };
+  /** The cluster frame or ACK-run check that failed (`version`, `kind`, ..., `ack-run`). */
+  PLX_WIRE_BAD_FRAME: { readonly reason: string };
+  /** docs/runtime.md, "The journal record". */
+  PLX_JOURNAL_BAD_RECORD: { readonly reason: string };
+  /** `seen`, `stale`, `no-time` or `no-id`. */
+  PLX_MEDIATOR_REPLAY: { readonly reason: string };
+}
+
+/** The details type of a code: its entry in `PlexusDetailsMap`, or a free-form record. */
+export type PlexusDetails<C extends PlexusCode = PlexusCode> = C extends keyof PlexusDetailsMap
+  ? PlexusDetailsMap[C] & Readonly<Record<string, unknown>>
+  : Readonly<Record<string, unknown>>;
+
+/**
+ * The brand every PlexusError carries. `Symbol.for` gives the same symbol to every copy of
+ * this module (two installed versions of plexus, a bundled and an imported copy), so a
+ * PlexusError made by one copy is recognised by the other's `isPlexusError` and `instanceof`.
+ */
+const BRAND: unique symbol = Symbol.for('plexus.error') as never;
+
+export class PlexusError<C extends PlexusCode = PlexusCode> extends Error {
+  readonly code: C;
+  readonly details: PlexusDetails<C>;
+
+  constructor(code: C, message: string, details?: PlexusDetails<C>, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'PlexusError';
     this.code = code;
-    this.details = details;
+    this.details = (details ?? {}) as PlexusDetails<C>;
   }
 }
+Object.defineProperty(PlexusError.prototype, BRAND, { value: true });
+// `err instanceof PlexusError` holds for a PlexusError of any copy of this module; a
+// subclass keeps the ordinary prototype check.
+Object.defineProperty(PlexusError, Symbol.hasInstance, {
+  value: function hasInstance(this: unknown, value: unknown): boolean {
+    return this === PlexusError ? hasBrand(value) : Function.prototype[Symbol.hasInstance].call(this, value);
+  },
+});
 
+function hasBrand(value: unknown): boolean {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    (value as { [BRAND]?: unknown })[BRAND] === true
+  );
+}
+
+/** Whether `e` is a PlexusError (of any copy of plexus), and of `code` when given. */
+export function isPlexusError<C extends PlexusCode>(e: unknown, code: C): e is PlexusError<C>;
+export function isPlexusError(e: unknown, code?: string): e is PlexusError;
 export function isPlexusError(e: unknown, code?: string): e is PlexusError {
-  return e instanceof PlexusError && (code === undefined || e.code === code);
+  return hasBrand(e) && (code === undefined || (e as PlexusError).code === code);
+}
+
+/**
+ * A code another plexus process sent (in a gRPC trailer, a wire answer, a store host's
+ * reply), kept as sent so that the caller matches what the peer raised. A peer of a newer
+ * version may send a code this build's catalogue does not list yet.
+ */
+export function codeFromPeer(code: string): PlexusCode {
+  return code as PlexusCode;
+}
+
+/** The codes of the catalogue that begin with `P`, without it: `CodeSuffix<'PLX_KEYS_'>` is `'EXISTS' | ...`. */
+export type CodeSuffix<P extends string> = PlexusCode extends infer C
+  ? C extends `${P}${infer R}`
+    ? R
+    : never
+  : never;
+
+/** Whether a string is a code of the catalogue (for codes read from a peer or a file). */
+export function isPlexusCode(code: unknown): code is PlexusCode {
+  return typeof code === 'string' && CODES.has(code);
 }

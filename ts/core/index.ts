@@ -36,7 +36,19 @@ export {
   type ReduceOpName,
   reduceAllowed,
 } from './codes.js';
-export { isPlexusError, PlexusError } from './errors.js';
+export {
+  type CodeSuffix,
+  codeFromPeer,
+  isPlexusCode,
+  isPlexusError,
+  PLEXUS_CODE_ALIASES,
+  PLX_CODES,
+  type PlexusCode,
+  type PlexusDetails,
+  type PlexusDetailsMap,
+  PlexusError,
+  SPERLI_H_CODES,
+} from './errors.js';
 export {
   defineHeader,
   type HeaderCheckDef,

@@ -11,7 +11,7 @@ import { ed25519 } from '@noble/curves/ed25519.js';
 import { sha512 } from '@noble/hashes/sha2.js';
 import { randomBytes } from '@noble/hashes/utils.js';
 import { ml_dsa44 } from '@noble/post-quantum/ml-dsa.js';
-import { PlexusError } from '../core/errors.js';
+import { type PlexusCode, PlexusError } from '../core/errors.js';
 
 const _utf8 = new TextEncoder();
 
@@ -48,7 +48,7 @@ function _isBytes(x: unknown): x is Uint8Array {
   return x instanceof Uint8Array;
 }
 
-function _bytesArg(x: unknown, what: string, length: number, code: string): Uint8Array {
+function _bytesArg(x: unknown, what: string, length: number, code: PlexusCode): Uint8Array {
   if (_isBytes(x) && x.length === length) return x;
   const got = _isBytes(x) ? `${x.length} bytes` : typeof x;
   throw new PlexusError(code, `CompositeSig: the ${what} must be ${length} bytes, got ${got}`, {

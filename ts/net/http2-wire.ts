@@ -50,7 +50,7 @@ import {
   MAX_IRI_BYTES,
   writeDataFrame,
 } from '../codec/cluster-frame.js';
-import { isPlexusError, PlexusError } from '../core/errors.js';
+import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
 import { fnv1a64 } from '../core/index.js';
 import { Spinner } from '../core/spinner.js';
 import { nodeName, nodeOfPeer } from './ca.js';
@@ -1155,7 +1155,11 @@ export class Http2Wire implements Wire {
       st.stream = undefined;
       st.sid = -1;
       if (st.pendingCount > 0 && !this.closed) {
-        if (!st.lastError) st.lastError = new Error(`stream closed (code ${stream.rstCode ?? 0})`);
+        if (!st.lastError)
+          st.lastError = new PlexusError('PLX_WIRE_UNREACHABLE', `stream closed (code ${stream.rstCode ?? 0})`, {
+            peer: st.peer,
+            rstCode: stream.rstCode ?? 0,
+          });
         this.scheduleRetry(st);
       }
     });
@@ -1246,7 +1250,7 @@ export class Http2Wire implements Wire {
               message: string;
               details: Record<string, unknown>;
             };
-            reject(new PlexusError(e.code, e.message, e.details ?? {}));
+            reject(new PlexusError(codeFromPeer(e.code), e.message, e.details ?? {}));
           } catch {
             reject(new PlexusError('PLX_WIRE_REFUSED', `call to ${peer} refused`, { peer }));
           }

@@ -143,7 +143,8 @@ export class MemoryWire implements Wire {
       attempt++;
       try {
         const w = this.peer(peer);
-        if (this.network.faults.drop?.(this.self, peer, attempt)) throw new Error('frame lost');
+        if (this.network.faults.drop?.(this.self, peer, attempt))
+          throw new PlexusError('PLX_WIRE_UNREACHABLE', 'frame lost', { peer });
         const copy = bytes.slice();
         const status = await w.accept(this.self, copy);
         if (this.network.faults.duplicate?.(this.self, peer)) await w.accept(this.self, bytes.slice());

@@ -10,6 +10,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { PlexusError } from '../core/errors.js';
 
 let low: number | undefined;
 
@@ -41,7 +42,7 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     const port = 10_000 + Math.floor(Math.random() * (top - 10_000));
     if (await bindable(port, host)) return port;
   }
-  throw new Error(`no free port below ${top} on ${host} after 1000 tries`);
+  throw new PlexusError('PLX_NET_NO_FREE_PORT', `no free port below ${top} on ${host} after 1000 tries`, { host });
 }
 
 /** `n` distinct free ports on `host`. */

@@ -1,7 +1,7 @@
 /**
  * The refusals of the Raft core. Match on `err.code`; docs/errors.md lists them.
  */
-import { PlexusError } from '../core/errors.js';
+import { type PlexusCode, PlexusError } from '../core/errors.js';
 
 export const RaftErrorCode = {
   /** A proposal, conf change or read on a node that is not the leader; `details.leader` is the known leader (0: none). */
@@ -30,7 +30,7 @@ export const RaftErrorCode = {
   READY_ORDER: 'PLX_RAFT_READY_ORDER',
 } as const;
 
-export function raftError(code: string, message: string, details: Record<string, unknown> = {}): PlexusError {
+export function raftError(code: PlexusCode, message: string, details: Record<string, unknown> = {}): PlexusError {
   return new PlexusError(code, message, details);
 }
 

@@ -2,6 +2,7 @@
  * The node's view of its log: what storage holds (stable) followed by what the core has
  * accepted but the driver has not yet persisted (unstable: entries, or a received snapshot).
  */
+import { RaftErrorCode, raftError } from './errors.js';
 import { limitSize, type RaftStorage } from './storage.js';
 import type { Entry, Snapshot } from './types.js';
 
@@ -86,7 +87,11 @@ export class RaftLog {
     const ci = this.findConflict(ents);
     if (ci !== 0) {
       if (ci <= this.committed) {
-        throw new Error(`raft invariant: entry ${ci} conflicts with the committed prefix (${this.committed})`);
+        throw raftError(
+          RaftErrorCode.BAD_MESSAGE,
+          `an append whose entry ${ci} conflicts with the committed prefix (${this.committed})`,
+          { reason: 'committed-conflict', index: ci, committed: this.committed },
+        );
       }
       this.append(ents.slice(ci - (index + 1)));
     }

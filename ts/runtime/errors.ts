@@ -2,7 +2,7 @@
  * The error codes of the runtime (PLX_RUNTIME_*) and of the actor journal (PLX_JOURNAL_*).
  * Every refusal is a PlexusError; match on `err.code` (docs/errors.md, docs/runtime.md).
  */
-import { PlexusError } from '../core/errors.js';
+import { type PlexusCode, PlexusError } from '../core/errors.js';
 
 export const RuntimeCode = {
   /** A call with an argument of the wrong type or shape. */
@@ -37,7 +37,7 @@ export const JournalStoreCode = {
 } as const;
 
 export function runtimeError(
-  code: string,
+  code: PlexusCode,
   message: string,
   details: Record<string, unknown> = {},
   cause?: unknown,

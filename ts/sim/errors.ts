@@ -1,5 +1,5 @@
 /** Refusals of the simulator and its checkers; docs/errors.md lists them. */
-import { PlexusError } from '../core/errors.js';
+import { type PlexusCode, PlexusError } from '../core/errors.js';
 
 export const SimErrorCode = {
   /** Bad simulator options (rates outside [0, 1], delays, node ids). */
@@ -10,6 +10,6 @@ export const SimErrorCode = {
   VIOLATION: 'PLX_SIM_VIOLATION',
 } as const;
 
-export function simError(code: string, message: string, details: Record<string, unknown> = {}): PlexusError {
+export function simError(code: PlexusCode, message: string, details: Record<string, unknown> = {}): PlexusError {
   return new PlexusError(code, message, details);
 }

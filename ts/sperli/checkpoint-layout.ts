@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { SperliCode, type SperliCodeValue, sperliError } from '../codec/sperli-errors.js';
 import type { Commit } from '../codec/sperli-files.js';
 import { SIGNATURE_LENGTH } from '../codec/sperli-payloads.js';
-import { isPlexusError, PlexusError } from '../core/errors.js';
+import { codeFromPeer, isPlexusError, type PlexusCode, PlexusError } from '../core/errors.js';
 import type { CheckpointStore } from './checkpoint-store.js';
 import { verifyCommitFile } from './tokens.js';
 
@@ -177,8 +177,8 @@ export function failureNumber(code: string): number {
 }
 
 /** The code of a failure number. */
-export function failureCode(n: number): string {
-  if (n >= 1600 && n <= 1699) return `H${n}`;
+export function failureCode(n: number): PlexusCode {
+  if (n >= 1600 && n <= 1699) return codeFromPeer(`H${n}`);
   return n === 1 ? CHECKPOINT_STATE : 'PLX_SPERLI_CHECKPOINT_IO';
 }
 
@@ -198,7 +198,7 @@ export function codeText(code: string): string {
 
 /** A SPERLI refusal with the code of another failure (the agreed code of a resume). */
 export function withCode(
-  code: string,
+  code: PlexusCode,
   reason: string,
   message: string,
   details: Record<string, unknown>,

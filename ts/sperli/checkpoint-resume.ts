@@ -28,7 +28,7 @@
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import { FrameType } from '../codec/sperli-frame.js';
 import { AbortReason, decodeResume, encodeResume, type Resume, ResumeStatus } from '../codec/sperli-payloads.js';
-import { isPlexusError, type PlexusError } from '../core/errors.js';
+import { isPlexusError, type PlexusCode, type PlexusError } from '../core/errors.js';
 import {
   buddyRank,
   type CheckpointJob,
@@ -130,7 +130,7 @@ async function outcome(job: CheckpointJob, shelf: CommitShelf, failures: ResumeF
   }
   slots[2 * size + rank] = shelf.highestEpoch;
   const all = await link.allreduceSum(slots);
-  const list: { rank: number; epoch: bigint; code: string }[] = [];
+  const list: { rank: number; epoch: bigint; code: PlexusCode }[] = [];
   let highest = 0n;
   for (let r = 0; r < size; r++) {
     const n = all[size + r] as bigint;

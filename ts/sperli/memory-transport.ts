@@ -12,6 +12,7 @@
  * pipe holding more than 1 MiB makes `send` wait until it has delivered.
  */
 import { encodeFrame, type FrameInit } from '../codec/sperli-frame.js';
+import { PlexusError } from '../core/errors.js';
 import { badArgument } from './mesh-errors.js';
 import { type Link, PeerLinks, transportOf } from './mesh-links.js';
 import type { RankTransport } from './transport.js';
@@ -85,7 +86,7 @@ class Pipe {
 
   push(from: number, bytes: Uint8Array): Promise<void> {
     const h = this.halves[this.side(from)];
-    if (!this.open || h.ending) return Promise.reject(new Error('the pipe is closed'));
+    if (!this.open || h.ending) return Promise.reject(new PlexusError('PLX_SPERLI_CLOSED', 'the pipe is closed'));
     h.queue.push(bytes);
     h.queued += bytes.length;
     this.schedule(from);
@@ -112,7 +113,7 @@ class Pipe {
     for (const h of this.halves) {
       h.queue.length = 0;
       h.queued = 0;
-      for (const w of h.waiters.splice(0)) w.reject(new Error('the pipe is closed'));
+      for (const w of h.waiters.splice(0)) w.reject(new PlexusError('PLX_SPERLI_CLOSED', 'the pipe is closed'));
     }
     for (const r of this.closedWaiters.splice(0)) r();
     const [a, b] = this.ranks;

@@ -167,7 +167,10 @@ function handshakeRefused(peer: number | undefined, cause: unknown): PlexusError
     SperliCode.frame,
     'tls-handshake',
     `the TLS 1.3 handshake with ${who} failed (${why}); both sides need TLS 1.3 and a certificate of the job CA`,
-    { ...(peer === undefined ? {} : { peer }), tlsCode: (cause as NodeJS.ErrnoException)?.code ?? null },
+    {
+      ...(peer === undefined ? {} : { peer }),
+      tlsCode: isPlexusError(cause) ? null : ((cause as NodeJS.ErrnoException)?.code ?? null),
+    },
     cause,
   );
 }
@@ -200,7 +203,7 @@ class SocketLink implements Link {
     this.closed = new Promise((resolve) => {
       socket.once('close', () => {
         this.isClosed = true;
-        this.gone?.(new Error('the connection closed'));
+        this.gone?.(new PlexusError('PLX_SPERLI_CLOSED', 'the connection closed'));
         resolve();
       });
     });
@@ -215,7 +218,8 @@ class SocketLink implements Link {
 
   write(bytes: Uint8Array, flushed = false): Promise<void> {
     const s = this.socket;
-    if (this.isClosed || s.destroyed || s.writableEnded) return Promise.reject(new Error('the connection is closed'));
+    if (this.isClosed || s.destroyed || s.writableEnded)
+      return Promise.reject(new PlexusError('PLX_SPERLI_CLOSED', 'the connection is closed'));
     if (flushed) {
       // Resolves once the socket has taken the bytes (encrypted them), so the caller may
       // reuse its buffer: the write callback, after any wait for drain.
@@ -437,7 +441,13 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
       const socket = tls.connect(options);
       dialing.add(socket);
       let tcp = false;
-      const timer = setTimeout(() => socket.destroy(new Error(`no TLS handshake within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          socket.destroy(
+            sperliError(SperliCode.frame, 'tls-handshake', `no TLS handshake within ${timeoutMs} ms`, { peer }),
+          ),
+        timeoutMs,
+      );
       timer.unref?.();
       const settle = (a: Attempt): void => {
         clearTimeout(timer);

@@ -38,7 +38,7 @@
  */
 import { mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PlexusError } from '../core/errors.js';
+import { type PlexusCode, PlexusError } from '../core/errors.js';
 import { checkAppend, checkPosition, checkReadOptions } from './checks.js';
 import { closedError } from './errors.js';
 import { type FileLogOptions, openLog } from './file-log.js';
@@ -62,7 +62,7 @@ const SHARD_BITS = 0x3fffffff;
 /** Payload bytes of one batch of copies. */
 const COPY_BATCH_BYTES = 4 * 1024 * 1024;
 
-function storageFailure(code: string, message: string, details: Record<string, unknown>): PlexusError {
+function storageFailure(code: PlexusCode, message: string, details: Record<string, unknown>): PlexusError {
   return new PlexusError(code, message, details);
 }
 

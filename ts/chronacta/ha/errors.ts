@@ -5,7 +5,7 @@
  * unknown keeps the Raft driver's (`PLX_RAFT_TIMEOUT`, `PLX_RAFT_PROPOSAL_LOST`), since the
  * LogStorage seam promises exactly those.
  */
-import { PlexusError } from '../../core/errors.js';
+import { type PlexusCode, PlexusError } from '../../core/errors.js';
 
 export const HaErrorCode = {
   /** An append or membership change on a member that is not the leader; `details.leader`, `details.leaderAddress`. */
@@ -33,7 +33,7 @@ export const HaErrorCode = {
 } as const;
 
 export function haError(
-  code: string,
+  code: PlexusCode,
   message: string,
   details: Record<string, unknown> = {},
   cause?: unknown,

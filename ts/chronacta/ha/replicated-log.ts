@@ -319,9 +319,10 @@ function encodeMeta(member: HaMember): Uint8Array {
 }
 
 function decodeMeta(data: Uint8Array): HaMember {
-  if (data.length > META_MAX) throw new Error(`membership record of ${data.length} bytes is above ${META_MAX}`);
+  if (data.length > META_MAX)
+    throw haError(HaErrorCode.DIVERGED, `membership record of ${data.length} bytes is above ${META_MAX}`);
   const v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(data.subarray(4))) as Record<string, unknown>;
-  if (v.op !== 'member') throw new Error(`unknown membership record op ${String(v.op)}`);
+  if (v.op !== 'member') throw haError(HaErrorCode.DIVERGED, `unknown membership record op ${String(v.op)}`);
   return checkMember(v.member);
 }
 
@@ -1741,7 +1742,8 @@ export class ReplicatedLog implements LogStorage {
       let at = 0;
       while (at < data.length) {
         const d = decodeEvfr(at === 0 ? data : data.subarray(at), { bodyChecked: true });
-        if (d.kind !== 'frame') throw new Error('the frame is incomplete');
+        if (d.kind !== 'frame')
+          throw new PlexusError('PLX_EVFR_BAD_FRAME', 'the frame is incomplete', { reason: 'length' });
         frames.push(d.frame);
         at += d.consumed;
       }

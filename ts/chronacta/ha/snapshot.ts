@@ -12,7 +12,7 @@
  * resumes from the local log's last position, on any source.
  */
 import type { Socket } from 'node:net';
-import { isPlexusError } from '../../core/errors.js';
+import { isPlexusError, PlexusError } from '../../core/errors.js';
 import type { LogRecord, LogStorage } from '../../storage/types.js';
 import {
   CATCH_UP_MAX_REQUEST_BODY,
@@ -122,7 +122,9 @@ class FrameReader {
       if (this.frames.length >= READ_AHEAD) socket.pause();
       this.deliver();
     });
-    socket.on('close', () => this.fail(new Error('the connection closed')));
+    socket.on('close', () =>
+      this.fail(new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', 'the connection closed', { reason: 'closed' })),
+    );
     socket.on('error', (e) => this.fail(e));
     socket.resume();
   }
@@ -135,7 +137,9 @@ class FrameReader {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiter = undefined;
-        reject(new Error(`no answer within ${timeoutMs} ms`));
+        reject(
+          new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', `no answer within ${timeoutMs} ms`, { reason: 'timeout' }),
+        );
       }, timeoutMs);
       this.waiter = {
         resolve: (x) => {
@@ -211,7 +215,8 @@ export class CatchUpServer {
           } else if (f.type === 'fetch') {
             this.stats.fetches++;
             answer = await this.answer(f.from, f.to, f.maxBytes);
-          } else throw new Error(`a ${f.type} frame from a member that catches up`);
+          } else
+            throw haError(HaErrorCode.BAD_FRAME, `a ${f.type} frame from a member that catches up`, { reason: 'type' });
           if (socket.destroyed) return;
           // Wait for the socket to drain before the next request: one chunk in flight per stream.
           if (!socket.write(answer)) await new Promise((r) => socket.once('drain', r));
@@ -290,11 +295,14 @@ export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<num
         { from, to: o.to, reason: f.reason, sourceFirst: f.sourceFirst, sourceLast: f.sourceLast },
       );
     }
-    if (f.type !== 'records' || f.records.length === 0) throw new Error('the source answered a fetch with no records');
+    if (f.type !== 'records' || f.records.length === 0)
+      throw haError(HaErrorCode.BAD_FRAME, 'the source answered a fetch with no records', { reason: 'type' });
     let expect = BigInt(from);
     for (const r of f.records) {
       if (r.position !== expect || r.position > BigInt(o.to)) {
-        throw new Error(`the source sent position ${r.position} where ${expect} was due`);
+        throw haError(HaErrorCode.BAD_FRAME, `the source sent position ${r.position} where ${expect} was due`, {
+          reason: 'position',
+        });
       }
       expect++;
     }
@@ -346,7 +354,8 @@ export async function queryHolding(socket: Socket, timeoutMs: number): Promise<H
   const reader = new FrameReader(socket);
   socket.write(encodeQuery());
   const f = await reader.next(timeoutMs);
-  if (f.type !== 'holding') throw new Error(`the member answered a QUERY with a ${f.type} frame`);
+  if (f.type !== 'holding')
+    throw haError(HaErrorCode.BAD_FRAME, `the member answered a QUERY with a ${f.type} frame`, { reason: 'type' });
   return { first: f.first, last: f.last, durable: f.durable };
 }
 

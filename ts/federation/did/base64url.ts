@@ -4,7 +4,7 @@
  * that cannot come from whole bytes, so one text has exactly one meaning.
  */
 import { TextDecoder } from 'node:util';
-import { PlexusError } from '../../core/errors.js';
+import { type PlexusCode, PlexusError } from '../../core/errors.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -19,7 +19,7 @@ export function b64uEncodeText(text: string): string {
 }
 
 /** Decodes base64url; `what` names the field in the refusal. */
-export function b64uDecode(text: string, what: string, code = 'PLX_DIDCOMM_BAD_ENCODING'): Uint8Array {
+export function b64uDecode(text: string, what: string, code: PlexusCode = 'PLX_DIDCOMM_BAD_ENCODING'): Uint8Array {
   if (typeof text !== 'string' || text.length % 4 === 1 || !ALPHABET.test(text)) {
     throw new PlexusError(code, `${what} is not base64url without padding: fix or drop the message`, { field: what });
   }
@@ -32,7 +32,7 @@ export function b64uDecode(text: string, what: string, code = 'PLX_DIDCOMM_BAD_E
 }
 
 /** Decodes base64url to UTF-8 text, refusing malformed UTF-8. */
-export function b64uDecodeText(text: string, what: string, code = 'PLX_DIDCOMM_BAD_ENCODING'): string {
+export function b64uDecodeText(text: string, what: string, code: PlexusCode = 'PLX_DIDCOMM_BAD_ENCODING'): string {
   try {
     return utf8.decode(b64uDecode(text, what, code));
   } catch (e) {

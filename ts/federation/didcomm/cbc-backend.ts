@@ -12,6 +12,7 @@ import { createCipheriv, createDecipheriv, createHmac } from 'node:crypto';
 import { cbc } from '@noble/ciphers/aes.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha512 } from '@noble/hashes/sha2.js';
+import { PlexusError } from '../../core/errors.js';
 
 export interface CbcBackend {
   readonly name: 'noble' | 'node';
@@ -45,7 +46,12 @@ export const nodeCbc: CbcBackend = {
     return u8(Buffer.concat([c.update(pt), c.final()]));
   },
   decrypt: (key, iv, ct) => {
-    if (ct.length === 0 || ct.length % 16 !== 0) throw new Error('AES-CBC ciphertext is not whole blocks');
+    if (ct.length === 0 || ct.length % 16 !== 0)
+      throw new PlexusError(
+        'PLX_DIDCOMM_DECRYPT_FAILED',
+        'the A256CBC-HS512 content does not decrypt: the message was altered or is not for this key',
+        { enc: 'A256CBC-HS512', reason: 'AES-CBC ciphertext is not whole blocks' },
+      );
     const d = createDecipheriv('aes-256-cbc', key, iv);
     return u8(Buffer.concat([d.update(ct), d.final()]));
   },

@@ -12,7 +12,7 @@ import { hmac } from '@noble/hashes/hmac.js';
 import { scrypt } from '@noble/hashes/scrypt.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { randomBytes } from '@noble/hashes/utils.js';
-import { PlexusError } from '../../core/errors.js';
+import { type CodeSuffix, PlexusError } from '../../core/errors.js';
 import { b64uDecode, b64uEncode } from '../did/base64url.js';
 import type { KeyType } from '../did/multibase.js';
 import { type KeyRecord, KeyRing } from './key-ring.js';
@@ -57,7 +57,7 @@ interface KeyFile {
   mac?: string;
 }
 
-function fail(reason: string, message: string, details: Record<string, unknown> = {}): never {
+function fail(reason: CodeSuffix<'PLX_KEYS_'>, message: string, details: Record<string, unknown> = {}): never {
   throw new PlexusError(`PLX_KEYS_${reason}`, message, details);
 }
 

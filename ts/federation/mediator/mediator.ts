@@ -12,7 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { PlexusError } from '../../core/errors.js';
+import { type CodeSuffix, PlexusError } from '../../core/errors.js';
 import { openLog } from '../../storage/file-log.js';
 import type { FsyncMode, LogStorage, StorageLogger } from '../../storage/types.js';
 import { clip, parseDidUrl } from '../did/did-url.js';
@@ -116,7 +116,7 @@ export type MediatorAnswer = { kind: 'accepted' } | { kind: 'reply'; packed: str
 
 const te = new TextEncoder();
 
-function fail(reason: string, message: string, details: Record<string, unknown> = {}): never {
+function fail(reason: CodeSuffix<'PLX_MEDIATOR_'>, message: string, details: Record<string, unknown> = {}): never {
   throw new PlexusError(`PLX_MEDIATOR_${reason}`, message, details);
 }
 

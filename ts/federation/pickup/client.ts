@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { WebSocket } from 'ws';
-import { PlexusError } from '../../core/errors.js';
+import { type CodeSuffix, PlexusError } from '../../core/errors.js';
 import { clip } from '../did/did-url.js';
 import type { DidDocumentSource } from '../did/types.js';
 import type { Attachment, DidCommMessage } from '../didcomm/message.js';
@@ -94,7 +94,12 @@ export interface LiveSession {
 
 const MAX_ID_LENGTH = 256;
 
-function fail(reason: string, message: string, details: Record<string, unknown> = {}, cause?: unknown): never {
+function fail(
+  reason: CodeSuffix<'PLX_PICKUP_'>,
+  message: string,
+  details: Record<string, unknown> = {},
+  cause?: unknown,
+): never {
   throw new PlexusError(`PLX_PICKUP_${reason}`, message, details, cause === undefined ? undefined : { cause });
 }
 

@@ -8,7 +8,7 @@
  * PLX_RELAY_UNDELIVERABLE and the runtime gives the sending chart `error.communication` with the
  * send id and the reason. The chart never waits for any of this.
  */
-import { isPlexusError, PlexusError } from '../../core/errors.js';
+import { isPlexusError, type PlexusCode, PlexusError } from '../../core/errors.js';
 import type { Clock, EventIOProcessor, Outgoing } from '../../runtime/types.js';
 import { EVENT_MESSAGE_TYPE } from '../admission.js';
 import { didcommEndpoints } from '../did/doc-keys.js';
@@ -77,7 +77,7 @@ export interface OutboxOptions {
   readonly retry?: Partial<RetryPolicy>;
 }
 
-function relayError(code: string, message: string, details: Record<string, unknown> = {}): PlexusError {
+function relayError(code: PlexusCode, message: string, details: Record<string, unknown> = {}): PlexusError {
   return new PlexusError(code, message, details);
 }
 
