@@ -1,7 +1,17 @@
 /** The test kit itself: waiting, refusals, the manual clock, and processes from dist/. */
 import { afterAll, describe, expect, it } from 'vitest';
 import { PlexusError } from '../../ts/core/errors.js';
-import { built, expectRefusal, ManualClock, runPlexus, startNode, stillRunning, stopStarted, until } from './index.js';
+import {
+  built,
+  expectRefusal,
+  ManualClock,
+  runPlexus,
+  StopWaiting,
+  startNode,
+  stillRunning,
+  stopStarted,
+  until,
+} from './index.js';
 
 afterAll(() => stopStarted());
 
@@ -29,6 +39,21 @@ describe('until', () => {
         { timeoutMs: 30, what: 'a reply' },
       ),
     ).rejects.toThrow('waiting for a reply (last error: connection refused)');
+  });
+});
+
+describe('until and StopWaiting', () => {
+  it('fails at once when the probe throws StopWaiting', async () => {
+    const t0 = Date.now();
+    await expect(
+      until(
+        () => {
+          throw new StopWaiting('the process exited (1)');
+        },
+        { timeoutMs: 5_000, what: 'the serving line' },
+      ),
+    ).rejects.toThrow('stopped waiting for the serving line: the process exited (1)');
+    expect(Date.now() - t0).toBeLessThan(1_000);
   });
 });
 
@@ -83,5 +108,10 @@ describe.skipIf(!built)('processes from dist/', () => {
     expect(r.running()).toBe(false);
     expect((await r.exited).signal).toBe('SIGKILL');
     expect(stillRunning()).toEqual([]);
+  });
+
+  it('fails a wait for a line at once when the process exits without it', async () => {
+    const p = startNode('cli/main.js', ['--help']);
+    await expect(p.line(/never printed/, { timeoutMs: 20_000 })).rejects.toThrow(/stopped waiting.*exited \(0\)/);
   });
 });

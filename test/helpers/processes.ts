@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { ROOT } from './paths.js';
-import { until } from './until.js';
+import { StopWaiting, until } from './until.js';
 
 /** The build output the child processes run. */
 export const DIST = join(ROOT, 'dist');
@@ -96,7 +96,7 @@ export function startNode(script: string, args: readonly string[] = [], opts: St
         () => {
           const found = out.split('\n').slice(0, -1).find(test);
           if (found !== undefined) return found;
-          if (!running()) throw new Error(`exited (${child.exitCode ?? child.signalCode}): ${out}${err}`);
+          if (!running()) throw new StopWaiting(`exited (${child.exitCode ?? child.signalCode}): ${out}${err}`);
           return undefined;
         },
         { timeoutMs: o.timeoutMs ?? 20_000, what: o.what ?? `a line matching ${String(match)} from pid ${pid}` },

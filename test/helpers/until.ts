@@ -13,13 +13,19 @@ export interface UntilOptions {
   readonly intervalMs?: number;
 }
 
+/**
+ * Thrown by a probe that knows the wait is over without the value (the process it waits on
+ * exited): `until` fails at once with it instead of asking again.
+ */
+export class StopWaiting extends Error {}
+
 /** What `until` resolves with: the probe's value once it is neither false, null nor undefined. */
 export type Settled<T> = Exclude<T, false | null | undefined>;
 
 /**
  * Resolves once `probe` returns (or resolves to) a value other than `false`, `null` or
- * `undefined`, with that value. A probe that throws is asked again; its last error is part of
- * the failure message. Fails after `timeoutMs` with `timed out after N ms waiting for <what>`.
+ * `undefined`, with that value. A probe that throws is asked again (its last error is part of
+ * the failure message), unless it throws `StopWaiting`, which fails the wait at once. Fails after `timeoutMs` with `timed out after N ms waiting for <what>`.
  * `opts` may be just the description.
  */
 export async function until<T>(probe: () => T | Promise<T>, opts: UntilOptions | string = {}): Promise<Settled<T>> {
@@ -35,6 +41,8 @@ export async function until<T>(probe: () => T | Promise<T>, opts: UntilOptions |
       if (v !== false && v !== null && v !== undefined) return v as Settled<T>;
       failed = false;
     } catch (e) {
+      if (e instanceof StopWaiting)
+        throw new Error(`stopped waiting for ${o.what ?? 'a condition'}: ${e.message}`, { cause: e });
       last = e;
       failed = true;
     }
