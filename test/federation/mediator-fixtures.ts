@@ -94,14 +94,6 @@ export async function filesUnder(dir: string): Promise<Buffer[]> {
 
 export { freePort } from '../helpers/ports.js';
 
-export async function until(cond: () => boolean, ms = 10_000, what = 'a condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 async function sources(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const e of await readdir(dir, { withFileTypes: true })) {
