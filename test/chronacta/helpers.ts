@@ -39,15 +39,6 @@ export async function serve(dataDir: string, opts: Partial<ServerOptions> = {}):
   };
 }
 
-/** Waits until `cond` holds, polling; fails after `ms`. */
-export async function until(cond: () => boolean, ms = 10_000, what = 'a condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 /**
  * The chronacta command as built in dist/ (`npm test` builds before it runs the tests), for
  * child processes: they run what a user runs, with every module the command imports.
