@@ -33,11 +33,13 @@ describe('taken: a message holds its place in a mailbox', () => {
     journal.release();
     await until(() => taken.length === 4, { timeoutMs: 2000, what: 'm4 to enter', intervalMs: 2 });
     expect(taken).toEqual([1, 2, 3, 4]);
-    for (;;) {
-      journal.release();
-      if (done.length === 4) break;
-      await new Promise((r) => setTimeout(r, 2));
-    }
+    await until(
+      () => {
+        journal.release();
+        return done.length === 4;
+      },
+      { timeoutMs: 5_000, what: 'the four macrosteps done', intervalMs: 2 },
+    );
     await Promise.all(sends);
     expect(done).toEqual([1, 2, 3, 4]);
     await node.stop();
