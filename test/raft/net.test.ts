@@ -269,7 +269,8 @@ describe('Raft driver and core: what no correct member sends', () => {
     const { node, driver } = single(2, [1, 3]);
     driver.receive(heartbeat(1, 2, Number.MAX_SAFE_INTEGER));
     driver.receive(heartbeat(1, 2, 2 ** 20 + 2));
-    await new Promise((r) => setTimeout(r, 20));
+    // both refusals counted: the two messages were handled, and the term did not move
+    await until(() => driver.termRefusals >= 2, { timeoutMs: 2000, what: 'two term refusals' });
     expect(node.status().term).toBe(1);
     expect(driver.termRefusals).toBe(2);
     driver.receive(heartbeat(1, 2, 7)); // an ordinary term step is taken
