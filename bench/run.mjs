@@ -38,7 +38,7 @@ if (opts.help) {
   console.log(`Usage: npm run bench [-- --json FILE] [--filter NAME] [--time MS]
 
   --json FILE    also write the results as JSON: [{suite, case, impl, opsPerSec, bytesPerSec}]
-  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, h2load, cluster, cluster-actors, federation, ...)
+  --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, h2load, cluster, cluster-actors, runtime-throughput, runtime-compaction, federation, ...)
   --time MS      sampling time per task in milliseconds (default 400)`);
   process.exit(0);
 }
@@ -459,6 +459,23 @@ if (!opts.filter || 'cluster'.includes(opts.filter)) {
 if (!opts.filter || 'cluster-actors'.includes(opts.filter)) {
   const { runClusterActorsSuite } = await import('./cluster-actors.mjs');
   const run = await runClusterActorsSuite({ root, log: null });
+  entries.push(...run.entries);
+  targets.push(...run.targets);
+  console.log(run.table);
+}
+// ---------- the actor runtime (bench/runtime.mjs): durable actor messages and the journal engine
+// (`--filter runtime-throughput`), the CPU cost of journal compaction (`--filter runtime-compaction`);
+// `--filter runtime` runs both. ----------
+if (!opts.filter || 'runtime-throughput'.includes(opts.filter)) {
+  const { runRuntimeThroughputSuite } = await import('./runtime.mjs');
+  const run = await runRuntimeThroughputSuite({ root, log: null });
+  entries.push(...run.entries);
+  targets.push(...run.targets);
+  console.log(run.table);
+}
+if (!opts.filter || 'runtime-compaction'.includes(opts.filter)) {
+  const { runRuntimeCompactionSuite } = await import('./runtime.mjs');
+  const run = await runRuntimeCompactionSuite({ root, log: null });
   entries.push(...run.entries);
   targets.push(...run.targets);
   console.log(run.table);

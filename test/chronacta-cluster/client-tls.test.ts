@@ -15,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient, type ClientOptions } from '../../ts/chronacta/client.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
-import { cli, initCluster, spawnServe, stopAll, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cli, initCluster, spawnServe, stopAll } from './helpers.js';
 
 describe('serve --cluster with a secured client port', () => {
   const children = new Set<ChildProcess>();
@@ -89,8 +90,7 @@ describe('serve --cluster with a secured client port', () => {
         }
         return undefined;
       },
-      30_000,
-      'a leader',
+      { timeoutMs: 30_000, what: 'a leader', intervalMs: 25 },
     );
     const leader = addresses[leaderAt] as string;
     const followerAt = leaderAt === 0 ? 1 : 0;
@@ -110,8 +110,7 @@ describe('serve --cluster with a secured client port', () => {
         const x = await viaFollower.readStream('orders-1', { readConsistency: 'follower' });
         return x.read?.servedBy === 'follower' && x.events.length === 1 ? x : undefined;
       },
-      20_000,
-      'a follower read served by the follower',
+      { timeoutMs: 20_000, what: 'a follower read served by the follower', intervalMs: 25 },
     );
     expect(followerRead.read?.address).toBe(follower);
 

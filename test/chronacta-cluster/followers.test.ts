@@ -10,7 +10,8 @@ import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember } from './helpers.js';
 
 type Member = ServeMember;
 
@@ -54,8 +55,7 @@ async function leaderOf(among: Member[]): Promise<Member> {
       }
       return undefined;
     },
-    15_000,
-    'a leader accepting writes',
+    { timeoutMs: 15_000, what: 'a leader accepting writes', intervalMs: 25 },
   );
 }
 
@@ -82,8 +82,7 @@ describe('follower reads with a staleness bound, real processes', () => {
           const r = await noRedirect.readAll({ maxCount: 100, readConsistency: 'follower' });
           return r.read?.servedBy === 'follower' ? r : undefined;
         },
-        5000,
-        'a read served by the follower',
+        { timeoutMs: 5000, what: 'a read served by the follower', intervalMs: 25 },
       );
       expect(fr.read).toEqual({ servedBy: 'follower', appliedPosition: 20n, address: follower.address });
       expect((await followerReads.readAll({ maxCount: 100 })).events).toHaveLength(20);
@@ -93,8 +92,7 @@ describe('follower reads with a staleness bound, real processes', () => {
           const r = await noRedirect.readStream('s-1', { readConsistency: 'follower' });
           return r.read?.servedBy === 'follower' ? r : undefined;
         },
-        5000,
-        'a stream read served by the follower',
+        { timeoutMs: 5000, what: 'a stream read served by the follower', intervalMs: 25 },
       );
       expect(fs.events.map((e) => Buffer.from(e.data).toString())).toEqual([
         'e1',
@@ -184,11 +182,11 @@ describe('follower reads with a staleness bound, real processes', () => {
         });
         try {
           await sleep(BOUND_MS + 50);
-          const rr = await until(
-            async () => again.readAll({ maxCount: 100 }),
-            5000,
-            'a follower read under the new leader',
-          );
+          const rr = await until(async () => again.readAll({ maxCount: 100 }), {
+            timeoutMs: 5000,
+            what: 'a follower read under the new leader',
+            intervalMs: 25,
+          });
           expect(rr.read).toMatchObject({ servedBy: 'follower', appliedPosition: 21n });
           expect(rr.events).toHaveLength(21);
         } finally {

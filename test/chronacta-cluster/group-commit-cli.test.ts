@@ -11,7 +11,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-import { cli, MAIN, startThree, type ThreeMembers, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cli, MAIN, startThree, type ThreeMembers } from './helpers.js';
 
 let cluster: ThreeMembers | undefined;
 
@@ -38,8 +39,7 @@ function groupedAppends(metrics: string, n: number): Promise<number> {
       const g = await counter(metrics, 'chronacta_replication_grouped_appends_total');
       return g >= n ? g : undefined;
     },
-    10_000,
-    `the leader to count ${n} appends`,
+    { timeoutMs: 10_000, what: `the leader to count ${n} appends`, intervalMs: 25 },
   );
 }
 
@@ -78,8 +78,7 @@ describe('group commit from cluster.json and --group-commit-bytes', () => {
             const mine = page?.events.filter((e) => e.stream.startsWith('gc-')) ?? [];
             return mine.length === n ? true : undefined;
           },
-          10_000,
-          `member ${m.id} to apply all ${n} appends`,
+          { timeoutMs: 10_000, what: `member ${m.id} to apply all ${n} appends`, intervalMs: 25 },
         );
       } finally {
         own.close();

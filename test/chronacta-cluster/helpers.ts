@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/until.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const MAIN = join(ROOT, 'dist/cli/main.js');
@@ -13,21 +14,6 @@ const execFileP = promisify(execFile);
 
 /** A loopback port free at the moment of asking, below the ephemeral range (test/helpers/ports.ts). */
 export { freePort };
-
-/** Polls `f` until it gives a value; throws naming `what` (and the last error) after `ms`. */
-export async function until<T>(f: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    const v = await f().catch((e: unknown) => {
-      last = e;
-      return undefined;
-    });
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (${String(last)})`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** Runs `plexus chronacta ...args`; resolves with its exit code and output (never rejects). */
 export async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -132,8 +118,7 @@ export async function spawnServe(
           .find((x) => x.includes('"serving"'));
         return l ? (JSON.parse(l) as { address: string; metrics: string }) : undefined;
       },
-      20_000,
-      `member ${id} serving`,
+      { timeoutMs: 20_000, what: `member ${id} serving`, intervalMs: 25 },
     );
     return { child, address: line.address, metrics: line.metrics, output };
   } catch (e) {
@@ -250,8 +235,7 @@ export async function startThree(prefix: string, flags: readonly string[], extra
           }
           return undefined;
         },
-        ms,
-        'a leader accepting writes',
+        { timeoutMs: ms, what: 'a leader accepting writes', intervalMs: 25 },
       ),
     close,
   };

@@ -17,7 +17,8 @@ import { issueMemberFiles, readCa } from '../../ts/chronacta/ha/member-tls.js';
 import { joinFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { cli, MAIN, spawnMember, startThree, type ThreeMembers, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cli, MAIN, spawnMember, startThree, type ThreeMembers } from './helpers.js';
 
 const settle = <T>(p: Promise<T>) =>
   p.then(
@@ -111,11 +112,11 @@ describe('promoting a learner whose catch-up timed out', () => {
       // Started later, it catches up as a learner; promote makes it a voter.
       const fourth = await spawnMember(4, dir, ['--tick-ms', '50'], t.children);
       t.members.push(fourth);
-      await until(
-        async () => ((await fourth.client.clusterStatus()).lastPosition === 10n ? true : undefined),
-        10_000,
-        'the learner catching up',
-      );
+      await until(async () => ((await fourth.client.clusterStatus()).lastPosition === 10n ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'the learner catching up',
+        intervalMs: 25,
+      });
       const promoted = await cli('cluster', 'promote', '--server', follower.address, '--id', '4');
       expect(promoted.code, promoted.stderr).toBe(0);
       const r = JSON.parse(promoted.stdout.trim()) as { promoted: number; voters: string[]; learners: string[] };
@@ -124,11 +125,11 @@ describe('promoting a learner whose catch-up timed out', () => {
       expect(r.learners).not.toContain('4');
       // A voter now: it receives new entries and could lead.
       await writer.append('s', [{ type: 't', data: 'after' }], { idempotencyKey: 'after' });
-      await until(
-        async () => ((await fourth.client.clusterStatus()).lastPosition === 11n ? true : undefined),
-        5000,
-        'replication to the new voter',
-      );
+      await until(async () => ((await fourth.client.clusterStatus()).lastPosition === 11n ? true : undefined), {
+        timeoutMs: 5000,
+        what: 'replication to the new voter',
+        intervalMs: 25,
+      });
       const again = await settle(leader.client.promoteMember(4));
       expect(again.error).toMatchObject({ code: 'PLX_CHRONACTA_CLUSTER_NOT_LEARNER' });
     } finally {

@@ -15,7 +15,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { GrpcStatus } from '../../ts/chronacta/grpc-server.js';
 import { connect, rawCall, request } from '../chronacta/limits-helpers.js';
-import { initOneMember, spawnServe, stopAll, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { initOneMember, spawnServe, stopAll } from './helpers.js';
 
 const spawned = new Set<ChildProcess>();
 const sessions: http2.ClientHttp2Session[] = [];
@@ -45,8 +46,7 @@ describe('serve --cluster: the client port is bounded', () => {
     // The member elects itself; then a 30-day deadline appends once.
     const first = await until(
       () => c.append('long', [{ type: 'a' }], { idempotencyKey: 'k-a' }).catch(() => undefined),
-      30_000,
-      'the first append',
+      { timeoutMs: 30_000, what: 'the first append', intervalMs: 25 },
     );
     expect(first.lastVersion).toBe(0n);
     const raw = await connect(m.address);
@@ -86,7 +86,11 @@ describe('serve --cluster: the client port is bounded', () => {
       });
       x.on('close', () => codes.push(code));
     }
-    await until(async () => (codes.length >= 2 ? true : undefined), 20_000, 'two connections refused');
+    await until(async () => (codes.length >= 2 ? true : undefined), {
+      timeoutMs: 20_000,
+      what: 'two connections refused',
+      intervalMs: 25,
+    });
     await new Promise((r) => setTimeout(r, 300));
     expect(codes).toEqual([http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, http2.constants.NGHTTP2_ENHANCE_YOUR_CALM]);
     // The member still serves the connections it took.

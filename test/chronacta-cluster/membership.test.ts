@@ -16,7 +16,8 @@ import { followerReadBounds } from '../../ts/chronacta/ha/config.js';
 import { type ClusterFile, joinFiles, membershipFile } from '../../ts/chronacta/layout.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember } from './helpers.js';
 
 type Member = ServeMember;
 
@@ -59,8 +60,7 @@ async function leaderOf(): Promise<Member> {
       }
       return undefined;
     },
-    15_000,
-    'a leader accepting writes',
+    { timeoutMs: 15_000, what: 'a leader accepting writes', intervalMs: 25 },
   );
 }
 
@@ -289,7 +289,11 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
         await writer.append('after', [{ type: 't', data: `a${i}` }], { idempotencyKey: `a${i}` });
       const want = await positions(leader);
       expect(want).toHaveLength(15);
-      await until(async () => ((await positions(m4)).length === 15 ? true : undefined), 10_000, 'member 4 caught up');
+      await until(async () => ((await positions(m4)).length === 15 ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'member 4 caught up',
+        intervalMs: 25,
+      });
       expect(await positions(m4)).toEqual(want);
       const s4 = await m4.client.clusterStatus();
       expect(s4).toMatchObject({ role: 'follower', lastPosition: 15n });
@@ -302,8 +306,7 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
             const c = clusterJson(m);
             return c.members.length === 4 && c.members.every((x) => !x.learner) ? c : undefined;
           },
-          5000,
-          `cluster.json of member ${m.id}`,
+          { timeoutMs: 5000, what: `cluster.json of member ${m.id}`, intervalMs: 25 },
         );
         expect(f.members.map((x) => x.id)).toEqual(['1', '2', '3', '4']);
         expect(f.members[3]).toEqual({ id: '4', address: adv4, raftAddress: raft4 });
@@ -361,8 +364,7 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
         .catch((e: unknown) => e);
       await until(
         async () => ((await leader.client.clusterStatus()).members.some((x) => x.id === '5') ? true : undefined),
-        5000,
-        'member 5 being added',
+        { timeoutMs: 5000, what: 'member 5 being added', intervalMs: 25 },
       );
       const pending = await leader.client.removeMember(3).catch((e: unknown) => e);
       expect(pending).toMatchObject({ code: 'PLX_CHRONACTA_CLUSTER_CHANGE_PENDING', details: { grpcStatus: 10 } });
@@ -389,8 +391,7 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
             const c = clusterJson(m);
             return c.members.length === 3 && !c.members.some((x) => x.id === String(gone.id)) ? c : undefined;
           },
-          5000,
-          `cluster.json of member ${m.id} without member ${gone.id}`,
+          { timeoutMs: 5000, what: `cluster.json of member ${m.id} without member ${gone.id}`, intervalMs: 25 },
         );
         expect(f.removed).toContain(String(gone.id));
         expect(f.epoch).toBeGreaterThanOrEqual(2);
@@ -398,7 +399,11 @@ describe('plexus chronacta cluster add | remove | join-files, real processes', (
       // The three survivors commit on their own.
       await writer.append('end', [{ type: 't', data: 'z' }], { idempotencyKey: 'z' });
       for (const m of survivors) {
-        await until(async () => ((await positions(m)).length === 16 ? true : undefined), 5000, `member ${m.id} at 16`);
+        await until(async () => ((await positions(m)).length === 16 ? true : undefined), {
+          timeoutMs: 5000,
+          what: `member ${m.id} at 16`,
+          intervalMs: 25,
+        });
       }
 
       // Down to one voter, which cannot be removed.

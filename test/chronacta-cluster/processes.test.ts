@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import type { ClusterStatus } from '../../ts/chronacta/types.js';
-import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cli, initCluster, MAIN, type ServeMember, spawnMember, stopAll, stopMember } from './helpers.js';
 
 function http(url: string): Promise<{ status: number; body: string }> {
   return new Promise((res, rej) => {
@@ -65,8 +66,7 @@ async function leaderOf(ms = 15_000): Promise<{ leader: Member; status: ClusterS
       }
       return undefined;
     },
-    ms,
-    'a leader accepting writes',
+    { timeoutMs: ms, what: 'a leader accepting writes', intervalMs: 25 },
   );
 }
 
@@ -128,11 +128,19 @@ describe('plexus chronacta serve --cluster, three processes', () => {
       const want = await allEvents(leader.client);
       expect(want).toHaveLength(30);
       for (const m of [follower, other]) {
-        await until(async () => ((await allEvents(m.client)).length === 30 ? true : undefined), 5000, 'replication');
+        await until(async () => ((await allEvents(m.client)).length === 30 ? true : undefined), {
+          timeoutMs: 5000,
+          what: 'replication',
+          intervalMs: 25,
+        });
         expect(await allEvents(m.client)).toEqual(want);
       }
 
-      await until(async () => (live.length === 30 ? true : undefined), 5000, 'the follower subscription');
+      await until(async () => (live.length === 30 ? true : undefined), {
+        timeoutMs: 5000,
+        what: 'the follower subscription',
+        intervalMs: 25,
+      });
       sub.close();
       await reader.catch(() => undefined);
       expect(live).toEqual(Array.from({ length: 30 }, (_, i) => BigInt(i + 1)));
@@ -151,11 +159,11 @@ describe('plexus chronacta serve --cluster, three processes', () => {
       expect(metric(lm, 'chronacta_cluster_epoch')).toBe(Number(status.term));
       expect(metric(fm, 'chronacta_replication_append_entries_total')).toBeGreaterThanOrEqual(30);
       expect(metric(lm, 'chronacta_replication_lag_positions')).toBeGreaterThanOrEqual(0);
-      await until(
-        async () => ((await http(`http://${leader.metrics}/readyz`)).status === 200 ? true : undefined),
-        5000,
-        'the leader ready (no lag)',
-      );
+      await until(async () => ((await http(`http://${leader.metrics}/readyz`)).status === 200 ? true : undefined), {
+        timeoutMs: 5000,
+        what: 'the leader ready (no lag)',
+        intervalMs: 25,
+      });
 
       // The leader is SIGKILLed while a writer appends (keyed, retried): a new leader takes
       // appends, and every acknowledged event is on every survivor, once, at its position.
@@ -168,7 +176,11 @@ describe('plexus chronacta serve --cluster, three processes', () => {
           bg.push({ key, position: w.lastPosition });
         }
       })();
-      await until(async () => (bg.length >= 5 ? true : undefined), 5000, 'the writer running');
+      await until(async () => (bg.length >= 5 ? true : undefined), {
+        timeoutMs: 5000,
+        what: 'the writer running',
+        intervalMs: 25,
+      });
       const killedAt = performance.now();
       await stopMember(leader, 'SIGKILL');
       const r = await client.append('orders-0', [{ type: 't', data: 'after' }], { idempotencyKey: 'after-kill' });
@@ -176,14 +188,22 @@ describe('plexus chronacta serve --cluster, three processes', () => {
       console.log(`failover (SIGKILL to first acknowledged append): ${failoverMs.toFixed(0)} ms`);
       expect(r.lastPosition).toBeGreaterThan(30n);
       const afterKill = bg.length;
-      await until(async () => (bg.length >= afterKill + 5 ? true : undefined), 5000, 'the writer on the new leader');
+      await until(async () => (bg.length >= afterKill + 5 ? true : undefined), {
+        timeoutMs: 5000,
+        what: 'the writer on the new leader',
+        intervalMs: 25,
+      });
       stopWriter = true;
       await writer;
       const { leader: next } = await leaderOf();
       expect(next).not.toBe(leader);
       const total = 31 + bg.length;
       for (const m of [follower, other]) {
-        await until(async () => ((await allEvents(m.client)).length === total ? true : undefined), 5000, 'replication');
+        await until(async () => ((await allEvents(m.client)).length === total ? true : undefined), {
+          timeoutMs: 5000,
+          what: 'replication',
+          intervalMs: 25,
+        });
         const got = await allEvents(m.client);
         expect(got.slice(0, 30)).toEqual(want);
         const byData = new Map(got.map((line) => [line.split('|')[4], line]));

@@ -17,7 +17,8 @@ import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { type Cluster, startCluster, text } from '../chronacta-ha/helpers.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
-import { freePort, MAIN, type ServeMember, signalMember, spawnMember, stopAll, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { freePort, MAIN, type ServeMember, signalMember, spawnMember, stopAll } from './helpers.js';
 
 const NOT_LEADER = 'PLX_CHRONACTA_HA_NOT_LEADER';
 
@@ -128,8 +129,7 @@ async function startProxied(): Promise<Proxied> {
           const ls = among.filter((_, i) => st[i]?.acceptingWrites === true);
           return ls.length === 1 ? ls[0] : undefined;
         },
-        ms,
-        'one leader accepting writes',
+        { timeoutMs: ms, what: 'one leader accepting writes', intervalMs: 25 },
       ),
   };
   proxied = c;
@@ -229,8 +229,7 @@ describe('leader reads on three serve --cluster processes', () => {
           expect(r.value).toBeUndefined();
           return addr ? addr : undefined;
         },
-        10_000,
-        'the old leader naming the new one',
+        { timeoutMs: 10_000, what: 'the old leader naming the new one', intervalMs: 25 },
       );
       expect(named).toBe(next.address);
       const redirected = await client(old.address).readStream('acct');

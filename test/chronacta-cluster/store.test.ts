@@ -11,16 +11,9 @@ import type { HaMember } from '../../ts/chronacta/ha/config.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import type { RecordedEvent } from '../../ts/chronacta/types.js';
 import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/until.js';
 
 const quiet = { warn: () => undefined, error: () => undefined };
-
-async function until(cond: () => boolean, ms = 10_000, what = 'condition'): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 const ev = (n: number) => ({ type: 'T', data: new TextEncoder().encode(`e${n}`) });
 
@@ -78,7 +71,7 @@ describe('EventStore in cluster mode', () => {
   it('replicates acknowledged appends to every member at the same positions; followers refuse writes', async () => {
     const c = await startCluster(3);
     cluster = c;
-    await until(() => c.leader() !== undefined, 10_000, 'a leader');
+    await until(() => c.leader() !== undefined, { timeoutMs: 10_000, what: 'a leader' });
     const leader = c.leader() as EventStore;
     const followers = [...c.stores.values()].filter((s) => s !== leader);
     const seen: RecordedEvent[] = [];
@@ -94,7 +87,7 @@ describe('EventStore in cluster mode', () => {
     const want = await leader.readAll({ maxCount: 100 });
     expect(want.events.length).toBe(40);
     for (const f of followers) {
-      await until(() => f.lastPosition === 40n, 5000, 'a follower catching up');
+      await until(() => f.lastPosition === 40n, { timeoutMs: 5000, what: 'a follower catching up' });
       const got = await f.readAll({ maxCount: 100 });
       expect(got.events.map((e) => [e.position, e.stream, e.version, e.id])).toEqual(
         want.events.map((e) => [e.position, e.stream, e.version, e.id]),
@@ -107,7 +100,7 @@ describe('EventStore in cluster mode', () => {
       await expect(f.deleteStream('s-1')).rejects.toMatchObject({ code: 'PLX_CHRONACTA_HA_NOT_LEADER' });
       expect(() => f.compact()).toThrow(expect.objectContaining({ code: 'PLX_CHRONACTA_HA_NOT_LEADER' }));
     }
-    await until(() => seen.length === 40, 5000, 'follower subscription');
+    await until(() => seen.length === 40, { timeoutMs: 5000, what: 'follower subscription' });
     expect(seen.map((e) => e.position)).toEqual(Array.from({ length: 40 }, (_, i) => BigInt(i + 1)));
     // An idempotent retry on the leader is a duplicate, and a wrong expected version is refused.
     const again = await leader.append('s-0', [ev(0), ev(100)], { idempotencyKey: 'k0' });
@@ -120,20 +113,20 @@ describe('EventStore in cluster mode', () => {
   it('a new leader takes appends after the old one closes; no acknowledged event is lost; restart catches up', async () => {
     const c = await startCluster(3);
     cluster = c;
-    await until(() => c.leader() !== undefined, 10_000, 'a leader');
+    await until(() => c.leader() !== undefined, { timeoutMs: 10_000, what: 'a leader' });
     const old = c.leader() as EventStore;
     const oldId = old.clusterStatus()?.id as number;
     for (let i = 0; i < 10; i++) await old.append('a', [ev(i)]);
     await old.close();
     c.stores.delete(oldId);
     const t0 = performance.now();
-    await until(() => c.leader() !== undefined, 10_000, 'a new leader');
+    await until(() => c.leader() !== undefined, { timeoutMs: 10_000, what: 'a new leader' });
     const next = c.leader() as EventStore;
     const r = await next.append('a', [ev(10)], { expectedVersion: 9n });
     console.log(`in-process failover (close to first acknowledged append): ${(performance.now() - t0).toFixed(0)} ms`);
     expect(r.firstPosition).toBe(11n);
     const back = await c.open(oldId);
-    await until(() => back.lastPosition === 11n, 10_000, 'the old leader catching up');
+    await until(() => back.lastPosition === 11n, { timeoutMs: 10_000, what: 'the old leader catching up' });
     const got = await back.readStream('a', { maxCount: 100 });
     expect(got.events.map((e) => e.version)).toEqual(Array.from({ length: 11 }, (_, i) => BigInt(i)));
   }, 30_000);

@@ -14,7 +14,8 @@ import { parseTransferLeader, transferTarget } from '../../ts/chronacta/cluster-
 import type { ReplicatedLogStatus } from '../../ts/chronacta/ha/replicated-log.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { cli, MAIN, signalMember, startThree, type ThreeMembers, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cli, MAIN, signalMember, startThree, type ThreeMembers } from './helpers.js';
 
 const settle = <T>(p: Promise<T>) =>
   p.then(
@@ -110,11 +111,11 @@ describe('cluster transfer on three serve --cluster processes', () => {
       expect(r.leaderAddress).toBe(second.address);
       // Every member agrees on the new leader, which takes appends.
       for (const m of t.members) {
-        await until(
-          async () => ((await m.client.clusterStatus()).leaderId === String(second.id) ? true : undefined),
-          5000,
-          `member ${m.id} following ${second.id}`,
-        );
+        await until(async () => ((await m.client.clusterStatus()).leaderId === String(second.id) ? true : undefined), {
+          timeoutMs: 5000,
+          what: `member ${m.id} following ${second.id}`,
+          intervalMs: 25,
+        });
       }
       expect((await second.client.clusterStatus()).acceptingWrites).toBe(true);
       const w = await writer.append('orders', [{ type: 't', data: 'moved' }], { idempotencyKey: 'moved' });

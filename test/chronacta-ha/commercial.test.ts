@@ -23,7 +23,8 @@ import { isPlexusError } from '../../ts/core/errors.js';
 import type { LogRecord } from '../../ts/storage/types.js';
 import { freePort } from '../chronacta-cluster/helpers.js';
 import { rng } from '../helpers/rng.js';
-import { type Cluster, quiet, sleep, startCluster, TICK_MS, text, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type Cluster, quiet, sleep, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 afterEach(async () => {
@@ -117,7 +118,10 @@ async function verify(c: Cluster, acked: Acked[], unknown: Set<string>): Promise
     }
   }
   const top = leader;
-  await until(() => c.ids.every((id) => c.logs.get(id)?.last === top.last), 20_000, 'convergence').catch((e) => {
+  await until(() => c.ids.every((id) => c.logs.get(id)?.last === top.last), {
+    timeoutMs: 20_000,
+    what: 'convergence',
+  }).catch((e) => {
     // Which member stayed behind, and where each one is.
     const at = c.ids.map((id) => {
       const l = c.logs.get(id) as ReplicatedLog;
@@ -220,11 +224,10 @@ async function startFormatOneMembers(): Promise<Members> {
       return s;
     },
     async leader() {
-      await until(
-        () => [...servers.values()].filter((s) => s.store.clusterStatus()?.acceptingWrites).length === 1,
-        10_000,
-        'one member accepting writes',
-      );
+      await until(() => [...servers.values()].filter((s) => s.store.clusterStatus()?.acceptingWrites).length === 1, {
+        timeoutMs: 10_000,
+        what: 'one member accepting writes',
+      });
       return [...servers].find(([, s]) => s.store.clusterStatus()?.acceptingWrites)?.[0] as number;
     },
     async close() {
@@ -463,7 +466,7 @@ describe('replicated log under sustained load', () => {
     await sleep(1500);
     // Two voters: the leader needs the follower for every commit. (On a loaded machine the
     // first 50 may take longer than 1.5 s.)
-    await until(() => acked.length > 50, 10_000, 'more than 50 appends acknowledged');
+    await until(() => acked.length > 50, { timeoutMs: 10_000, what: 'more than 50 appends acknowledged' });
     const before = acked.length;
     expect(before).toBeGreaterThan(50);
     c.mesh.partition([[0], [1]]);
@@ -472,7 +475,7 @@ describe('replicated log under sustained load', () => {
     await sleep(700);
     expect(acked.length).toBe(during); // nothing acknowledged without the other voter
     c.mesh.heal();
-    await until(() => acked.length > during + 20, 10_000, 'appends after healing');
+    await until(() => acked.length > during + 20, { timeoutMs: 10_000, what: 'appends after healing' });
     running = false;
     await Promise.all(writers);
     await verify(c, acked, unknown);
@@ -527,8 +530,7 @@ describe('replicated log under sustained load', () => {
             if (failures.length > 0) throw failures[0];
             return acked.length > n;
           },
-          10_000,
-          what,
+          { timeoutMs: 10_000, what: what },
         );
       await load(30, 'load');
       const upgrade = async (id: number) => {
@@ -549,7 +551,7 @@ describe('replicated log under sustained load', () => {
         expect(back.store.prepared.node).toMatchObject({ version: 2, clusterId: 'rolling' });
         const leader = ms.servers.get(await ms.leader()) as ChronactaServer;
         const target = leader.store.lastPosition;
-        await until(() => back.store.lastPosition >= target, 10_000, `member ${id} to catch up`);
+        await until(() => back.store.lastPosition >= target, { timeoutMs: 10_000, what: `member ${id} to catch up` });
         expect(back.store.clusterStatus()?.role).toBe('follower');
         // Appends go on with the member back.
         await load(before + 10, 'appends during the upgrade');
@@ -576,7 +578,8 @@ describe('replicated log under sustained load', () => {
       // Every member holds the same events; every acknowledged key once, at its position.
       const lead = ms.servers.get(await ms.leader()) as ChronactaServer;
       const last = lead.store.lastPosition;
-      for (const s of ms.servers.values()) await until(() => s.store.lastPosition === last, 10_000, 'convergence');
+      for (const s of ms.servers.values())
+        await until(() => s.store.lastPosition === last, { timeoutMs: 10_000, what: 'convergence' });
       const views = await Promise.all([1, 2, 3].map((id) => heldBy(ms.servers.get(id) as ChronactaServer)));
       for (const v of views) expect(v).toEqual(views[0]);
       const all = views[0] as string[];
@@ -640,11 +643,10 @@ describe('replicated log under sustained load', () => {
           if (elected) await sleep(100);
           faults.push(`${await life.agreeCompaction(c)} (member ${id} down)`);
         }
-        await until(
-          () => Date.now() - began >= downMs || live().every((l) => l.status().snapshotIndex > mark),
-          downMs + 1000,
-          'the member to stay down',
-        );
+        await until(() => Date.now() - began >= downMs || live().every((l) => l.status().snapshotIndex > mark), {
+          timeoutMs: downMs + 1000,
+          what: 'the member to stay down',
+        });
         const passed = live().every((l) => l.status().snapshotIndex > mark);
         await c.restart(id);
         faults.push(`${how} ${id} (${Date.now() - began} ms down${passed ? ', snapshots passed it' : ''})`);

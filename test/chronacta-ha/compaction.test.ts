@@ -16,7 +16,8 @@ import { EventStore } from '../../ts/chronacta/store.js';
 import type { RecordedEvent } from '../../ts/chronacta/types.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { freePort } from '../helpers/ports.js';
-import { quiet, startCluster, TICK_MS, text, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { quiet, startCluster, TICK_MS, text } from './helpers.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -74,7 +75,7 @@ async function storeCluster() {
     for (const s of stores.values()) await s.close().catch(() => undefined);
     rmSync(root, { recursive: true, force: true });
   });
-  await until(() => leader() !== undefined, 10_000, 'a leader');
+  await until(() => leader() !== undefined, { timeoutMs: 10_000, what: 'a leader' });
   return { stores, reports, open, leader: () => leader() as EventStore };
 }
 
@@ -112,9 +113,9 @@ describe('compaction in cluster mode', () => {
         await new Promise((r) => setTimeout(r, 5));
       }
     })();
-    await until(() => acked.length >= 100, 20_000, 'load');
+    await until(() => acked.length >= 100, { timeoutMs: 20_000, what: 'load' });
     const first = await leader.compact();
-    await until(() => acked.length >= 160, 20_000, 'more load');
+    await until(() => acked.length >= 160, { timeoutMs: 20_000, what: 'more load' });
     const second = await leader.compact();
     stop = true;
     await Promise.all([writer, reader]);
@@ -123,9 +124,15 @@ describe('compaction in cluster mode', () => {
     expect(second.cutoff).toBeGreaterThanOrEqual(first.cutoff);
     expect(first.dropped + second.dropped).toBeGreaterThan(0);
     const top = leader.lastPosition;
-    await until(() => [...c.stores.values()].every((s) => s.lastPosition === top), 10_000, 'convergence');
+    await until(() => [...c.stores.values()].every((s) => s.lastPosition === top), {
+      timeoutMs: 10_000,
+      what: 'convergence',
+    });
     // Every member compacted its own files up to a cutoff agreed through Raft.
-    await until(() => [1, 2, 3].every((id) => (c.reports.get(id) ?? []).length > 0), 10_000, 'compaction everywhere');
+    await until(() => [1, 2, 3].every((id) => (c.reports.get(id) ?? []).length > 0), {
+      timeoutMs: 10_000,
+      what: 'compaction everywhere',
+    });
     for (const s of c.stores.values()) {
       const r = replicaOf(s);
       expect(r.compactionLimit).toBeGreaterThan(1n);
@@ -151,7 +158,10 @@ describe('compaction in cluster mode', () => {
     let leader = c.leader();
     for (let i = 0; i < 30; i++) await leader.append(`a-${i % 3}`, [ev(`a${i}-${'y'.repeat(300)}`)]);
     const down = [...c.stores].find(([, s]) => s !== leader)?.[0] as number;
-    await until(() => c.stores.get(down)?.lastPosition === leader.lastPosition, 5000, 'the follower');
+    await until(() => c.stores.get(down)?.lastPosition === leader.lastPosition, {
+      timeoutMs: 5000,
+      what: 'the follower',
+    });
     const downAt = (c.stores.get(down) as EventStore).lastPosition;
     await (c.stores.get(down) as EventStore).close();
     for (let i = 0; i < 60; i++) await leader.append(`b-${i % 3}`, [ev(`b${i}-${'y'.repeat(300)}`)]);
@@ -162,7 +172,10 @@ describe('compaction in cluster mode', () => {
     const back = await c.open(down);
     leader = c.leader();
     await leader.append('c', [ev('after')]);
-    await until(() => back.lastPosition === leader.lastPosition, 15_000, 'the returning member').catch((e) => {
+    await until(() => back.lastPosition === leader.lastPosition, {
+      timeoutMs: 15_000,
+      what: 'the returning member',
+    }).catch((e) => {
       const st = replicaOf(back).status();
       throw new Error(
         `${e}: ${JSON.stringify({ ...st, members: 0 }, (_k, v) => (typeof v === 'bigint' ? String(v) : v))} store ${back.lastPosition} leader ${leader.lastPosition} ${JSON.stringify(replicaOf(leader).status(), (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`,
@@ -171,7 +184,10 @@ describe('compaction in cluster mode', () => {
     expect(await everything(back)).toEqual(await everything(leader));
     // With everyone up again, the cutoff moves past what the member lacked.
     for (let i = 0; i < 30; i++) await leader.append(`d-${i % 3}`, [ev(`d${i}-${'y'.repeat(300)}`)]);
-    await until(() => back.lastPosition === leader.lastPosition, 10_000, 'the returned member to follow');
+    await until(() => back.lastPosition === leader.lastPosition, {
+      timeoutMs: 10_000,
+      what: 'the returned member to follow',
+    });
     const again = await leader.compact();
     expect(again.cutoff).toBeGreaterThan(downAt + 1n);
   });
@@ -184,7 +200,7 @@ describe('compaction in cluster mode', () => {
     cleanups.push(() => c.close());
     let leader = await c.waitLeader();
     for (let i = 0; i < 60; i++) await leader.append([text(`r${i}-${'q'.repeat(400)}`)]);
-    await until(() => c.ids.every((id) => c.logs.get(id)?.last === 60n), 5000, 'replication');
+    await until(() => c.ids.every((id) => c.logs.get(id)?.last === 60n), { timeoutMs: 5000, what: 'replication' });
     const followers = () => c.ids.filter((id) => c.logs.get(id) !== leader);
     for (const id of followers()) expect((c.logs.get(id) as ReplicatedLog).durableLocalLast).toBe(0n);
     // Each follower answers the leader's QUERY with 0 on disk: nothing may go.
@@ -226,12 +242,12 @@ describe('compaction in cluster mode', () => {
     cleanups.push(() => c.close());
     const leader = await c.waitLeader();
     for (let i = 0; i < 200; i++) await leader.append([text(`r${i}-${'z'.repeat(500)}`)]);
-    await until(() => c.ids.every((id) => c.logs.get(id)?.last === 200n), 5000, 'replication');
+    await until(() => c.ids.every((id) => c.logs.get(id)?.last === 200n), { timeoutMs: 5000, what: 'replication' });
     const below = await leader.agreeCompaction(150n);
     expect(below).toBe(150n);
     for (const id of c.ids) {
       const l = c.logs.get(id) as ReplicatedLog;
-      await until(() => l.compactionLimit === 150n, 5000, 'the agreed cutoff everywhere');
+      await until(() => l.compactionLimit === 150n, { timeoutMs: 5000, what: 'the agreed cutoff everywhere' });
       await l.compactBefore(1_000n); // asks for more: stops at the agreed cutoff
       expect(l.first).toBeGreaterThan(1n);
       expect(l.first).toBeLessThanOrEqual(150n);
@@ -259,7 +275,7 @@ describe('compaction in cluster mode', () => {
       { id: 4, raftAddress: `127.0.0.1:${fresh.raftPort}`, advertise: '127.0.0.1:9004' },
       { voter: false },
     );
-    await until(() => fresh.status().failure !== undefined, 10_000, 'the refusal');
+    await until(() => fresh.status().failure !== undefined, { timeoutMs: 10_000, what: 'the refusal' });
     expect(fresh.status().failure).toMatch(/compacted away.*copy log\//);
     expect(fresh.last).toBe(0n);
     await fresh.close();
@@ -281,7 +297,7 @@ describe('compaction in cluster mode', () => {
     const now = await c.waitLeader();
     await now.addMember({ id: 5, raftAddress: `127.0.0.1:${joined.raftPort}`, advertise: '127.0.0.1:9005' });
     await now.append([text('after seeding')]);
-    await until(() => joined.last === now.last, 10_000, 'the seeded member');
+    await until(() => joined.last === now.last, { timeoutMs: 10_000, what: 'the seeded member' });
     expect(joined.status().failure).toBeUndefined();
     const from = async (l: ReplicatedLog) =>
       (await l.read(joined.first, { maxCount: 1000 })).map((r) => `${r.position}|${Buffer.from(r.payload).toString()}`);

@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
-import { type Cluster, snapshot, startCluster, text, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type Cluster, snapshot, startCluster, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 const mounts: string[] = [];
@@ -83,12 +84,12 @@ describe('replicated log: a full disk on a follower', () => {
     }
     await leader.append([text('small')]);
     const full = c.logs.get(FULL) as ReplicatedLog;
-    await until(() => full.last === 1n, 5000, 'the follower to apply');
+    await until(() => full.last === 1n, { timeoutMs: 5000, what: 'the follower to apply' });
     await fill(filler, 64 * 1024);
 
     const big = new Uint8Array(32 * 1024).fill(0x61);
     for (let i = 0; i < 8; i++) await leader.append([big]); // 256 KiB: more than is left on member 3
-    await until(() => full.status().failure !== undefined, 10_000, 'the follower to stop');
+    await until(() => full.status().failure !== undefined, { timeoutMs: 10_000, what: 'the follower to stop' });
     const st = full.status();
     expect(st.failure).toContain('PLX_STORAGE_DISK_FULL');
     expect(full.last).toBeLessThan(9n);
@@ -102,7 +103,7 @@ describe('replicated log: a full disk on a follower', () => {
     rmSync(filler);
     await c.stop(FULL);
     const back = await c.restart(FULL);
-    await until(() => back.last === 14n, 10_000, 'the restarted follower to catch up');
+    await until(() => back.last === 14n, { timeoutMs: 10_000, what: 'the restarted follower to catch up' });
     expect(back.status().failure).toBeUndefined();
     const snaps = await Promise.all(c.ids.map((id) => snapshot(c.logs.get(id) as ReplicatedLog)));
     expect(snaps[2]).toEqual(snaps[0]);

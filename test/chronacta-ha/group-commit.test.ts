@@ -9,7 +9,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type AppliedBatch, type ReplicatedLog, SOLO_FRAME_BYTES } from '../../ts/chronacta/ha/replicated-log.js';
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { type Cluster, snapshot, startCluster, text, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type Cluster, snapshot, startCluster, text } from './helpers.js';
 
 /** Group commit is off unless configured (cluster.json of `cluster init` sets it); these tests turn it on. */
 const GROUP = 128 * 1024;
@@ -26,7 +27,10 @@ function idOf(c: Cluster, log: ReplicatedLog): number {
 
 async function sameEverywhere(c: Cluster): Promise<string[]> {
   const leader = await c.waitLeader();
-  await until(() => c.ids.every((id) => c.logs.get(id)?.last === leader.last), 10_000, 'convergence');
+  await until(() => c.ids.every((id) => c.logs.get(id)?.last === leader.last), {
+    timeoutMs: 10_000,
+    what: 'convergence',
+  });
   const snaps = await Promise.all(c.ids.map((id) => snapshot(c.logs.get(id) as ReplicatedLog)));
   for (const s of snaps) expect(s).toEqual(snaps[0]);
   return snaps[0] as string[];
@@ -111,7 +115,7 @@ describe('group commit of concurrent appends', () => {
     expect(all[7]?.split('|')[3]).toBe('g4'); // position 8: the failed append left no gap
     expect(all[22]?.split('|')[3]).toBe('g11+');
     // Every member applied one batch per append, in order, all from the same Raft entry.
-    await until(() => [...applied.values()].every((a) => a.length === 11), 5000, 'listeners');
+    await until(() => [...applied.values()].every((a) => a.length === 11), { timeoutMs: 5000, what: 'listeners' });
     for (const a of applied.values()) {
       expect(a.map((b) => b.first)).toEqual(ok.map((r) => r.first));
       expect(a.map((b) => b.batchId[0])).toEqual(ok.map((r) => r.batchId[0]));
@@ -140,7 +144,7 @@ describe('group commit of concurrent appends', () => {
     await c.stop(fid);
     await Promise.all(Array.from({ length: 5 }, (_, i) => leader.append([text(`c${i}`)])));
     const back = await c.restart(fid);
-    await until(() => back.last === 21n, 10_000, 'catch-up');
+    await until(() => back.last === 21n, { timeoutMs: 10_000, what: 'catch-up' });
     // The 16 appends it held come back from its Raft journal in two entries, skipped one frame at a time.
     expect(back.status().duplicatesSkipped).toBe(16);
     const all = await sameEverywhere(c);
@@ -158,7 +162,7 @@ describe('group commit of concurrent appends', () => {
     const s = leader.status();
     expect(s.appendsGrouped).toBe(120);
     expect(s.appendGroupsProposed).toBeLessThan(40);
-    await until(() => leader.status().snapshotsTaken >= 2, 10_000, 'snapshots');
+    await until(() => leader.status().snapshotsTaken >= 2, { timeoutMs: 10_000, what: 'snapshots' });
     const all = await sameEverywhere(c);
     expect(all.length).toBe(120);
     // A restarted member still has every record (its Raft log starts at a snapshot).
@@ -166,7 +170,7 @@ describe('group commit of concurrent appends', () => {
     await c.stop(fid);
     await leader.append([text('after')]);
     const back = await c.restart(fid);
-    await until(() => back.last === 121n, 10_000, 'catch-up');
+    await until(() => back.last === 121n, { timeoutMs: 10_000, what: 'catch-up' });
     expect((await sameEverywhere(c)).slice(0, 120)).toEqual(all);
   });
 
@@ -182,7 +186,7 @@ describe('group commit of concurrent appends', () => {
     bytes.set(b.subarray(0, b.length - 3), a.length);
     const driver = (leader as unknown as { driver: { propose(d: Uint8Array): Promise<number> } }).driver;
     await driver.propose(bytes).catch(() => undefined);
-    await until(() => leader.status().failure !== undefined, 10_000, 'the member stops');
+    await until(() => leader.status().failure !== undefined, { timeoutMs: 10_000, what: 'the member stops' });
     expect(leader.status().failure).toMatch(/not a valid EVFR frame/);
   });
 });

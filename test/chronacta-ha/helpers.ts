@@ -11,17 +11,10 @@ import { ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/ha/
 import type { LogRecord } from '../../ts/storage/types.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { rng } from '../helpers/rng.js';
+import { until } from '../helpers/until.js';
 
 export const TICK_MS = 20;
 export const quiet = { warn: () => undefined, error: () => undefined };
-
-export async function until(cond: () => boolean, ms = 10_000, what = 'condition'): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -115,7 +108,7 @@ export async function startCluster(
     mesh,
     leader: leaderOf,
     async waitLeader(among = ids, ms = 10_000) {
-      await until(() => leaderOf(among) !== undefined, ms, `a leader among ${among.join(',')}`);
+      await until(() => leaderOf(among) !== undefined, { timeoutMs: ms, what: `a leader among ${among.join(',')}` });
       return leaderOf(among) as ReplicatedLog;
     },
     async stop(id) {

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CLEAN_MARKER } from '../../ts/chronacta/ha/local-tail.js';
 import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
-import { type Cluster, snapshot, startCluster, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type Cluster, snapshot, startCluster } from './helpers.js';
 
 let cluster: Cluster | undefined;
 afterEach(async () => {
@@ -48,7 +49,10 @@ async function fill(c: Cluster, batches: number, tag: number): Promise<void> {
 
 async function converged(c: Cluster): Promise<string[]> {
   const leader = await c.waitLeader();
-  await until(() => c.ids.every((id) => c.logs.get(id)?.last === leader.last), 10_000, 'convergence');
+  await until(() => c.ids.every((id) => c.logs.get(id)?.last === leader.last), {
+    timeoutMs: 10_000,
+    what: 'convergence',
+  });
   const snaps = await Promise.all(c.ids.map((id) => snapshot(c.logs.get(id) as ReplicatedLog)));
   for (const s of snaps) expect(s).toEqual(snaps[0]);
   return snaps[0] as string[];

@@ -20,7 +20,8 @@ import {
 import { migrateDataDir } from '../../ts/chronacta/migrate.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import { ROOT } from '../helpers/paths.js';
-import { quiet, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { quiet } from './helpers.js';
 
 const MAIN = resolve(ROOT, 'dist/cli/main.js');
 
@@ -39,7 +40,10 @@ async function serveProcess(dir: string): Promise<ChildProcess> {
   child.stderr?.setEncoding('utf8').on('data', (d: string) => {
     out += d;
   });
-  await until(() => out.includes('"serving"') || child.exitCode !== null, 20_000, 'serve to start');
+  await until(() => out.includes('"serving"') || child.exitCode !== null, {
+    timeoutMs: 20_000,
+    what: 'serve to start',
+  });
   if (!out.includes('"serving"')) throw new Error(`serve did not start: ${out}`);
   return child;
 }

@@ -27,9 +27,10 @@ import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { decodeEntry, RecordKind } from '../../ts/chronacta/record.js';
 import type { ClusterStatus } from '../../ts/chronacta/types.js';
 import { openLog } from '../../ts/storage/file-log.js';
-import { isRunning, MAIN, spawnServe, stopAll, stopChild, until } from '../chronacta-cluster/helpers.js';
+import { isRunning, MAIN, spawnServe, stopAll, stopChild } from '../chronacta-cluster/helpers.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/until.js';
 import { sleep } from './helpers.js';
 
 const TICK_MS = 20;
@@ -112,8 +113,7 @@ async function startProcCluster(): Promise<ProcCluster> {
           const ls = live.filter((_, i) => st[i]?.acceptingWrites === true);
           return ls.length === 1 ? ls[0] : undefined;
         },
-        ms,
-        `one leader among ${among.join(',')}`,
+        { timeoutMs: ms, what: `one leader among ${among.join(',')}`, intervalMs: 25 },
       );
     },
     async restart(id) {
@@ -171,7 +171,11 @@ async function served(m: Member): Promise<string[]> {
   });
   try {
     // A follower refuses (PLX_CHRONACTA_STALE_READ) until it has heard from its leader recently: retry.
-    return await until(() => readEvery(c, m.address), 10_000, `a read served by member ${m.id}`);
+    return await until(() => readEvery(c, m.address), {
+      timeoutMs: 10_000,
+      what: `a read served by member ${m.id}`,
+      intervalMs: 25,
+    });
   } finally {
     c.close();
   }
@@ -220,11 +224,11 @@ async function converged(c: ProcCluster): Promise<string[]> {
   const leader = await c.leader();
   const target = (await leader.client.clusterStatus()).lastPosition;
   for (const m of c.members) {
-    await until(
-      async () => ((await m.client.clusterStatus()).lastPosition === target ? true : undefined),
-      15_000,
-      `member ${m.id} to apply position ${target}`,
-    );
+    await until(async () => ((await m.client.clusterStatus()).lastPosition === target ? true : undefined), {
+      timeoutMs: 15_000,
+      what: `member ${m.id} to apply position ${target}`,
+      intervalMs: 25,
+    });
   }
   const views = await Promise.all(c.members.map((m) => served(m)));
   for (const v of views) expect(v).toEqual(views[0]);
@@ -262,8 +266,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
           const s = await c.status(f.id);
           return s.leaderId === String(leader.id) ? s : undefined;
         },
-        5000,
-        `member ${f.id} to know the leader`,
+        { timeoutMs: 5000, what: `member ${f.id} to know the leader`, intervalMs: 25 },
       );
       expect(fs.role).toBe('follower');
       expect(fs.acceptingWrites).toBe(false);
@@ -317,8 +320,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
         const s = await c.status(leader.id);
         return s.role !== 'leader' ? s : undefined;
       },
-      5000,
-      'the lone leader to step down',
+      { timeoutMs: 5000, what: 'the lone leader to step down', intervalMs: 25 },
     );
     expect(down.acceptingWrites).toBe(false);
     const again = await leader.client.append('orders-1', [event('alone-2')]).catch((e: unknown) => e);
@@ -339,11 +341,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
     const leader = await c.leader();
     const follower = c.members.find((m) => m !== leader) as Member;
     await leader.client.append('orders-1', [event('a')]);
-    await until(
-      async () => ((await c.status(follower.id)).lastPosition === 1n ? true : undefined),
-      5000,
-      'the follower to apply a',
-    );
+    await until(async () => ((await c.status(follower.id)).lastPosition === 1n ? true : undefined), {
+      timeoutMs: 5000,
+      what: 'the follower to apply a',
+      intervalMs: 25,
+    });
     const term = (await c.status(leader.id)).term;
     c.mesh.isolate(follower.id - 1);
     // Many election timeouts (10..20 ticks of 20 ms each): pre-vote keeps it from campaigning.
@@ -363,11 +365,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
     expect([...terms]).toEqual([term]); // no term inflation
     expect((await c.status(follower.id)).lastPosition).toBe(1n); // cut off: b did not reach it
     c.mesh.heal();
-    await until(
-      async () => ((await c.status(follower.id)).lastPosition === 2n ? true : undefined),
-      10_000,
-      'the follower to catch up',
-    );
+    await until(async () => ((await c.status(follower.id)).lastPosition === 2n ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'the follower to catch up',
+      intervalMs: 25,
+    });
     // The healed follower did not disrupt the leader.
     const ls = await c.status(leader.id);
     expect(ls.role).toBe('leader');
@@ -400,11 +402,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
     // The third member follows the new leader.
     const third = rest.find((id) => id !== second.id) as number;
     expect((await c.status(third)).leaderId).toBe(String(second.id));
-    await until(
-      async () => ((await c.status(first.id)).role !== 'leader' ? true : undefined),
-      5000,
-      'the isolated leader to step down',
-    );
+    await until(async () => ((await c.status(first.id)).role !== 'leader' ? true : undefined), {
+      timeoutMs: 5000,
+      what: 'the isolated leader to step down',
+      intervalMs: 25,
+    });
     const data = await converged(c);
     expect(data).toEqual(acked);
   }, 60_000);
@@ -427,7 +429,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
       }
       return 'stopped';
     })();
-    await until(async () => (acked.length >= 30 ? true : undefined), 15_000, 'appends before the kill');
+    await until(async () => (acked.length >= 30 ? true : undefined), {
+      timeoutMs: 15_000,
+      what: 'appends before the kill',
+      intervalMs: 25,
+    });
     await stopMember(leader, 'SIGKILL');
     stop = true;
     expect(running(leader)).toBe(false);
@@ -439,8 +445,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
     for (const m of rest) {
       await until(
         async () => ((await m.client.clusterStatus()).lastPosition === after.lastPosition ? true : undefined),
-        10_000,
-        `member ${m.id} to apply the new leader's append`,
+        { timeoutMs: 10_000, what: `member ${m.id} to apply the new leader's append`, intervalMs: 25 },
       );
     }
     const views = await Promise.all(rest.map((m) => served(m)));
@@ -454,8 +459,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
     const back = await c.restart(leader.id);
     await until(
       async () => ((await back.client.clusterStatus()).lastPosition === after.lastPosition ? true : undefined),
-      15_000,
-      'the restarted member to catch up',
+      { timeoutMs: 15_000, what: 'the restarted member to catch up', intervalMs: 25 },
     );
     expect((await back.client.clusterStatus()).role).toBe('follower');
     const data = await converged(c);

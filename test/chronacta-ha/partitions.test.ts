@@ -8,7 +8,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { advertise, type Cluster, sleep, snapshot, startCluster, TICK_MS, text, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { advertise, type Cluster, sleep, snapshot, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 afterEach(async () => {
@@ -22,11 +23,10 @@ function idOf(c: Cluster, log: ReplicatedLog): number {
 
 async function converged(c: Cluster, ids = c.ids): Promise<string[]> {
   const leader = await c.waitLeader(ids);
-  await until(
-    () => ids.every((id) => c.logs.get(id)?.last === leader.last),
-    10_000,
-    'every member to apply the same log',
-  );
+  await until(() => ids.every((id) => c.logs.get(id)?.last === leader.last), {
+    timeoutMs: 10_000,
+    what: 'every member to apply the same log',
+  });
   const snaps = await Promise.all(ids.map((id) => snapshot(c.logs.get(id) as ReplicatedLog)));
   for (const s of snaps) expect(s).toEqual(snaps[0]);
   return snaps[0] as string[];
@@ -41,7 +41,7 @@ describe('replicated log: partitions (seed matrix)', () => {
     const followers = c.ids.filter((id) => id !== lid);
     for (const f of followers) {
       const log = c.logs.get(f) as ReplicatedLog;
-      await until(() => log.status().leader === lid, 5000, 'the follower to know the leader');
+      await until(() => log.status().leader === lid, { timeoutMs: 5000, what: 'the follower to know the leader' });
       const err = await log.append([text('refused')]).catch((e: unknown) => e);
       expect(isPlexusError(err, 'PLX_CHRONACTA_HA_NOT_LEADER')).toBe(true);
       expect((err as { details: Record<string, unknown> }).details.leader).toBe(lid);
@@ -66,7 +66,7 @@ describe('replicated log: partitions (seed matrix)', () => {
       ),
     ).toBe(true);
     // Check-quorum: it steps down and refuses further writes.
-    await until(() => leader.status().role !== 'leader', 5000, 'the lone leader to step down');
+    await until(() => leader.status().role !== 'leader', { timeoutMs: 5000, what: 'the lone leader to step down' });
     const again = await leader.append([text('alone2')]).catch((e: unknown) => e);
     expect(isPlexusError(again, 'PLX_CHRONACTA_HA_NOT_LEADER')).toBe(true);
     expect(leader.last).toBe(1n);
@@ -99,7 +99,7 @@ describe('replicated log: partitions (seed matrix)', () => {
     expect(roles.has('candidate')).toBe(false);
     expect(follower.status().term).toBe(term); // pre-vote: no term inflation
     c.mesh.heal();
-    await until(() => follower.last === 2n, 10_000, 'the follower to catch up');
+    await until(() => follower.last === 2n, { timeoutMs: 10_000, what: 'the follower to catch up' });
     // The healed follower did not disrupt the leader.
     expect(leader.status().role).toBe('leader');
     expect(leader.status().term).toBe(term);
@@ -127,7 +127,7 @@ describe('replicated log: partitions (seed matrix)', () => {
       expect(r.first).toBe(BigInt(11 + i));
       acked.push(`b${i}`);
     }
-    await until(() => first.status().role !== 'leader', 5000, 'the isolated leader to step down');
+    await until(() => first.status().role !== 'leader', { timeoutMs: 5000, what: 'the isolated leader to step down' });
     c.mesh.heal();
     const all = await converged(c);
     expect(all.map((r) => r.split('|')[3])).toEqual(acked);

@@ -14,7 +14,8 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { ROOT } from '../helpers/paths.js';
-import { sleep, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { sleep } from './helpers.js';
 
 const MODULE = resolve(ROOT, 'dist/chronacta/ha/index.js');
 const FIXTURE = resolve(ROOT, 'test/chronacta-ha/fixtures/member.mjs');
@@ -162,7 +163,7 @@ describe.skipIf(!existsSync(MODULE))('replicated log: members as processes (buil
       }
       return 'stopped';
     })();
-    await until(() => acked.length >= 30, 10_000, 'appends before the kill');
+    await until(() => acked.length >= 30, { timeoutMs: 10_000, what: 'appends before the kill' });
     await leader.kill();
     stop = true;
     expect(leader.exited).toBe(true);

@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueMemberCertificate, type PemPair, readCa } from '../../ts/chronacta/ha/member-tls.js';
 import { encodeRaftMessage } from '../../ts/codec/raft-wire.js';
 import type { Message } from '../../ts/raft/types.js';
-import { MAIN, startThree, type ThreeMembers, until } from '../chronacta-cluster/helpers.js';
+import { MAIN, startThree, type ThreeMembers } from '../chronacta-cluster/helpers.js';
+import { until } from '../helpers/until.js';
 
 const MiB = 1024 * 1024;
 let t: ThreeMembers;
@@ -153,7 +154,11 @@ describe.skipIf(!existsSync(MAIN) || !existsSync('/proc/self/status'))(
             }),
         ),
       );
-      await until(async () => (closedEarly >= 44 ? true : undefined), 10_000, 'connections above the cap closed');
+      await until(async () => (closedEarly >= 44 ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'connections above the cap closed',
+        intervalMs: 25,
+      });
       for (const s of held) s.destroy();
 
       // The cluster goes on: the same leader takes writes, the flooded member follows.
@@ -163,8 +168,7 @@ describe.skipIf(!existsSync(MAIN) || !existsSync('/proc/self/status'))(
       await until(
         async () =>
           ((await follower?.client.clusterStatus())?.lastPosition ?? 0n) >= r.lastPosition ? true : undefined,
-        10_000,
-        'the flooded member to follow',
+        { timeoutMs: 10_000, what: 'the flooded member to follow', intervalMs: 25 },
       );
     }, 120_000);
   },

@@ -16,7 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemberCa, issueMemberCertificate, type PemPair, readCa } from '../../ts/chronacta/ha/member-tls.js';
 import { encodeRaftMessage } from '../../ts/codec/raft-wire.js';
 import type { Message } from '../../ts/raft/types.js';
-import { cli, MAIN, type ServeMember, startThree, type ThreeMembers, until } from '../chronacta-cluster/helpers.js';
+import { cli, MAIN, type ServeMember, startThree, type ThreeMembers } from '../chronacta-cluster/helpers.js';
+import { until } from '../helpers/until.js';
 
 const TICK_MS = '50';
 let t: ThreeMembers;
@@ -153,20 +154,20 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster: the Raft port tak
     // Plaintext: closed before anything is read (the first byte is no TLS record).
     const plain = await attack(follower, huge);
     expect(plain.secured).toBe(false);
-    await until(
-      async () => (stderrOf(follower).includes('a plaintext connection on a TLS port') ? true : undefined),
-      5000,
-      'the plaintext refusal in the log',
-    );
+    await until(async () => (stderrOf(follower).includes('a plaintext connection on a TLS port') ? true : undefined), {
+      timeoutMs: 5000,
+      what: 'the plaintext refusal in the log',
+      intervalMs: 25,
+    });
     await unharmed(before, 'after-plaintext');
 
     // TLS without a client certificate: the handshake fails on the member's side.
     await attack(follower, huge, { ca: ca.cert });
-    await until(
-      async () => (stderrOf(follower).includes('refused a TLS handshake') ? true : undefined),
-      5000,
-      'the handshake refusal in the log',
-    );
+    await until(async () => (stderrOf(follower).includes('refused a TLS handshake') ? true : undefined), {
+      timeoutMs: 5000,
+      what: 'the handshake refusal in the log',
+      intervalMs: 25,
+    });
     await unharmed(before, 'after-no-certificate');
 
     // A certificate naming the leader, from another CA.
@@ -177,8 +178,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster: the Raft port tak
     await until(
       async () =>
         (stderrOf(follower).match(/refused a TLS handshake/g) ?? []).length > refusedBefore ? true : undefined,
-      5000,
-      'the foreign CA refusal in the log',
+      { timeoutMs: 5000, what: 'the foreign CA refusal in the log', intervalMs: 25 },
     );
     await unharmed(before, 'after-foreign-ca');
     expect(stderrOf(follower)).not.toContain('PLX_RAFT_TERM_OUT_OF_RANGE'); // nothing got as far as Raft
@@ -201,8 +201,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster: the Raft port tak
         stderrOf(follower).includes(`the greeting claims node ${leader}, the certificate names node ${other}`)
           ? true
           : undefined,
-      5000,
-      'the greeting refusal in the log',
+      { timeoutMs: 5000, what: 'the greeting refusal in the log', intervalMs: 25 },
     );
     // A certificate of a node that is no member at all is refused in the same way when it claims one.
     const stranger = await issueMemberCertificate(ca, 99);
@@ -212,8 +211,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster: the Raft port tak
         stderrOf(follower).includes(`the greeting claims node ${leader}, the certificate names node 99`)
           ? true
           : undefined,
-      5000,
-      'the stranger refusal in the log',
+      { timeoutMs: 5000, what: 'the stranger refusal in the log', intervalMs: 25 },
     );
     await unharmed(before, 'after-claim');
   }, 60_000);
@@ -239,11 +237,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster: the Raft port tak
         new Promise((r) => setTimeout(r, 1000)),
       ]);
     }
-    await until(
-      async () => (stderrOf(follower).includes('PLX_RAFT_TERM_OUT_OF_RANGE') ? true : undefined),
-      5000,
-      'the term refusal in the log',
-    );
+    await until(async () => (stderrOf(follower).includes('PLX_RAFT_TERM_OUT_OF_RANGE') ? true : undefined), {
+      timeoutMs: 5000,
+      what: 'the term refusal in the log',
+      intervalMs: 25,
+    });
     await unharmed(before, 'after-huge-term');
     // Every member still runs (none stopped on an unpersistable term).
     for (const m of t.members) expect(m.child.exitCode).toBeNull();
@@ -254,11 +252,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster: the Raft port tak
     const leader = await t.leader();
     const last = (await leader.client.clusterStatus()).lastPosition as bigint;
     for (const m of t.members) {
-      await until(
-        async () => (((await m.client.clusterStatus()).lastPosition ?? 0n) >= last ? true : undefined),
-        10_000,
-        `member ${m.id} to catch up`,
-      );
+      await until(async () => (((await m.client.clusterStatus()).lastPosition ?? 0n) >= last ? true : undefined), {
+        timeoutMs: 10_000,
+        what: `member ${m.id} to catch up`,
+        intervalMs: 25,
+      });
       const r = await cli(
         'read',
         'attacked',

@@ -32,8 +32,8 @@ import {
   spawnServe,
   stopAll,
   stopChild,
-  until,
 } from '../chronacta-cluster/helpers.js';
+import { until } from '../helpers/until.js';
 
 const TICK = '50';
 const quiet = { warn: () => undefined, error: () => undefined };
@@ -106,7 +106,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
     })();
     const more = (k: number, what: string) => {
       const want = acked.length + k;
-      return until(async () => (acked.length >= want ? true : undefined), 30_000, what);
+      return until(async () => (acked.length >= want ? true : undefined), {
+        timeoutMs: 30_000,
+        what: what,
+        intervalMs: 25,
+      });
     };
     try {
       await more(20, 'appends on the plaintext cluster');
@@ -133,8 +137,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
             const st = await (clients.get(id) as ChronactaClient).clusterStatus();
             return (st.lastPosition ?? 0n) >= target.position ? true : undefined;
           },
-          20_000,
-          `member ${id} to catch up`,
+          { timeoutMs: 20_000, what: `member ${id} to catch up`, intervalMs: 25 },
         );
         await more(5, `appends after member ${id} came back`);
       };
@@ -154,11 +157,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
           s.on('close', () => resolve());
         });
         const m = members.get(id) as Member & { kind: 'process' };
-        await until(
-          async () => (m.output().includes('a plaintext connection on a TLS port') ? true : undefined),
-          5000,
-          `member ${id} to refuse plaintext`,
-        );
+        await until(async () => (m.output().includes('a plaintext connection on a TLS port') ? true : undefined), {
+          timeoutMs: 5000,
+          what: `member ${id} to refuse plaintext`,
+          intervalMs: 25,
+        });
         expect(m.output()).toContain('"raftTls":"required"');
       }
 
@@ -166,11 +169,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
       const last = acked[acked.length - 1]?.position as bigint;
       for (const id of [1, 2, 3]) {
         const c = clients.get(id) as ChronactaClient;
-        await until(
-          async () => (((await c.clusterStatus()).lastPosition ?? 0n) >= last ? true : undefined),
-          20_000,
-          `member ${id} at ${last}`,
-        );
+        await until(async () => (((await c.clusterStatus()).lastPosition ?? 0n) >= last ? true : undefined), {
+          timeoutMs: 20_000,
+          what: `member ${id} at ${last}`,
+          intervalMs: 25,
+        });
         const r = await cli(
           'read',
           'rolling',
@@ -219,11 +222,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
       const s = await spawnServe(1, dir, ['--tick-ms', '20'], children);
       const client = new ChronactaClient(s.address, { deadlineMs: 3000, appendAttempts: 1 });
       try {
-        await until(
-          async () => ((await client.clusterStatus()).acceptingWrites ? true : undefined),
-          20_000,
-          'member 1 to lead',
-        );
+        await until(async () => ((await client.clusterStatus()).acceptingWrites ? true : undefined), {
+          timeoutMs: 20_000,
+          what: 'member 1 to lead',
+          intervalMs: 25,
+        });
         await client.append('s', [{ type: 't', data: 'before' }]);
         // Take every free byte of the Raft log's file system.
         const fh = await open(join(raftDir, 'fill'), 'w');
@@ -242,11 +245,11 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
       } finally {
         client.close();
       }
-      const code = await until(
-        async () => (isRunning(s.child) ? undefined : (s.child.exitCode ?? -1)),
-        20_000,
-        'member 1 to exit',
-      );
+      const code = await until(async () => (isRunning(s.child) ? undefined : (s.child.exitCode ?? -1)), {
+        timeoutMs: 20_000,
+        what: 'member 1 to exit',
+        intervalMs: 25,
+      });
       expect(code).toBe(1);
       expect(s.output()).toContain('PLX_CHRONACTA_HA_STOPPED');
       expect(s.output()).toContain('"event":"failed"');

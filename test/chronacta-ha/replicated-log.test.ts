@@ -13,7 +13,8 @@ import { type AppliedBatch, ReplicatedLog } from '../../ts/chronacta/ha/replicat
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import type { RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
-import { type Cluster, quiet, readAll, sleep, snapshot, startCluster, TICK_MS, text, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type Cluster, quiet, readAll, sleep, snapshot, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -29,7 +30,10 @@ function idOf(c: Cluster, log: ReplicatedLog): number {
 
 async function sameEverywhere(c: Cluster, ids = c.ids): Promise<string[]> {
   const leader = await c.waitLeader(ids);
-  await until(() => ids.every((id) => c.logs.get(id)?.last === leader.last), 10_000, 'convergence');
+  await until(() => ids.every((id) => c.logs.get(id)?.last === leader.last), {
+    timeoutMs: 10_000,
+    what: 'convergence',
+  });
   const snaps = await Promise.all(ids.map((id) => snapshot(c.logs.get(id) as ReplicatedLog)));
   for (const s of snaps) expect(s).toEqual(snaps[0]);
   return snaps[0] as string[];
@@ -64,7 +68,7 @@ describe('replicated log', () => {
     expect(all[0]?.split('|')[3]).toBe('e0');
     expect(all[79]?.split('|')[3]).toBe('e39+');
     // Every member told its listener about every batch, in order.
-    await until(() => [...applied.values()].every((a) => a.length === 40), 5000, 'listeners');
+    await until(() => [...applied.values()].every((a) => a.length === 40), { timeoutMs: 5000, what: 'listeners' });
     for (const a of applied.values()) {
       expect(a.map((b) => b.first)).toEqual(results.map((r) => r.first));
       expect(a[3]?.records[1]?.position).toBe(8n);
@@ -79,7 +83,9 @@ describe('replicated log', () => {
     expect(s.role).toBe('leader');
     expect(s.lastPosition).toBe(80n);
     expect(s.followers?.length).toBe(2);
-    await until(() => (leader.status().followers ?? []).every((f) => f.lagPositions === 0 && f.lagEntries === 0));
+    await until(() => (leader.status().followers ?? []).every((f) => f.lagPositions === 0 && f.lagEntries === 0), {
+      what: '(leader.status().followers ?? []).every((f) => f.lagPositions === 0...',
+    });
     expect(s.appendEntriesApplied).toBe(40);
     const f = c.logs.get(c.ids.find((id) => id !== idOf(c, leader)) as number) as ReplicatedLog;
     expect(f.status().leaderAddress).toBe(s.members.find((m) => m.id === s.id)?.advertise);
@@ -128,7 +134,10 @@ describe('replicated log', () => {
     const term = leader.status().term;
     // The same batch again at positions 1..2, as a duplicated AppendEntries would carry it.
     await proposeRaw(leader, encodeEvfr({ batchId, first: 1, epoch: term, records: [text('a'), text('b')] }));
-    await until(() => [...c.logs.values()].every((l) => l.status().duplicatesSkipped === 1), 5000, 'skips');
+    await until(() => [...c.logs.values()].every((l) => l.status().duplicatesSkipped === 1), {
+      timeoutMs: 5000,
+      what: 'skips',
+    });
     expect(leader.last).toBe(3n);
     const r = await leader.append([text('d')]);
     expect(r.first).toBe(4n);
@@ -138,7 +147,10 @@ describe('replicated log', () => {
     const other = encodeEvfr({ batchId: new Uint8Array(16).fill(9), first: 2, epoch: term, records: [text('x')] });
     const outcome = await proposeRaw(leader, other).catch((e: unknown) => e);
     expect(isPlexusError(outcome, 'PLX_CHRONACTA_HA_DIVERGED')).toBe(true);
-    await until(() => [...c.logs.values()].every((l) => l.status().failure !== undefined), 5000, 'all to stop');
+    await until(() => [...c.logs.values()].every((l) => l.status().failure !== undefined), {
+      timeoutMs: 5000,
+      what: 'all to stop',
+    });
     const after = await leader.append([text('e')]).catch((e: unknown) => e);
     expect(isPlexusError(after, 'PLX_CHRONACTA_HA_STOPPED')).toBe(true);
     for (const l of c.logs.values()) expect(l.last).toBe(4n);
@@ -158,7 +170,10 @@ describe('replicated log', () => {
     const outcome = await proposeRaw(leader, gap).catch((e: unknown) => e);
     expect(isPlexusError(outcome, 'PLX_CHRONACTA_HA_DIVERGED')).toBe(true);
     expect((outcome as Error).message).toContain('a gap');
-    await until(() => [...c.logs.values()].every((l) => l.status().failure !== undefined), 5000, 'all to stop');
+    await until(() => [...c.logs.values()].every((l) => l.status().failure !== undefined), {
+      timeoutMs: 5000,
+      what: 'all to stop',
+    });
     for (const l of c.logs.values()) expect(l.last).toBe(1n); // never written with a gap
   });
 
@@ -185,7 +200,7 @@ describe('replicated log', () => {
     for (let i = 0; i < 10; i++) await leader.append([text(`b${i}`)]);
     const back = await c.restart(fid);
     // Its local log held a0..a9: re-applying their entries skips them as duplicates.
-    await until(() => back.last === 20n, 10_000, 'catch-up');
+    await until(() => back.last === 20n, { timeoutMs: 10_000, what: 'catch-up' });
     expect(back.status().duplicatesSkipped).toBe(10);
     const all = await sameEverywhere(c);
     expect(all.map((r) => r.split('|')[3]).slice(8, 12)).toEqual(['a8', 'a9', 'b0', 'b1']);
@@ -223,9 +238,9 @@ describe('replicated log', () => {
     });
     cleanups.push(() => fourth.close());
     await leader.addMember({ id: 4, raftAddress: `127.0.0.1:${fourth.raftPort}`, advertise: '127.0.0.1:9004' });
-    await until(() => fourth.last === 1n, 5000, 'the new member to catch up');
+    await until(() => fourth.last === 1n, { timeoutMs: 5000, what: 'the new member to catch up' });
     await leader.append([text('after')]);
-    await until(() => fourth.last === 2n, 5000, 'replication to the new member');
+    await until(() => fourth.last === 2n, { timeoutMs: 5000, what: 'replication to the new member' });
     expect(leader.status().voters).toEqual([1, 2, 3, 4]);
     expect((await readAll(fourth)).map((r) => Buffer.from(r.payload).toString())).toEqual(['before', 'after']);
     const dup = await leader.addMember({ id: 4, raftAddress: '127.0.0.1:1', advertise: '127.0.0.1:1' }).catch((e) => e);
@@ -238,7 +253,7 @@ describe('replicated log', () => {
     leader = await c.waitLeader();
     expect(idOf(c, leader)).toBe(target);
     await leader.append([text('moved')]);
-    await until(() => fourth.last === 3n, 5000, 'the new member to follow the new leader');
+    await until(() => fourth.last === 3n, { timeoutMs: 5000, what: 'the new member to follow the new leader' });
 
     await leader.removeMember(4);
     expect(leader.status().voters).toEqual([1, 2, 3]);
@@ -265,7 +280,7 @@ describe('replicated log', () => {
     const leader = await c.waitLeader([1, 2]);
     await leader.append([text('secret')]);
     const peer = c.logs.get(idOf(c, leader) === 1 ? 2 : 1) as ReplicatedLog;
-    await until(() => peer.last === 1n, 5000, 'replication over TLS');
+    await until(() => peer.last === 1n, { timeoutMs: 5000, what: 'replication over TLS' });
     await sleep(300);
     expect((c.logs.get(3) as ReplicatedLog).last).toBe(0n);
     expect((c.logs.get(3) as ReplicatedLog).status().role).not.toBe('leader');

@@ -34,7 +34,8 @@ import { RaftTcpTransport } from '../../ts/raft-io/tcp-transport.js';
 import type { LogRecord } from '../../ts/storage/types.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { ROOT } from '../helpers/paths.js';
-import { type Cluster, quiet, snapshot, startCluster, TICK_MS, text, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type Cluster, quiet, snapshot, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -58,7 +59,7 @@ async function appendMany(log: ReplicatedLog, n: number, tag: string): Promise<v
 
 async function sameEverywhere(logs: ReplicatedLog[]): Promise<string[]> {
   const top = logs[0] as ReplicatedLog;
-  await until(() => logs.every((l) => l.last === top.last), 15_000, 'convergence');
+  await until(() => logs.every((l) => l.last === top.last), { timeoutMs: 15_000, what: 'convergence' });
   const snaps = await Promise.all(logs.map((l) => snapshot(l)));
   for (const s of snaps) expect(s).toEqual(snaps[0]);
   return snaps[0] as string[];
@@ -94,12 +95,18 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     let leader = await c.waitLeader();
     await appendMany(leader, 20, 'a');
     const down = c.ids.find((id) => id !== idOf(c, leader)) as number;
-    await until(() => c.logs.get(down)?.last === leader.last, 5000, 'the follower to have the first appends');
+    await until(() => c.logs.get(down)?.last === leader.last, {
+      timeoutMs: 5000,
+      what: 'the follower to have the first appends',
+    });
     const before = c.logs.get(down)?.status().applied as number;
     await c.stop(down);
     await appendMany(leader, 150, 'b');
     const up = c.ids.filter((id) => id !== down).map((id) => c.logs.get(id) as ReplicatedLog);
-    await until(() => up.every((l) => l.status().snapshotsTaken >= 2), 10_000, 'the others to compact');
+    await until(() => up.every((l) => l.status().snapshotsTaken >= 2), {
+      timeoutMs: 10_000,
+      what: 'the others to compact',
+    });
     // The entries the stopped member lacks are gone from every Raft log: only a snapshot helps it.
     for (const l of up) expect(l.status().snapshotIndex).toBeGreaterThan(before + 1);
     const back = await c.restart(down);
@@ -131,7 +138,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     const c = (cluster = await startCluster(3, SNAP));
     const leader = await c.waitLeader();
     await appendMany(leader, 120, 'x');
-    await until(() => leader.status().snapshotsTaken >= 2, 5000, 'compaction');
+    await until(() => leader.status().snapshotsTaken >= 2, { timeoutMs: 5000, what: 'compaction' });
     expect(leader.status().snapshotIndex).toBeGreaterThan(60);
     const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-join-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
@@ -154,7 +161,10 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     const c = (cluster = await startCluster(3, SNAP));
     const leader = await c.waitLeader();
     await appendMany(leader, 150, 'y');
-    await until(() => c.ids.every((id) => (c.logs.get(id)?.status().snapshotsTaken ?? 0) >= 2), 5000, 'compaction');
+    await until(() => c.ids.every((id) => (c.logs.get(id)?.status().snapshotsTaken ?? 0) >= 2), {
+      timeoutMs: 5000,
+      what: 'compaction',
+    });
     // The new member reaches every member through a slow proxy, in small chunks.
     const proxies = new Map<number, FaultProxy>();
     for (const id of c.ids) {
@@ -175,17 +185,20 @@ describe('replicated log: Raft snapshots and catch-up', () => {
       { id: 4, raftAddress: `127.0.0.1:${fourth.raftPort}`, advertise: '127.0.0.1:9004' },
       { voter: false },
     );
-    await until(() => fourth.status().recordsCaughtUp >= 20, 10_000, 'the transfer to start');
+    await until(() => fourth.status().recordsCaughtUp >= 20, { timeoutMs: 10_000, what: 'the transfer to start' });
     const target = fourth.status().catchUpTarget as bigint;
     expect(target).toBeGreaterThan(150n);
     // Cut every connection the new member has, twice, while the transfer runs.
     for (const p of proxies.values()) p.cut();
     const cutAt = fourth.last;
     expect(cutAt).toBeLessThan(target - 40n);
-    await until(() => fourth.last > cutAt + 20n, 10_000, 'the transfer to resume');
+    await until(() => fourth.last > cutAt + 20n, { timeoutMs: 10_000, what: 'the transfer to resume' });
     for (const p of proxies.values()) p.cut();
     for (const p of proxies.values()) p.heal();
-    await until(() => fourth.status().catchUpTarget === undefined, 20_000, 'the install to finish');
+    await until(() => fourth.status().catchUpTarget === undefined, {
+      timeoutMs: 20_000,
+      what: 'the install to finish',
+    });
     await leader.append([text('later')]);
     const all = await sameEverywhere([leader, fourth]);
     expect(all).toHaveLength(301);
@@ -200,7 +213,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     const c = (cluster = await startCluster(3, SNAP));
     const leader = await c.waitLeader();
     await appendMany(leader, 150, 'z');
-    await until(() => leader.status().snapshotsTaken >= 2, 5000, 'compaction');
+    await until(() => leader.status().snapshotsTaken >= 2, { timeoutMs: 5000, what: 'compaction' });
     const proxy = await FaultProxy.start({ port: c.ports.get(idOf(c, leader)) as number });
     cleanups.push(() => proxy.close());
     proxy.delay(15);
@@ -213,7 +226,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
       { id: 4, raftAddress: `127.0.0.1:${fourth.raftPort}`, advertise: '127.0.0.1:9004' },
       { voter: false },
     );
-    await until(() => fourth.status().recordsCaughtUp >= 10, 10_000, 'the transfer to start');
+    await until(() => fourth.status().recordsCaughtUp >= 10, { timeoutMs: 10_000, what: 'the transfer to start' });
     await fourth.close();
     proxy.heal();
     fourth = await ReplicatedLog.open({ ...opts, listen: { host: '127.0.0.1', port: 0 } });
@@ -222,7 +235,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     expect(fourth.last).toBeLessThan(300n);
     leader.setDialAddress(4, `127.0.0.1:${fourth.raftPort}`);
     expect(fourth.last).toBeLessThan(fourth.status().snapshotPosition);
-    await until(() => fourth.last >= 300n, 15_000, 'the resumed install');
+    await until(() => fourth.last >= 300n, { timeoutMs: 15_000, what: 'the resumed install' });
     await leader.append([text('end')]);
     const all = await sameEverywhere([leader, fourth]);
     expect(all).toHaveLength(301);
@@ -235,7 +248,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
       const c = (cluster = await startCluster(3, SNAP));
       const leader = await c.waitLeader();
       await appendMany(leader, 150, 'k');
-      await until(() => leader.status().snapshotsTaken >= 2, 5000, 'compaction');
+      await until(() => leader.status().snapshotsTaken >= 2, { timeoutMs: 5000, what: 'compaction' });
       const proxy = await FaultProxy.start({ port: c.ports.get(idOf(c, leader)) as number });
       cleanups.push(() => proxy.close());
       proxy.delay(15);
@@ -250,7 +263,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
         { id: 4, raftAddress: `127.0.0.1:${port}`, advertise: '127.0.0.1:9004' },
         { voter: false },
       );
-      await until(() => child.caughtUp() >= 10, 10_000, 'the transfer to start in the child');
+      await until(() => child.caughtUp() >= 10, { timeoutMs: 10_000, what: 'the transfer to start in the child' });
       await killChild(child.proc);
       expect(child.proc.signalCode).toBe('SIGKILL');
       proxy.heal();
@@ -260,7 +273,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
       expect(fourth.status().snapshotIndex).toBeGreaterThan(60);
       expect(fourth.last).toBeLessThan(fourth.status().snapshotPosition);
       leader.setDialAddress(4, `127.0.0.1:${fourth.raftPort}`);
-      await until(() => fourth.last >= 300n, 15_000, 'the install to complete after the restart');
+      await until(() => fourth.last >= 300n, { timeoutMs: 15_000, what: 'the install to complete after the restart' });
       await leader.append([text('end')]);
       const all = await sameEverywhere([leader, fourth]);
       expect(all).toHaveLength(301);
@@ -363,7 +376,7 @@ describe('side streams on the Raft port', () => {
       await leader.append([big]);
       n++;
     }
-    await until(() => leader.status().snapshotsTaken >= 1, 5000, 'a snapshot');
+    await until(() => leader.status().snapshotsTaken >= 1, { timeoutMs: 5000, what: 'a snapshot' });
     // 64 KiB of entries is 16 of these appends: far fewer than snapshotEvery (1,000).
     expect(n).toBeLessThan(40);
     const st = leader.status();
@@ -372,7 +385,10 @@ describe('side streams on the Raft port', () => {
     expect(st.applied - st.snapshotIndex).toBeLessThanOrEqual(12);
     expect(st.snapshotIndex).toBeGreaterThan(0);
     // The others compact the same way, and every member still holds every record.
-    await until(() => c.ids.every((id) => (c.logs.get(id)?.status().snapshotsTaken ?? 0) >= 1), 5000, 'compaction');
+    await until(() => c.ids.every((id) => (c.logs.get(id)?.status().snapshotsTaken ?? 0) >= 1), {
+      timeoutMs: 5000,
+      what: 'compaction',
+    });
     await leader.append([text('after')]);
     const all = await sameEverywhere(c.ids.map((id) => c.logs.get(id) as ReplicatedLog));
     expect(all).toHaveLength(n + 1);
@@ -505,7 +521,7 @@ describe('catch-up stream frames', () => {
     const leader = await c.waitLeader();
     for (let i = 0; i < 10; i++) await leader.append([text(`h${i}`)]);
     const id = c.ids.find((x) => c.logs.get(x) !== leader) as number;
-    await until(() => c.logs.get(id)?.last === 10n, 5000, 'replication');
+    await until(() => c.logs.get(id)?.last === 10n, { timeoutMs: 5000, what: 'replication' });
     const t = await RaftTcpTransport.start({ id: 9, host: '127.0.0.1', port: 0, onMessage: () => undefined });
     cleanups.push(() => t.close());
     t.setPeer(id, `127.0.0.1:${c.ports.get(id)}`);

@@ -29,7 +29,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { createJobCa, issueRankCertificate, type JobCa } from '../../ts/crypto/x509.js';
-import { isRunning, MAIN, stopChild, until } from '../chronacta-cluster/helpers.js';
+import { isRunning, MAIN, stopChild } from '../chronacta-cluster/helpers.js';
+import { until } from '../helpers/until.js';
 
 interface Pki {
   readonly ca: JobCa;
@@ -78,8 +79,7 @@ async function serveProcess(name: string, args: readonly string[]): Promise<Serv
       const l = out.split('\n').find((x) => x.includes('"serving"'));
       return l ? (JSON.parse(l) as Record<string, unknown>) : undefined;
     },
-    30_000,
-    `serve ${name}`,
+    { timeoutMs: 30_000, what: `serve ${name}`, intervalMs: 25 },
   ).catch(async (e: unknown) => {
     await stopChild(child, 'SIGKILL');
     throw e;
@@ -290,11 +290,11 @@ describe('the client port over TLS', () => {
         expect(subscribed.code, subscribed.stderr).toBe(0);
         expect(subscribed.stdout).toContain('"cli"');
         // The refused handshakes are reported (rate-limited) on stderr.
-        await until(
-          async () => (s.stderr().includes('refused a TLS connection') ? true : undefined),
-          10_000,
-          'the refused handshake warning',
-        );
+        await until(async () => (s.stderr().includes('refused a TLS connection') ? true : undefined), {
+          timeoutMs: 10_000,
+          what: 'the refused handshake warning',
+          intervalMs: 25,
+        });
       } finally {
         for (const c of [good, noCert, foreignCert, serverCert]) c.close();
       }
@@ -316,11 +316,11 @@ describe('the client port over TLS', () => {
       const second = await foreign.issue(0);
       replace(keyFile, second.key);
       replace(certFile, second.cert);
-      await until(
-        async () => ((await servedFingerprint(s.port)) === fingerprint(second.cert) ? true : undefined),
-        15_000,
-        'the new certificate on a new connection',
-      );
+      await until(async () => ((await servedFingerprint(s.port)) === fingerprint(second.cert) ? true : undefined), {
+        timeoutMs: 15_000,
+        what: 'the new certificate on a new connection',
+        intervalMs: 25,
+      });
       const after = new ChronactaClient(s.address, { tls: { ca: foreign.ca.cert }, deadlineMs: 10_000 });
       const oldTrust = new ChronactaClient(s.address, { tls: { ca: server.ca.cert }, deadlineMs: 10_000 });
       try {
@@ -328,11 +328,11 @@ describe('the client port over TLS', () => {
         expect(await failure(oldTrust.readStream('r-1'))).toBe('PLX_CHRONACTA_UNAVAILABLE');
         // A certificate file that is not PEM: kept out, with a warning; the second stays.
         replace(certFile, 'not a certificate\n');
-        await until(
-          async () => (s.stderr().includes('the changed TLS files were not taken') ? true : undefined),
-          15_000,
-          'the warning about the unusable certificate file',
-        );
+        await until(async () => (s.stderr().includes('the changed TLS files were not taken') ? true : undefined), {
+          timeoutMs: 15_000,
+          what: 'the warning about the unusable certificate file',
+          intervalMs: 25,
+        });
         expect(await servedFingerprint(s.port)).toBe(fingerprint(second.cert));
         // A certificate whose key is not the one in the key file: the same.
         const third = await server.issue(0);
@@ -340,8 +340,7 @@ describe('the client port over TLS', () => {
         replace(certFile, third.cert);
         await until(
           async () => (s.stderr().split('the changed TLS files were not taken').length > warnings ? true : undefined),
-          15_000,
-          'the warning about the mismatched key',
+          { timeoutMs: 15_000, what: 'the warning about the mismatched key', intervalMs: 25 },
         );
         expect(await servedFingerprint(s.port)).toBe(fingerprint(second.cert));
         const fresh = new ChronactaClient(s.address, { tls: { ca: foreign.ca.cert }, deadlineMs: 10_000 });
@@ -463,19 +462,19 @@ describe('bearer tokens', () => {
     const newClient = new ChronactaClient(s.address, { token: next, deadlineMs: 10_000 });
     try {
       replace(tokensFile, `${next}\n`);
-      await until(
-        async () => ((await failure(newClient.readAll())) === '' ? true : undefined),
-        15_000,
-        'the new token accepted',
-      );
+      await until(async () => ((await failure(newClient.readAll())) === '' ? true : undefined), {
+        timeoutMs: 15_000,
+        what: 'the new token accepted',
+        intervalMs: 25,
+      });
       expect(await failure(oldClient.readAll())).toBe('PLX_CHRONACTA_UNAUTHENTICATED');
       // A file with only a comment: refused, the tokens stay.
       replace(tokensFile, '# nobody\n');
-      await until(
-        async () => (s.stderr().includes('the changed tokens file was not taken') ? true : undefined),
-        15_000,
-        'the warning about the empty tokens file',
-      );
+      await until(async () => (s.stderr().includes('the changed tokens file was not taken') ? true : undefined), {
+        timeoutMs: 15_000,
+        what: 'the warning about the empty tokens file',
+        intervalMs: 25,
+      });
       expect(await failure(newClient.readAll())).toBe('');
       expect(await failure(oldClient.readAll())).toBe('PLX_CHRONACTA_UNAUTHENTICATED');
     } finally {
@@ -490,7 +489,11 @@ describe('the start warning and refused settings', () => {
     const s = await serveProcess('open', ['--host', '0.0.0.0']);
     try {
       expect(String(s.servedLine.address)).toMatch(/^0\.0\.0\.0:\d+$/);
-      await until(async () => (s.stderr().includes('WARNING') ? true : undefined), 10_000, 'the warning');
+      await until(async () => (s.stderr().includes('WARNING') ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'the warning',
+        intervalMs: 25,
+      });
       expect(s.stderr()).toContain('WARNING: the gRPC client port binds 0.0.0.0');
       expect(s.stderr()).toContain('without TLS');
       expect(s.stderr()).toContain('client authentication');
@@ -512,7 +515,11 @@ describe('the start warning and refused settings', () => {
     const tlsArgs = ['--cert-file', file('w-cert.pem', leaf.cert), '--key-file', file('w-key.pem', leaf.key)];
     const tlsOnly = await serveProcess('open-tls', ['--host', '0.0.0.0', ...tlsArgs]);
     try {
-      await until(async () => (tlsOnly.stderr().includes('WARNING') ? true : undefined), 10_000, 'the warning');
+      await until(async () => (tlsOnly.stderr().includes('WARNING') ? true : undefined), {
+        timeoutMs: 10_000,
+        what: 'the warning',
+        intervalMs: 25,
+      });
       expect(tlsOnly.stderr()).not.toContain('without TLS');
       expect(tlsOnly.stderr()).toContain('without client authentication');
     } finally {

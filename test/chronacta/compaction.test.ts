@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChronactaClient } from '../../ts/chronacta/client.js';
 import type { AppendResult, CompactionReport, RecordedEvent, SubscriptionMessage } from '../../ts/chronacta/types.js';
 import { rng } from '../helpers/rng.js';
-import { type Running, serve, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type Running, serve, tempDir } from './helpers.js';
 
 let tmp: { dir: string; remove: () => Promise<void> };
 beforeAll(async () => {
@@ -217,11 +218,10 @@ describe('compaction under load', () => {
         .filter(([n]) => n.startsWith('keep-'))
         .flatMap(([, m]) => m.positions)
         .sort((a, b) => (a < b ? -1 : 1));
-      await until(
-        () => subMessages.filter((m) => m.kind === 'event').length >= keepPositions.length,
-        10_000,
-        'the subscriber',
-      );
+      await until(() => subMessages.filter((m) => m.kind === 'event').length >= keepPositions.length, {
+        timeoutMs: 10_000,
+        what: 'the subscriber',
+      });
       expect(subMessages.flatMap((m) => (m.kind === 'event' ? [m.event.position] : []))).toEqual(keepPositions);
       sub.close();
       await subDone.catch(() => {});

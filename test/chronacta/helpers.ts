@@ -11,6 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { type ChronactaServer, type ServerOptions, startServer } from '../../ts/chronacta/server.js';
 import { ROOT } from '../helpers/paths.js';
+import { startNode } from '../helpers/processes.js';
 
 export const quiet = { warn: () => {} };
 
@@ -37,15 +38,6 @@ export async function serve(dataDir: string, opts: Partial<ServerOptions> = {}):
       await server.close();
     },
   };
-}
-
-/** Waits until `cond` holds, polling; fails after `ms`. */
-export async function until(cond: () => boolean, ms = 10_000, what = 'a condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 /**
@@ -92,28 +84,20 @@ export interface ServingChild {
 
 /** `plexus chronacta serve` in a child process, once it prints that it serves. */
 export async function serveChild(commandUrl: string, args: string[], nodeArgs: string[] = []): Promise<ServingChild> {
-  const child = spawn(process.execPath, [...nodeArgs, CLI_CHILD, commandUrl, 'serve', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const deadline = Date.now() + 20_000;
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`serve did not start: ${out} ${err}`);
-    }
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  const line = JSON.parse(out.split('\n')[0] as string) as { address: string; metrics: string };
-  return { child, address: line.address, metrics: line.metrics, exited, stderr: () => err, stdout: () => out };
+  const p = startNode(CLI_CHILD, [commandUrl, 'serve', ...args], { nodeArgs });
+  const first = await p
+    .line(() => true, { timeoutMs: 20_000, what: 'serve starting' })
+    .catch(async (e: unknown) => {
+      await p.stop('SIGKILL');
+      throw e;
+    });
+  const line = JSON.parse(first) as { address: string; metrics: string };
+  return {
+    child: p.child,
+    address: line.address,
+    metrics: line.metrics,
+    exited: p.exited,
+    stderr: p.stderr,
+    stdout: p.stdout,
+  };
 }

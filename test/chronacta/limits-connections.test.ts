@@ -12,18 +12,9 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { GrpcStatus, parseTimeout } from '../../ts/chronacta/grpc-server.js';
+import { until } from '../helpers/until.js';
 import { tempDir } from './helpers.js';
-import {
-  connect,
-  MAIN,
-  metric,
-  rawCall,
-  readyz,
-  request,
-  type Served,
-  serveProcess,
-  waitFor,
-} from './limits-helpers.js';
+import { connect, MAIN, metric, rawCall, readyz, request, type Served, serveProcess } from './limits-helpers.js';
 
 const servers: Served[] = [];
 const removals: (() => Promise<void>)[] = [];
@@ -116,7 +107,11 @@ describe('a flood of idle connections', () => {
     expect(failed?.message).toMatch(/EMFILE/);
     for (const x of idle) x.destroy();
     // The old server kept answering 503 with the EMFILE failure for good.
-    await waitFor(async () => (await readyzSoon(s.metrics)).status === 200, 20_000, '/readyz to recover');
+    await until(async () => (await readyzSoon(s.metrics)).status === 200, {
+      timeoutMs: 20_000,
+      what: '/readyz to recover',
+      intervalMs: 50,
+    });
     await appendSome(c);
     const r = await readyz(s.metrics);
     expect(r.status).toBe(200);
@@ -142,7 +137,7 @@ describe('connections and streams', () => {
       mine.push(x);
       await new Promise<void>((r) => x.once('connect', () => r()).once('close', () => r()));
     }
-    await waitFor(() => closed.length >= 20, 20_000, '20 connections closed');
+    await until(() => closed.length >= 20, { timeoutMs: 20_000, what: '20 connections closed', intervalMs: 50 });
     await new Promise((r) => setTimeout(r, 500));
     expect(closed.length).toBe(20);
     expect(closed.every((c) => c === http2.constants.NGHTTP2_ENHANCE_YOUR_CALM)).toBe(true);
@@ -150,7 +145,11 @@ describe('connections and streams', () => {
     // Another address is not affected, and the count goes down as connections close.
     await client(s.address).append('s', [{ type: 't' }]);
     for (const x of mine) x.destroy();
-    await waitFor(async () => (await metric(s.metrics, 'chronacta_grpc_connections')) <= 1, 20_000, 'closed');
+    await until(async () => (await metric(s.metrics, 'chronacta_grpc_connections')) <= 1, {
+      timeoutMs: 20_000,
+      what: 'closed',
+      intervalMs: 50,
+    });
     const again = await connect(s.address, '127.0.0.2');
     sessions.push(again);
     const call = rawCall(again, 'ReadStream', request('ReadStream', { stream: 's' }), { read: true });
@@ -163,13 +162,21 @@ describe('connections and streams', () => {
     const busy = await connect(s.address);
     sessions.push(idle, busy);
     // SETTINGS_MAX_CONCURRENT_STREAMS (the old server announced none: unlimited).
-    await waitFor(() => idle.remoteSettings.maxConcurrentStreams === 8, 10_000, 'the server SETTINGS');
+    await until(() => idle.remoteSettings.maxConcurrentStreams === 8, {
+      timeoutMs: 10_000,
+      what: 'the server SETTINGS',
+      intervalMs: 50,
+    });
     // An open subscription keeps its connection.
     const sub = rawCall(busy, 'Subscribe', request('Subscribe', { all: {} }), { read: true });
     await sub.headers;
     const goaway = await new Promise<number>((r) => idle.once('goaway', (code) => r(code)));
     expect(goaway).toBe(http2.constants.NGHTTP2_NO_ERROR);
-    await waitFor(() => idle.closed || idle.destroyed, 10_000, 'the idle connection closed');
+    await until(() => idle.closed || idle.destroyed, {
+      timeoutMs: 10_000,
+      what: 'the idle connection closed',
+      intervalMs: 50,
+    });
     expect(busy.closed).toBe(false);
     expect(await metric(s.metrics, 'chronacta_grpc_limited_total', 'reason="idle"')).toBeGreaterThanOrEqual(1);
     sub.stream.close();

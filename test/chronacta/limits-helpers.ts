@@ -227,14 +227,4 @@ export function rawCall(
   return { stream, headers, closed };
 }
 
-/** Polls `f` every 50 ms until it returns true; throws naming `what` after `ms`. */
-export async function waitFor(f: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await f()) return;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 export const MIB = 1024 * 1024;

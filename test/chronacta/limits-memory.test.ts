@@ -10,6 +10,7 @@ import type http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { GrpcStatus } from '../../ts/chronacta/grpc-server.js';
+import { until } from '../helpers/until.js';
 import { tempDir } from './helpers.js';
 import {
   connect,
@@ -21,7 +22,6 @@ import {
   rssSampler,
   type Served,
   serveProcess,
-  waitFor,
 } from './limits-helpers.js';
 
 const sessions: http2.ClientHttp2Session[] = [];
@@ -105,11 +105,11 @@ describe('a client that stops reading', () => {
     // Nothing taken for 6 s: every accepted read is reset (ENHANCE_YOUR_CALM: RESOURCE_EXHAUSTED at grpc-js).
     const reset = ends.filter((e) => e.rstCode === 11).length;
     expect(reset).toBe(150 - refused);
-    await waitFor(
-      async () => (await metric(s.metrics, 'chronacta_grpc_buffered_bytes')) === 0,
-      20_000,
-      'no bytes held',
-    );
+    await until(async () => (await metric(s.metrics, 'chronacta_grpc_buffered_bytes')) === 0, {
+      timeoutMs: 20_000,
+      what: 'no bytes held',
+      intervalMs: 50,
+    });
     expect(await metric(s.metrics, 'chronacta_grpc_limited_total', 'reason="stalled"')).toBe(reset);
     expect(await metric(s.metrics, 'chronacta_grpc_limited_total', 'reason="buffered_bytes"')).toBe(refused);
     // A client that reads is served in full afterwards.
@@ -205,11 +205,11 @@ describe('requests that never finish arriving', () => {
     const timedOut = ends.find((e) => e.status === GrpcStatus.DEADLINE_EXCEEDED);
     expect(timedOut?.message).toMatch(/did not arrive in full within 5000 ms/);
     expect(peak - base).toBeLessThan(200 * MIB);
-    await waitFor(
-      async () => (await metric(s.metrics, 'chronacta_grpc_buffered_bytes')) === 0,
-      20_000,
-      'no bytes held',
-    );
+    await until(async () => (await metric(s.metrics, 'chronacta_grpc_buffered_bytes')) === 0, {
+      timeoutMs: 20_000,
+      what: 'no bytes held',
+      intervalMs: 50,
+    });
     // The server still takes a whole append of 40 MiB.
     const session = await open(s.address);
     const whole = rawCall(

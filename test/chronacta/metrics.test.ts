@@ -4,7 +4,8 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serve, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { serve, tempDir } from './helpers.js';
 
 let tmp: { dir: string; remove: () => Promise<void> };
 beforeAll(async () => {
@@ -35,7 +36,7 @@ describe('metrics and health', () => {
       const it = sub[Symbol.asyncIterator]();
       await it.next();
       await it.next();
-      await until(() => run.server.subscriptions().length === 1);
+      await until(() => run.server.subscriptions().length === 1, { what: 'run.server.subscriptions().length === 1' });
       const text = await (await fetch(`${base}/metrics`)).text();
       expect(metric(text, 'chronacta_appends_total{outcome="ok"}')).toBe(1);
       expect(metric(text, 'chronacta_appended_events_total')).toBe(2);

@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientSubscription } from '../../ts/chronacta/client.js';
 import type { SubscriptionMessage } from '../../ts/chronacta/types.js';
 import { rng } from '../helpers/rng.js';
-import { serve, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { serve, tempDir } from './helpers.js';
 
 let tmp: { dir: string; remove: () => Promise<void> };
 beforeAll(async () => {
@@ -57,14 +58,20 @@ describe('catch-up, then live', () => {
       const last = Number((await c.readAll({ direction: 'backwards', maxCount: 1 })).lastPosition);
       expect(subs.length).toBe(5);
       for (const s of subs) {
-        await until(() => positions(s.got.messages).at(-1) === last, 15_000, `subscription from ${s.from}`);
+        await until(() => positions(s.got.messages).at(-1) === last, {
+          timeoutMs: 15_000,
+          what: `subscription from ${s.from}`,
+        });
         const ps = positions(s.got.messages);
         expect(ps).toEqual(Array.from({ length: last - s.from + 1 }, (_, i) => s.from + i));
         expect(s.got.messages.some((m) => m.kind === 'caughtUp')).toBe(true);
         s.sub.close();
         await s.got.done;
       }
-      await until(() => run.server.subscriptions().length === 0, 5000, 'subscriptions to end on the server');
+      await until(() => run.server.subscriptions().length === 0, {
+        timeoutMs: 5000,
+        what: 'subscriptions to end on the server',
+      });
     } finally {
       await run.stop();
     }
@@ -78,13 +85,17 @@ describe('catch-up, then live', () => {
       await c.append('noise', [{ type: 'x' }]);
       const fromOne = collect(c.subscribe({ stream: 'orders', fromVersion: 1n }));
       const fromEnd = collect(c.subscribe({ stream: 'orders', fromVersion: 'end' }));
-      await until(() => fromEnd.messages.some((m) => m.kind === 'caughtUp'));
+      await until(() => fromEnd.messages.some((m) => m.kind === 'caughtUp'), {
+        what: "fromEnd.messages.some((m) => m.kind === 'caughtUp')",
+      });
       await c.append('orders', [{ type: 'd' }]);
       await c.append('noise', [{ type: 'y' }]);
       await c.append('orders', [{ type: 'e' }]);
       const types = (g: ReturnType<typeof collect>) =>
         g.messages.map((m) => (m.kind === 'event' ? `${m.event.version}:${m.event.type}` : m.kind));
-      await until(() => types(fromOne).includes('4:e') && types(fromEnd).includes('4:e'));
+      await until(() => types(fromOne).includes('4:e') && types(fromEnd).includes('4:e'), {
+        what: "types(fromOne).includes('4:e') && types(fromEnd).includes('4:e')",
+      });
       expect(types(fromOne)).toEqual(['1:b', '2:c', 'caughtUp', '3:d', '4:e']);
       expect(types(fromEnd)).toEqual(['caughtUp', '3:d', '4:e']);
     } finally {
@@ -99,10 +110,14 @@ describe('catch-up, then live', () => {
       await c.append('a-1', [{ type: 'keep' }, { type: 'drop' }]);
       await c.append('b-1', [{ type: 'keep' }]);
       const g = collect(c.subscribe({ all: true, streamPrefix: 'a-', types: ['keep'] }));
-      await until(() => g.messages.some((m) => m.kind === 'caughtUp'));
+      await until(() => g.messages.some((m) => m.kind === 'caughtUp'), {
+        what: "g.messages.some((m) => m.kind === 'caughtUp')",
+      });
       await c.append('a-2', [{ type: 'keep' }, { type: 'drop' }]);
       await c.append('b-2', [{ type: 'keep' }]);
-      await until(() => g.messages.filter((m) => m.kind === 'event').length === 2);
+      await until(() => g.messages.filter((m) => m.kind === 'event').length === 2, {
+        what: "g.messages.filter((m) => m.kind === 'event').length === 2",
+      });
       await new Promise((r) => setTimeout(r, 50));
       expect(g.messages.map((m) => (m.kind === 'event' ? `${m.event.stream}:${m.event.type}` : m.kind))).toEqual([
         'a-1:keep',
@@ -120,7 +135,9 @@ describe('catch-up, then live', () => {
     try {
       await c.append('t', [{ type: 'a' }]);
       const g = collect(c.subscribe({ stream: 't' }));
-      await until(() => g.messages.some((m) => m.kind === 'caughtUp'));
+      await until(() => g.messages.some((m) => m.kind === 'caughtUp'), {
+        what: "g.messages.some((m) => m.kind === 'caughtUp')",
+      });
       await c.deleteStream('t', { hard: true });
       const err = (await g.done) as { code?: string };
       expect(err?.code).toBe('PLX_CHRONACTA_STREAM_DELETED');
@@ -165,7 +182,10 @@ describe('flow control', () => {
       const it = sub[Symbol.asyncIterator]();
       const first = await it.next();
       expect(first.value?.kind).toBe('event');
-      await until(() => run.server.subscriptions()[0]?.mode === 'live', 5000, 'the subscription to go live');
+      await until(() => run.server.subscriptions()[0]?.mode === 'live', {
+        timeoutMs: 5000,
+        what: 'the subscription to go live',
+      });
       const payload = 'x'.repeat(4096);
       const batches = 600;
       for (let i = 0; i < batches; i += 20) {
@@ -189,7 +209,7 @@ describe('flow control', () => {
       expect(positions(got)).toEqual(Array.from({ length: last }, (_, i) => i + 1));
       expect(got.some((m) => m.kind === 'fellBehind')).toBe(true);
       // Caught up again: live events flow.
-      await until(() => run.server.subscriptions()[0]?.mode === 'live', 5000, 'live again');
+      await until(() => run.server.subscriptions()[0]?.mode === 'live', { timeoutMs: 5000, what: 'live again' });
       await c.append('after', [{ type: 't' }]);
       for (;;) {
         const n = await it.next();

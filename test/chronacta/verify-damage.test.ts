@@ -20,7 +20,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-import { cli, initOneMember, MAIN, spawnServe, stopChild, until } from '../chronacta-cluster/helpers.js';
+import { cli, initOneMember, MAIN, spawnServe, stopChild } from '../chronacta-cluster/helpers.js';
+import { until } from '../helpers/until.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'plexus-verify-damage-'));
 const children = new Set<ChildProcess>();
@@ -77,8 +78,7 @@ async function serveStandalone(data: string, flags: string[] = []) {
       const l = out.split('\n').find((x) => x.includes('"serving"'));
       return l ? (JSON.parse(l) as { address: string; lastPosition: number }) : undefined;
     },
-    20_000,
-    'serve',
+    { timeoutMs: 20_000, what: 'serve', intervalMs: 25 },
   );
   return { child, line, exited, stderr: () => err, stdout: () => out };
 }
@@ -170,7 +170,11 @@ describe('verify on a cluster member', () => {
     const m = await spawnServe(1, data, [], children);
     const client = new ChronactaClient(m.address, { deadlineMs: 5000 });
     try {
-      await until(async () => ((await client.clusterStatus()).acceptingWrites ? true : undefined), 20_000, 'a leader');
+      await until(async () => ((await client.clusterStatus()).acceptingWrites ? true : undefined), {
+        timeoutMs: 20_000,
+        what: 'a leader',
+        intervalMs: 25,
+      });
       for (let i = 0; i < 5; i++) await client.append(`s-${i}`, [{ type: 't', data: `e${i}` }]);
     } finally {
       client.close();

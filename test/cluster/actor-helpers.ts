@@ -136,14 +136,6 @@ export async function memoryActorCluster(opts: {
   };
 }
 
-export async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** An IRI with `prefix` whose shard is `shard` (of `shardCount`). */
 export function iriInShard(prefix: string, shard: number, shardOfIri: (iri: string) => number, from = 0): string {
   for (let i = from; ; i++) {

@@ -15,7 +15,8 @@ import { launchClusterNode, readNodeConfig } from '../../ts/cluster/node.js';
 import { type Membership, ownerOf } from '../../ts/cluster/types.js';
 import { openJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
-import { type MemoryActorCluster, memoryActorCluster, rng, until } from './actor-helpers.js';
+import { until } from '../helpers/until.js';
+import { type MemoryActorCluster, memoryActorCluster, rng } from './actor-helpers.js';
 import { freePorts } from './actor-procs.js';
 
 let cluster: MemoryActorCluster | undefined;
@@ -38,10 +39,9 @@ describe('journal layouts', () => {
       await single.close();
       const cn = await launchClusterNode(cfg);
       try {
-        await until(
-          () => cn.membership.leaseFor(0) !== undefined && cn.membership.view().leases.length === 16,
-          'leases',
-        );
+        await until(() => cn.membership.leaseFor(0) !== undefined && cn.membership.view().leases.length === 16, {
+          what: 'leases',
+        });
         for (let i = 0; i < 20; i++) {
           const r = await cn.node.ask(`vt:counter/s${i}`, 'inc', { reply: true });
           expect((r.data as { n: number }).n).toBe((i % 3) + 2);
@@ -58,10 +58,9 @@ describe('journal layouts', () => {
     const c = await memoryActorCluster({ nodes: ['a', 'b', 'c'], layout: 'per-node' });
     cluster = c;
     const ma = c.memberships.get('a')!;
-    await until(
-      () => ma.view().leases.length === 8 && new Set(ma.view().leases.map((l) => l.owner)).size === 3,
-      'leases',
-    );
+    await until(() => ma.view().leases.length === 8 && new Set(ma.view().leases.map((l) => l.owner)).size === 3, {
+      what: 'leases',
+    });
     const mc = c.memberships.get('c')!;
     let shard = 0;
     while (ownerOf(ma.view(), shard)?.owner !== 'c') shard++;
@@ -73,7 +72,7 @@ describe('journal layouts', () => {
     // c goes silent: its heartbeats stop reaching the authority.
     const real = (mc as unknown as { call: Membership['grant'] }).call;
     (mc as unknown as { call: () => Promise<never> }).call = () => Promise.reject(new Error('down'));
-    await until(() => ownerOf(ma.view(), shard) === undefined, 'the lease of c expired', 8000);
+    await until(() => ownerOf(ma.view(), shard) === undefined, { timeoutMs: 8000, what: 'the lease of c expired' });
     let done: string | undefined;
     void c.nodes
       .get('a')!
@@ -85,7 +84,7 @@ describe('journal layouts', () => {
     expect(done).toBeUndefined();
     expect(ownerOf(ma.view(), shard)).toBeUndefined(); // nobody else took it
     (mc as unknown as { call: typeof real }).call = real;
-    await until(() => done !== undefined, 'delivery after c returned', 10_000);
+    await until(() => done !== undefined, { timeoutMs: 10_000, what: 'delivery after c returned' });
     expect(done).toBe('processed');
     const back = ownerOf(ma.view(), shard)!;
     expect(back.owner).toBe('c');
@@ -100,7 +99,7 @@ describe('journal layouts', () => {
     const c = await memoryActorCluster({ nodes, config: { retryBackoffMs: 5 } });
     cluster = c;
     const ma = c.memberships.get('a')!;
-    await until(() => ma.view().leases.length === 8, 'leases');
+    await until(() => ma.view().leases.length === 8, { what: 'leases' });
     const r = rng(55);
     c.network.faults = { drop: () => r() < 0.1, duplicate: () => r() < 0.1 };
     const acked = new Map<string, string>();

@@ -6,7 +6,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkHistory } from '../../ts/cluster/history.js';
 import { ownerOf } from '../../ts/cluster/types.js';
-import { iriInShard, type MemoryActorCluster, memoryActorCluster, rng, until } from './actor-helpers.js';
+import { until } from '../helpers/until.js';
+import { iriInShard, type MemoryActorCluster, memoryActorCluster, rng } from './actor-helpers.js';
 
 let cluster: MemoryActorCluster | undefined;
 afterEach(async () => {
@@ -15,17 +16,20 @@ afterEach(async () => {
 });
 
 async function allLeased(c: MemoryActorCluster): Promise<void> {
-  await until(() => {
-    for (const [id, m] of c.memberships) {
-      const v = m.view();
-      for (let s = 0; s < 8; s++) {
-        const o = ownerOf(v, s);
-        if (o === undefined) return false;
-        if (o.owner === id && m.leaseFor(s) === undefined) return false;
+  await until(
+    () => {
+      for (const [id, m] of c.memberships) {
+        const v = m.view();
+        for (let s = 0; s < 8; s++) {
+          const o = ownerOf(v, s);
+          if (o === undefined) return false;
+          if (o.owner === id && m.leaseFor(s) === undefined) return false;
+        }
       }
-    }
-    return true;
-  }, 'every shard leased');
+      return true;
+    },
+    { what: 'every shard leased' },
+  );
 }
 
 function ownerNode(c: MemoryActorCluster, shard: number): string {
@@ -65,13 +69,16 @@ describe('actors across nodes (MemoryWire)', () => {
         await a.node.send(r, 'relay', { data: { to: k, event: 'inc', data: { reply: true } } });
       }
     }
-    await until(async () => {
-      for (const r of relays) {
-        const rep = await a.node.ask(r, 'report');
-        if (((rep.data as { got: Record<string, number> }).got.counted ?? 0) < 4) return false;
-      }
-      return true;
-    }, 'replies reached the relays');
+    await until(
+      async () => {
+        for (const r of relays) {
+          const rep = await a.node.ask(r, 'report');
+          if (((rep.data as { got: Record<string, number> }).got.counted ?? 0) < 4) return false;
+        }
+        return true;
+      },
+      { what: 'replies reached the relays' },
+    );
     const report = checkHistory(await c.histories(), c.writers);
     expect(report.problems).toEqual([]);
     for (const [i, k] of counters.entries()) expect(report.consumed.get(k)?.has(ids[i]!)).toBe(true);
@@ -95,10 +102,9 @@ describe('actors across nodes (MemoryWire)', () => {
     expect(a.placement.decide(target)).toEqual({ kind: 'remote', node: 'b' });
     expect(await a.node.send(target, 'inc', { id: 'fwd-1' })).toBe('processed');
     expect(c.nodes.get('b')!.processor.stats.forwarded).toBe(1);
-    await until(
-      () => a.placement.decide(target).kind === 'remote' && ownerAt(a.placement.decide(target)) === 'c',
-      'redirect',
-    );
+    await until(() => a.placement.decide(target).kind === 'remote' && ownerAt(a.placement.decide(target)) === 'c', {
+      what: 'redirect',
+    });
     expect(a.placement.redirectTable().get(shard)?.owner).toBe('c');
     expect(a.processor.stats.redirectsTaken).toBe(1);
     await a.node.send(target, 'inc', { id: 'fwd-2' });
@@ -121,11 +127,14 @@ describe('actors across nodes (MemoryWire)', () => {
     a.placement.redirect(shard, 'b', ownerOf(c.memberships.get('a')!.view(), shard)!.epoch);
     await a.node.send(relay, 'relay', { data: { to: target, event: 'inc', id: 'send-7' } });
     let errors: { code?: string; sendid?: string }[] = [];
-    await until(async () => {
-      const rep = await a.node.ask(relay, 'report');
-      errors = (rep.data as { errors: typeof errors }).errors;
-      return errors.length > 0;
-    }, 'error.communication');
+    await until(
+      async () => {
+        const rep = await a.node.ask(relay, 'report');
+        errors = (rep.data as { errors: typeof errors }).errors;
+        return errors.length > 0;
+      },
+      { what: 'error.communication' },
+    );
     expect(errors[0]).toMatchObject({ code: 'PLX_CLUSTER_HOP_LIMIT', sendid: 'send-7' });
     expect(c.nodes.get('b')!.processor.stats.hopRefusals).toBe(1);
     const dead = await c.nodes.get('b')!.deadLetters.list();
@@ -147,7 +156,7 @@ describe('actors across nodes (MemoryWire)', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(done).toBeUndefined();
     await c.memberships.get('b')!.grant(shard);
-    await until(() => done !== undefined, 'delivery after the grant');
+    await until(() => done !== undefined, { what: 'delivery after the grant' });
     expect(done).toBe('processed');
     const report = checkHistory(await c.histories());
     expect(report.consumed.get(target)?.has('h-1')).toBe(true);
@@ -172,8 +181,7 @@ describe('actors across nodes (MemoryWire)', () => {
         errors = ((await a.node.ask(relay, 'report')).data as { errors: typeof errors }).errors;
         return errors.length > 0;
       },
-      'error.communication',
-      5000,
+      { timeoutMs: 5000, what: 'error.communication' },
     );
     expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
     expect(errors[0]).toMatchObject({ code: 'PLX_CLUSTER_DEADLINE', sendid: 'late' });
@@ -202,11 +210,10 @@ describe('actors across nodes (MemoryWire)', () => {
         const o = ownerOf(c.memberships.get('a')!.view(), shard);
         return o !== undefined && o.owner !== 'b' && o.epoch > e1;
       },
-      'the shard moved',
-      8000,
+      { timeoutMs: 8000, what: 'the shard moved' },
     );
     const newOwner = ownerNode(c, shard);
-    await until(() => c.nodes.get(newOwner)!.placement.leaseEpoch(shard) !== undefined, 'new lease usable');
+    await until(() => c.nodes.get(newOwner)!.placement.leaseEpoch(shard) !== undefined, { what: 'new lease usable' });
     await c.nodes.get('a')!.node.send(actor, 'ping', { id: 'after' });
     // "Resume" b: it still believes it holds the shard at e1.
     expect(b.placement.decide(actor)).toEqual({ kind: 'local' });

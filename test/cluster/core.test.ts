@@ -13,7 +13,8 @@ import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { fnv1a64, shardOf } from '../../ts/core/index.js';
 import { MemoryLog, openLog } from '../../ts/storage/index.js';
 import { externalVectors } from '../helpers/paths.js';
-import { localCluster, META, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { localCluster, META } from './helpers.js';
 
 const dirs: string[] = [];
 async function tmp(): Promise<string> {
@@ -169,7 +170,7 @@ describe('leaving drains first', () => {
       await c.members.get('a')?.join();
       await c.members.get('b')?.join();
       const a = c.members.get('a')!;
-      await until(() => a.held().length === 8, 'a to hold every shard');
+      await until(() => a.held().length === 8, { what: 'a to hold every shard' });
       const steps: string[] = [];
       await drainAndLeave(a, {
         refuseActivations: () => {
@@ -191,7 +192,7 @@ describe('leaving drains first', () => {
       await until(
         () =>
           c.host.authority.view().leases.every((l) => l.owner === 'b') && c.host.authority.view().leases.length === 8,
-        'b to own every shard',
+        { what: 'b to own every shard' },
       );
       expect(c.host.authority.isMember('a')).toBe(false);
       expect(a.held()).toHaveLength(0);

@@ -12,7 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { checkHistory } from '../../ts/cluster/history.js';
 import { ownerOf } from '../../ts/cluster/types.js';
 import { MemoryLog, type MemoryLogState } from '../../ts/storage/index.js';
-import { iriInShard, type MemoryActorCluster, memoryActorCluster, until } from './actor-helpers.js';
+import { until } from '../helpers/until.js';
+import { iriInShard, type MemoryActorCluster, memoryActorCluster } from './actor-helpers.js';
 
 let cluster: MemoryActorCluster | undefined;
 afterEach(async () => {
@@ -32,7 +33,7 @@ afterEach(() => {
 function holdAppends(state: () => MemoryLogState | undefined, epoch: bigint, held: () => boolean): void {
   MemoryLog.prototype.append = async function (this: MemoryLog, payloads, opts) {
     if (opts?.epoch === epoch && (this as unknown as { state: MemoryLogState }).state === state()) {
-      await until(() => !held(), 'the append to be released', 20_000);
+      await until(() => !held(), { timeoutMs: 20_000, what: 'the append to be released' });
     }
     return realAppend.call(this, payloads, opts);
   };
@@ -40,10 +41,13 @@ function holdAppends(state: () => MemoryLogState | undefined, epoch: bigint, hel
 
 async function leaseOn(c: MemoryActorCluster, node: string, shard: number): Promise<void> {
   await c.memberships.get(node)!.grant(shard);
-  await until(() => {
-    for (const m of c.memberships.values()) if (ownerOf(m.view(), shard)?.owner !== node) return false;
-    return c.memberships.get(node)!.leaseFor(shard) !== undefined;
-  }, `${node} to own shard ${shard}`);
+  await until(
+    () => {
+      for (const m of c.memberships.values()) if (ownerOf(m.view(), shard)?.owner !== node) return false;
+      return c.memberships.get(node)!.leaseFor(shard) !== undefined;
+    },
+    { what: `${node} to own shard ${shard}` },
+  );
 }
 
 describe('message order across a move of the target shard (MemoryWire)', () => {
@@ -70,17 +74,22 @@ describe('message order across a move of the target shard (MemoryWire)', () => {
     const relayTo = async (i: number) =>
       expect(await a.node.send(relay, 'relay', { id: `r-${i}`, data: { to: target, event: 'inc' } })).toBe('processed');
     for (let i = 1; i <= 3; i++) await relayTo(i);
-    await until(() => b.node.activation(target)?.mailbox.length === 2, 'two messages in the mailbox');
+    await until(() => b.node.activation(target)?.mailbox.length === 2, { what: 'two messages in the mailbox' });
     /** Waits until the relay's sends are done; the relay's errors and the checked histories. */
     const outcome = async (n: number) => {
       let errors: unknown[] = [];
-      await until(async () => {
-        const got = checkHistory(await c.histories()).consumed.get(target)?.size ?? 0;
-        const rep = await a.node.ask(relay, 'report');
-        errors = (rep.data as { errors: unknown[] }).errors;
-        return got >= n || errors.length > 0;
-      }, `${n} messages consumed`);
-      await until(async () => b.node.activation(relay)?.sendsInFlight === 0, 'every send of the relay completed');
+      await until(
+        async () => {
+          const got = checkHistory(await c.histories()).consumed.get(target)?.size ?? 0;
+          const rep = await a.node.ask(relay, 'report');
+          errors = (rep.data as { errors: unknown[] }).errors;
+          return got >= n || errors.length > 0;
+        },
+        { what: `${n} messages consumed` },
+      );
+      await until(async () => b.node.activation(relay)?.sendsInFlight === 0, {
+        what: 'every send of the relay completed',
+      });
       return { errors, report: checkHistory(await c.histories()) };
     };
     const go = () => {
@@ -97,7 +106,7 @@ describe('message order across a move of the target shard (MemoryWire)', () => {
     const { c, b, relay, target, relayTo, go, outcome } = await queued();
     await b.membership.release(2, b.membership.leaseFor(2)!.epoch);
     await leaseOn(c, 'c', 2);
-    await until(() => b.placement.decide(target).kind === 'remote', 'b to route the counter to c');
+    await until(() => b.placement.decide(target).kind === 'remote', { what: 'b to route the counter to c' });
     // 4 must wait behind 2 and 3 (b does not hand it to its processor yet), where a direct
     // send would reach c first.
     const sent = b.processor.stats.sent;
@@ -106,7 +115,7 @@ describe('message order across a move of the target shard (MemoryWire)', () => {
       () =>
         (b.node.activation(relay)?.sendsInFlight === 4 && b.processor.stats.sent === sent) ||
         c.nodes.get('c')!.node.activation(target)?.position === 1,
-      'the fourth message placed',
+      { what: 'the fourth message placed' },
     );
     await between(c, target);
     go();
@@ -134,11 +143,11 @@ describe('message order across a move of the target shard (MemoryWire)', () => {
   it('holds what the moved actor had queued while no node owns its shard, and a later message behind it', async () => {
     const { c, b, relay, target, relayTo, go, outcome } = await queued();
     await b.membership.release(2, b.membership.leaseFor(2)!.epoch);
-    await until(() => b.placement.decide(target).kind === 'hold', 'no owner of the counter');
+    await until(() => b.placement.decide(target).kind === 'hold', { what: 'no owner of the counter' });
     await relayTo(4);
     go();
     // 1 is journaled by b; 2, 3 and 4 wait in b, held, until an owner appears.
-    await until(() => b.node.activation(target) === undefined, 'the counter to leave b');
+    await until(() => b.node.activation(target) === undefined, { what: 'the counter to leave b' });
     await relayTo(5);
     await leaseOn(c, 'c', 2);
     const { errors, report } = await outcome(5);
@@ -158,15 +167,14 @@ describe('message order across a move of the target shard (MemoryWire)', () => {
     let cut = true;
     c.network.faults.drop = (from, to) => cut && from === 'b' && to === 'c';
     const first = a.node.send(target, 'inc', { id: 'd-1' });
-    await until(
-      () => a.placement.decide(target).kind === 'remote' && a.processor.stats.redirectsTaken === 1,
-      'redirect',
-    );
+    await until(() => a.placement.decide(target).kind === 'remote' && a.processor.stats.redirectsTaken === 1, {
+      what: 'redirect',
+    });
     expect(a.placement.decide(target)).toEqual({ kind: 'remote', node: 'c' });
     const second = a.node.send(target, 'inc', { id: 'd-2' });
     await until(
       () => a.placement.order.waiting(target) === 1 || c.nodes.get('c')!.node.activation(target)?.position === 1,
-      'the second message waiting, or consumed',
+      { what: 'the second message waiting, or consumed' },
     );
     cut = false;
     expect(await first).toBe('processed');

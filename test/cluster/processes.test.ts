@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/paths.js';
+import { until } from '../helpers/until.js';
 import { nodeCreds } from '../net/helpers.js';
 
 const NODE_MAIN = resolve(ROOT, 'dist/cluster/node-process.js');
@@ -53,14 +54,6 @@ class Proc {
   }
 }
 
-async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 const procs: Proc[] = [];
 const dirs: string[] = [];
 
@@ -99,7 +92,11 @@ async function start(id: string, authorityAddress?: string): Promise<Proc> {
   const child = spawn(process.execPath, [NODE_MAIN, file], { stdio: ['pipe', 'pipe', 'pipe'] });
   const p = new Proc(id, child);
   procs.push(p);
-  await until(() => p.events.some((e) => e.ev === 'joined' || e.ev === 'fatal'), `${id} to join`);
+  await until(() => p.events.some((e) => e.ev === 'joined' || e.ev === 'fatal'), {
+    timeoutMs: 15_000,
+    what: `${id} to join`,
+    intervalMs: 20,
+  });
   expect(p.last('fatal')).toBeUndefined();
   return p;
 }
@@ -109,34 +106,45 @@ async function threeNodes(): Promise<Record<'a' | 'b' | 'c', Proc>> {
   const address = a.last('listening')?.address as string;
   const b = await start('b', address);
   const c = await start('c', address);
-  await until(
-    () => a.view()?.members.length === 3 && a.view()?.leases.length === 16,
-    'three members, all shards leased',
-  );
+  await until(() => a.view()?.members.length === 3 && a.view()?.leases.length === 16, {
+    timeoutMs: 15_000,
+    what: 'three members, all shards leased',
+    intervalMs: 20,
+  });
   // a joined alone first and took every shard: revoking spreads them by rendezvous rank.
   for (let s = 0; s < 16; s++) a.send({ cmd: 'revoke', shard: s });
-  await until(
-    () => new Set(a.view()?.leases.map((l) => l.owner)).size === 3 && a.view()?.leases.length === 16,
-    'shards spread',
-  );
+  await until(() => new Set(a.view()?.leases.map((l) => l.owner)).size === 3 && a.view()?.leases.length === 16, {
+    timeoutMs: 15_000,
+    what: 'shards spread',
+    intervalMs: 20,
+  });
   return { a, b, c };
 }
 
 describe.skipIf(!existsSync(NODE_MAIN))('cluster nodes as processes (build dist first)', () => {
   it('three nodes join; each shard has one owner; a killed node’s shards move only after its leases expire', async () => {
     const { a, b, c } = await threeNodes();
-    await until(() => [b, c].every((p) => (p.view()?.version ?? 0) >= (a.view()?.version ?? 0) - 2), 'views to spread');
+    await until(() => [b, c].every((p) => (p.view()?.version ?? 0) >= (a.view()?.version ?? 0) - 2), {
+      timeoutMs: 15_000,
+      what: 'views to spread',
+      intervalMs: 20,
+    });
     const before = a.view()!;
     expect(before.members.map((m) => m.id)).toEqual(['a', 'b', 'c']);
     const owned = (p: Proc) => ((p.last('held')?.held as string[]) ?? []).length;
-    await until(() => owned(a) + owned(b) + owned(c) === 16, 'every lease to be held by exactly its owner');
+    await until(() => owned(a) + owned(b) + owned(c) === 16, {
+      timeoutMs: 15_000,
+      what: 'every lease to be held by exactly its owner',
+      intervalMs: 20,
+    });
     const cShards = before.leases.filter((l) => l.owner === 'c');
     const killedAt = Date.now();
     process.kill(c.child.pid!, 'SIGKILL');
-    await until(
-      () => a.view()!.leases.length === 16 && a.view()!.leases.every((l) => l.owner !== 'c'),
-      'c’s shards to move',
-    );
+    await until(() => a.view()!.leases.length === 16 && a.view()!.leases.every((l) => l.owner !== 'c'), {
+      timeoutMs: 15_000,
+      what: 'c’s shards to move',
+      intervalMs: 20,
+    });
     const movedAfter = Date.now() - killedAt;
     // Never before the lease (1.5 s after c's last renewal) could have ended.
     expect(movedAfter).toBeGreaterThanOrEqual(LEASE.ttlMs - LEASE.renewEveryMs - 150);
@@ -151,32 +159,45 @@ describe.skipIf(!existsSync(NODE_MAIN))('cluster nodes as processes (build dist 
     const { a, b, c } = await threeNodes();
     const victim = [b, c].find((p) => a.view()!.leases.some((l) => l.owner === p.id)) as Proc;
     const shard = a.view()!.leases.find((l) => l.owner === victim.id)!.shard;
-    await until(
-      () => ((victim.last('held')?.held as string[]) ?? []).some((h) => h.startsWith(`${shard}@`)),
-      'victim holds it',
-    );
+    await until(() => ((victim.last('held')?.held as string[]) ?? []).some((h) => h.startsWith(`${shard}@`)), {
+      timeoutMs: 15_000,
+      what: 'victim holds it',
+      intervalMs: 20,
+    });
     // The victim prepares a frame of its current epoch, to go out 1.5 s later; then it is paused.
     victim.send({ cmd: 'send', to: 'a', shard, target: 'vt:late', delayMs: 1500 });
-    await until(() => victim.last('prepared') !== undefined, 'the frame to be prepared');
+    await until(() => victim.last('prepared') !== undefined, {
+      timeoutMs: 15_000,
+      what: 'the frame to be prepared',
+      intervalMs: 20,
+    });
     const oldEpoch = BigInt(victim.last('prepared')!.epoch as string);
     expect(oldEpoch).toBeGreaterThan(0n);
     process.kill(victim.child.pid!, 'SIGSTOP');
-    await until(() => {
-      const l = a.view()?.leases.find((x) => x.shard === shard);
-      return l !== undefined && l.owner !== victim.id && BigInt(l.epoch) > oldEpoch;
-    }, 'the shard to move to another node');
+    await until(
+      () => {
+        const l = a.view()?.leases.find((x) => x.shard === shard);
+        return l !== undefined && l.owner !== victim.id && BigInt(l.epoch) > oldEpoch;
+      },
+      { timeoutMs: 15_000, what: 'the shard to move to another node', intervalMs: 20 },
+    );
     const newEpoch = BigInt(a.view()!.leases.find((x) => x.shard === shard)!.epoch);
     process.kill(victim.child.pid!, 'SIGCONT');
-    await until(() => victim.last('sent') !== undefined, 'the stale frame to be answered', 10_000);
+    await until(() => victim.last('sent') !== undefined, {
+      timeoutMs: 10_000,
+      what: 'the stale frame to be answered',
+      intervalMs: 20,
+    });
     expect(victim.last('sent')).toMatchObject({ verdict: 'stale', shard });
     const dead = a.last('dead')!;
     expect(dead).toMatchObject({ from: victim.id, shard, epoch: `${oldEpoch}` });
     expect(BigInt(dead.current as string)).toBeGreaterThanOrEqual(newEpoch);
     expect(a.events.some((e) => e.ev === 'frame' && e.target === 'vt:late')).toBe(false);
     // The resumed node learns it lost the lease.
-    await until(
-      () => !((victim.last('held')?.held as string[]) ?? []).some((h) => h === `${shard}@${oldEpoch}`),
-      'the victim to drop its lost lease',
-    );
+    await until(() => !((victim.last('held')?.held as string[]) ?? []).some((h) => h === `${shard}@${oldEpoch}`), {
+      timeoutMs: 15_000,
+      what: 'the victim to drop its lost lease',
+      intervalMs: 20,
+    });
   });
 });

@@ -4,8 +4,9 @@ import { AuthorityHost } from '../../ts/cluster/host.js';
 import { StaticMembership } from '../../ts/cluster/static.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
+import { until } from '../helpers/until.js';
 import { nodeCreds } from '../net/helpers.js';
-import { META, until } from './helpers.js';
+import { META } from './helpers.js';
 
 describe('a removed member over the real wire', () => {
   const closers: (() => Promise<void> | void)[] = [];
@@ -51,9 +52,9 @@ describe('a removed member over the real wire', () => {
     });
     closers.push(() => b.close());
     await b.join();
-    await until(() => b.held().length === 8, 'b to hold its leases');
+    await until(() => b.held().length === 8, { what: 'b to hold its leases' });
     await host.call({ type: 'remove', node: 'b' });
-    await until(() => errors.length > 0, 'b’s heartbeat to fail');
+    await until(() => errors.length > 0, { what: 'b’s heartbeat to fail' });
     expect(wa.refusals().some((r) => r.code === 'PLX_WIRE_NOT_MEMBER' && r.peer === 'b')).toBe(true);
     wb.disconnect('a');
     let refused: unknown;

@@ -18,6 +18,7 @@ import {
   rankCommonName,
   serverIdentityCheck,
 } from '../../ts/crypto/index.js';
+import { until } from '../helpers/until.js';
 
 const JOB = Uint8Array.from({ length: 16 }, (_, i) => 0xa0 + i);
 const JOB_HEX = 'a0a1a2a3a4a5a6a7a8a9aaabacadaeaf';
@@ -202,7 +203,7 @@ describe('job CA and rank certificates over node:tls (TLS 1.3, mutual authentica
   it('refuses a client certificate from another CA', async () => {
     const server = await startServer(rank2Ip, ca);
     const client = await connect(server.port, stranger, ca, '127.0.0.1');
-    await waitFor(() => server.refused.length > 0);
+    await until(() => server.refused.length > 0, { timeoutMs: 5_000, what: 'server.refused.length > 0' });
     expect(client.data).toBe('');
     expect(server.accepted).toEqual([]);
     expect(server.refused.length).toBe(1);
@@ -214,7 +215,7 @@ describe('job CA and rank certificates over node:tls (TLS 1.3, mutual authentica
       minVersion: 'TLSv1.2',
       maxVersion: 'TLSv1.2',
     });
-    await waitFor(() => server.refused.length > 0);
+    await until(() => server.refused.length > 0, { timeoutMs: 5_000, what: 'server.refused.length > 0' });
     expect(client.error).toBeDefined();
     expect(client.data).toBe('');
     expect(server.accepted).toEqual([]);
@@ -324,14 +325,6 @@ describe('job CA and rank certificates over node:tls (TLS 1.3, mutual authentica
     expect(new Date(x.validTo).toISOString()).toBe(notAfter.toISOString());
   });
 });
-
-async function waitFor(cond: () => boolean, ms = 5000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error('timed out waiting for a condition');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('rank common names', () => {
   it('formats and parses sperli-<job id>-<rank>', () => {

@@ -24,8 +24,8 @@ const PEER_PATHS = [
   'ts/federation/**',
 ];
 
-/** Inside those, code that reads no peer's bytes: the simulator's Raft harness (its home is ts/sim/). */
-const NOT_PEER_PATHS = ['ts/raft/simulation/**'];
+/** Inside those, code that reads no peer's bytes: the simulator's Raft harness (ts/sim/raft/). */
+const NOT_PEER_PATHS = ['ts/sim/raft/**'];
 
 /**
  * Plain errors that may stay on those paths: assertions of plexus's own invariants, which no

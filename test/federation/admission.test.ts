@@ -27,6 +27,7 @@ import { memoryJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
 import type { ActorEvent, Chart, JournalStorage } from '../../ts/runtime/types.js';
 import { openLog } from '../../ts/storage/file-log.js';
+import { until } from '../helpers/until.js';
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -313,16 +314,22 @@ describe('admission', () => {
     shop.fed.grants.grantOutbound(grant(shop.actor.did, buyer.actor.did, ['*']));
     // The buyer contacts the shop (granted), then sends an ungranted event with send id o-2.
     await buyer.node.send(buyer.actor.did, 'go', { data: { to: shop.actor.did, id: 'o-1' } });
-    await waitFor(async () => (await journaled(shop)) === 1);
+    await until(async () => (await journaled(shop)) === 1, { timeoutMs: 5_000, what: '(await journaled(shop)) === 1' });
     await buyer.node.send(buyer.actor.did, 'go', { data: { to: shop.actor.did, id: 'o-2', event: 'order.refund' } });
-    await waitFor(async () => (await buyer.storage.history(buyer.actor.did)).lastSeq === 3);
+    await until(async () => (await buyer.storage.history(buyer.actor.did)).lastSeq === 3, {
+      timeoutMs: 5_000,
+      what: '(await buyer.storage.history(buyer.actor.did)).lastSeq === 3',
+    });
     const events = (await buyer.storage.history(buyer.actor.did)).records.map((r) => r.event);
     const err = events.find((e) => e.name === 'error.communication');
     expect(err).toMatchObject({ sendid: 'o-2', origin: shop.actor.did, originverified: true });
     expect((err?.data as { code: string } | undefined)?.code).toBe(AdmissionCode.noGrant);
     // A stranger (never admitted) gets nothing back; its refusal is still recorded.
     await stranger.node.send(stranger.actor.did, 'go', { data: { to: shop.actor.did, id: 's-1' } });
-    await waitFor(async () => (await shop.log.refused(shop.actor.did)).length === 2);
+    await until(async () => (await shop.log.refused(shop.actor.did)).length === 2, {
+      timeoutMs: 5_000,
+      what: '(await shop.log.refused(shop.actor.did)).length === 2',
+    });
     await new Promise((r) => setTimeout(r, 50));
     expect((await stranger.storage.history(stranger.actor.did)).lastSeq).toBe(1);
     expect(await journaled(shop)).toBe(1);
@@ -384,12 +391,4 @@ async function memoryJournalReplay(o: Org): Promise<ActorEvent> {
   const st = node.activation(o.actor.did)?.currentState as Seen;
   await node.stop();
   return st.events[0] as ActorEvent;
-}
-
-async function waitFor(cond: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }

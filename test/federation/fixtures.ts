@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { expect } from 'vitest';
 import { PlexusError } from '../../ts/core/errors.js';
 import { b64uDecode } from '../../ts/federation/did/base64url.js';
 import type { DidDocument, DidResolver } from '../../ts/federation/did/types.js';
@@ -67,16 +66,5 @@ export async function importJwk(km: KeyManager, k: VectorJwk): Promise<void> {
   await km.importKey(k.kid, k.crv, b64uDecode(k.d, 'd'));
 }
 
-export async function expectCode(p: Promise<unknown> | (() => unknown), code: string | RegExp): Promise<PlexusError> {
-  let err: unknown;
-  try {
-    await (typeof p === 'function' ? p() : p);
-  } catch (e) {
-    err = e;
-  }
-  expect(err, 'expected a refusal').toBeInstanceOf(PlexusError);
-  const pe = err as PlexusError;
-  if (typeof code === 'string') expect(pe.code).toBe(code);
-  else expect(pe.code).toMatch(code);
-  return pe;
-}
+/** The shared refusal assertion (test/helpers/refusal.ts) under the name these tests use. */
+export { expectRefusal as expectCode } from '../helpers/refusal.js';

@@ -3,11 +3,10 @@
  * posts forwards over real HTTP, what a relay can see in stored bytes, and the federation
  * command compiled for child processes.
  */
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import ts from 'typescript';
 import { ResolverRegistry } from '../../ts/federation/did/registry.js';
 import type { DidCommMessage } from '../../ts/federation/didcomm/message.js';
 import { packEncrypted } from '../../ts/federation/didcomm/pack.js';
@@ -16,6 +15,7 @@ import { createPeerIdentity, type PeerIdentity } from '../../ts/federation/media
 import { MEDIA_TYPE_ENCRYPTED } from '../../ts/federation/mediator/protocol.js';
 import { PickupClient } from '../../ts/federation/pickup/client.js';
 import { ROOT } from '../helpers/paths.js';
+import { distFile } from '../helpers/processes.js';
 
 export const resolver = new ResolverRegistry();
 
@@ -94,53 +94,12 @@ export async function filesUnder(dir: string): Promise<Buffer[]> {
 
 export { freePort } from '../helpers/ports.js';
 
-export async function until(cond: () => boolean, ms = 10_000, what = 'a condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-async function sources(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...(await sources(p)));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
-
 /**
- * Compiles ts/core, ts/codec, ts/storage, ts/federation and the federation command into a temporary
- * directory (types stripped, nothing else changed), with build/ and node_modules/ linked beside
- * them, so a child process runs the same sources as the tests.
+ * The federation command as built in dist/ (`npm test` builds before it runs the tests), for
+ * child processes: they run what a user runs, with every module the command imports.
  */
 export async function compileForChild(): Promise<{ commandUrl: string; remove: () => Promise<void> }> {
-  const built = await mkdtemp(join(tmpdir(), 'plexus-mediator-child-'));
-  for (const d of ['build', 'node_modules', 'package.json']) await symlink(join(ROOT, d), join(built, d));
-  const files = [
-    ...(await sources(join(ROOT, 'ts/core'))),
-    ...(await sources(join(ROOT, 'ts/codec'))),
-    ...(await sources(join(ROOT, 'ts/storage'))),
-    ...(await sources(join(ROOT, 'ts/federation'))),
-    join(ROOT, 'ts/cli/command.ts'),
-    join(ROOT, 'ts/cli/commands/federation.ts'),
-  ];
-  for (const file of files) {
-    const out = ts.transpileModule(await readFile(file, 'utf8'), {
-      fileName: file,
-      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-    });
-    const dest = join(built, relative(ROOT, file)).replace(/\.ts$/, '.js');
-    await mkdir(dirname(dest), { recursive: true });
-    await writeFile(dest, out.outputText);
-  }
-  return {
-    commandUrl: pathToFileURL(join(built, 'ts/cli/commands/federation.js')).href,
-    remove: () => rm(built, { recursive: true, force: true }),
-  };
+  return { commandUrl: pathToFileURL(distFile('cli/commands/federation.js')).href, remove: async () => undefined };
 }
 
 export const CHILD = join(ROOT, 'test/federation/mediator-child.mjs');

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unpack } from '../../ts/federation/didcomm/unpack.js';
 import { KEYLIST_UPDATE } from '../../ts/federation/mediator/protocol.js';
 import type { PickupClient } from '../../ts/federation/pickup/client.js';
+import { startNode } from '../helpers/processes.js';
 import { expectCode } from './fixtures.js';
 import {
   CHILD,
@@ -77,33 +78,19 @@ interface Running {
 }
 
 async function startChild(args: string[]): Promise<Running> {
-  const child = spawn(process.execPath, [CHILD, compiled.commandUrl, 'mediator', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: ENV,
-  });
+  const p = startNode(CHILD, [compiled.commandUrl, 'mediator', ...args], { env: ENV });
+  const child = p.child;
   children.add(child);
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const deadline = Date.now() + 20_000;
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL');
-      throw new Error(`the mediator did not start: ${out} ${err}`);
-    }
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  const line = JSON.parse(out.split('\n')[0]!) as { event: string; did: string; url: string; queued: number };
+  const exited = p.exited;
+  const first = await p
+    .line(() => true, { timeoutMs: 20_000, what: 'the mediator starting' })
+    .catch(async (e: unknown) => {
+      await p.stop('SIGKILL');
+      throw e;
+    });
+  const line = JSON.parse(first) as { event: string; did: string; url: string; queued: number };
   expect(line.event).toBe('serving');
-  return { child, did: line.did, url: line.url, queued: line.queued, exited, stdout: () => out };
+  return { child, did: line.did, url: line.url, queued: line.queued, exited, stdout: p.stdout };
 }
 
 async function kill(

@@ -10,18 +10,9 @@ import { InMemoryKeyManager } from '../../ts/federation/keys/memory.js';
 import { type MediatorServer, startMediator } from '../../ts/federation/mediator/server.js';
 import type { PickedUp } from '../../ts/federation/pickup/client.js';
 import { PickupClient } from '../../ts/federation/pickup/client.js';
+import { until } from '../helpers/until.js';
 import { expectCode } from './fixtures.js';
-import {
-  event,
-  freePort,
-  pickupClient,
-  recipient,
-  resolver,
-  send,
-  sender,
-  tempDir,
-  until,
-} from './mediator-fixtures.js';
+import { event, freePort, pickupClient, recipient, resolver, send, sender, tempDir } from './mediator-fixtures.js';
 
 let tmp: { dir: string; remove: () => Promise<void> };
 
@@ -60,16 +51,16 @@ describe('live delivery over WebSocket', () => {
       );
       await session.ready;
       expect(session.connected).toBe(true);
-      await until(() => got.length === 1, 5000, 'the queued message');
+      await until(() => got.length === 1, { timeoutMs: 5000, what: 'the queued message' });
       for (let i = 1; i <= 3; i++) expect((await send(alice, bob, event(alice, bob, i))).status).toBe(202);
-      await until(() => got.length === 4, 5000, 'the live messages');
+      await until(() => got.length === 4, { timeoutMs: 5000, what: 'the live messages' });
       expect(await Promise.all(got.map((g) => idOf(g, bob.keys)))).toEqual([
         'send-0-c0ffee',
         'send-1-c0ffee',
         'send-2-c0ffee',
         'send-3-c0ffee',
       ]);
-      await until(() => server.mediator.queue.size === 2, 5000, 'the acknowledgements');
+      await until(() => server.mediator.queue.size === 2, { timeoutMs: 5000, what: 'the acknowledgements' });
       expect((await c.status()).messageCount).toBe(2);
       await session.close();
       expect(states).toEqual(['open', 'closed']);
@@ -80,10 +71,10 @@ describe('live delivery over WebSocket', () => {
         again.push(m);
       });
       await s2.ready;
-      await until(() => again.length === 2, 5000, 'the redelivery');
+      await until(() => again.length === 2, { timeoutMs: 5000, what: 'the redelivery' });
       expect(await Promise.all(again.map((g) => idOf(g, bob.keys)))).toEqual(['send-1-c0ffee', 'send-3-c0ffee']);
       await s2.acknowledge(again.map((g) => g.id));
-      await until(() => server.mediator.queue.size === 0, 5000, 'the queue to empty');
+      await until(() => server.mediator.queue.size === 0, { timeoutMs: 5000, what: 'the queue to empty' });
       await s2.close();
     } finally {
       await server.close();
@@ -112,17 +103,21 @@ describe('live delivery over WebSocket', () => {
     try {
       await session.ready;
       expect((await send(alice, bob, event(alice, bob, 1))).status).toBe(202);
-      await until(() => got.length === 1, 5000, 'the first message');
+      await until(() => got.length === 1, { timeoutMs: 5000, what: 'the first message' });
       // Not acknowledged. The mediator stops; a message is queued only after it is back.
       await server.close();
-      await until(() => !session.connected, 5000, 'the disconnect');
+      await until(() => !session.connected, { timeoutMs: 5000, what: 'the disconnect' });
       server = await startMediator({ keys, dataDir, port });
       expect(server.did).toBe(c.mediatorDid);
       expect(server.mediator.queue.size).toBe(1);
       expect((await send(alice, bob, event(alice, bob, 2))).status).toBe(202);
-      await until(() => got.length === 3, 10_000, 'the redelivery after reconnect').catch((e: Error) => {
-        throw new Error(`${e.message}: got ${got.join(',')}, states ${states.join(',')}, errors ${errors.join(' | ')}`);
-      });
+      await until(() => got.length === 3, { timeoutMs: 10_000, what: 'the redelivery after reconnect' }).catch(
+        (e: Error) => {
+          throw new Error(
+            `${e.message}: got ${got.join(',')}, states ${states.join(',')}, errors ${errors.join(' | ')}`,
+          );
+        },
+      );
       expect(got).toEqual(['send-1-c0ffee', 'send-1-c0ffee', 'send-2-c0ffee']);
       expect(states).toEqual(['open', 'closed', 'open']);
     } finally {
@@ -151,7 +146,7 @@ describe('live delivery over WebSocket', () => {
       });
       const errors: string[] = [];
       const s = c.live(() => {}, { onError: (e) => errors.push(String(e.details.problem ?? e.code)), backoffMs: 50 });
-      await until(() => errors.length > 0, 5000, 'the refusal');
+      await until(() => errors.length > 0, { timeoutMs: 5000, what: 'the refusal' });
       expect(errors[0]).toBe('e.p.req.not-granted');
       expect(s.connected).toBe(false);
       await s.close();
@@ -180,10 +175,10 @@ describe('live delivery over WebSocket', () => {
         body: {},
       });
       raw.send(await c.pack(statusRequest(bob.did)));
-      await until(() => frames.length === 1, 5000, 'the status');
+      await until(() => frames.length === 1, { timeoutMs: 5000, what: 'the status' });
       expect((await c.open(frames[0]!)).type).toBe('https://didcomm.org/messagepickup/3.0/status');
       raw.send(await ce.pack(statusRequest(eve.did)));
-      await until(() => frames.length === 2, 5000, 'the refusal');
+      await until(() => frames.length === 2, { timeoutMs: 5000, what: 'the refusal' });
       const refused = await ce.openRaw(frames[1]!);
       expect(refused.type).toBe('https://didcomm.org/report-problem/2.0/problem-report');
       expect(refused.body).toMatchObject({ code: 'e.p.req.connection-bound' });

@@ -4,11 +4,12 @@
  * a journal that fails on demand, and an HTTP front that forwards POSTs to an in-process
  * mediator (the tests decide what happens to WebSocket upgrades).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { PlexusError } from '../../ts/core/errors.js';
 import type { ActorHistory, JournalStorage, MacrostepEntry } from '../../ts/runtime/types.js';
+import { startNode } from '../helpers/processes.js';
 import { CHILD, compileForChild } from './mediator-fixtures.js';
 
 export interface MediatorProcess {
@@ -56,22 +57,14 @@ export class MediatorProcesses {
   /** A mediator process; resolves with its DID and URL once it printed its first line. */
   async start(args: readonly string[]): Promise<MediatorProcess> {
     if (!this.compiled) throw new Error('MediatorProcesses.setup() has not run');
-    const child = spawn(process.execPath, [CHILD, this.compiled.commandUrl, 'mediator', ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const p = startNode(CHILD, [this.compiled.commandUrl, 'mediator', ...args], {
       env: { ...process.env, PLX_TEST_MEDIATOR_PASS: this.passphrase },
     });
+    const child = p.child;
     this.children.add(child);
-    let out = '';
-    child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-    });
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    const deadline = Date.now() + 20_000;
-    while (!out.includes('\n')) {
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the mediator did not start: ${out}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    const line = JSON.parse(out.split('\n')[0] as string) as { did: string; url: string };
+    const exited = p.exited;
+    const first = await p.line(() => true, { timeoutMs: 20_000, what: 'the mediator starting' });
+    const line = JSON.parse(first) as { did: string; url: string };
     return { child, did: line.did, url: line.url, exited };
   }
 

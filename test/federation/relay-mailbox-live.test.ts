@@ -21,7 +21,8 @@ import { probeWebSocket } from '../../ts/federation/relay/ws-probe.js';
 import { memoryJournal, openJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
 import type { ActorHistory, Chart, JournalStorage } from '../../ts/runtime/types.js';
-import { freePort, tempDir, until } from './mediator-fixtures.js';
+import { until } from '../helpers/until.js';
+import { freePort, tempDir } from './mediator-fixtures.js';
 import { FlakyJournal, MediatorProcesses, postForwarder } from './relay-fixtures.js';
 
 let tmp: { dir: string; remove: () => Promise<void> };
@@ -47,14 +48,6 @@ const chart: Chart<{ n: number }> = {
     return { state: s, sends: [{ type: 'didcomm', target: d.to, event: 'order.placed', id: `o-${d.n}` }] };
   },
 };
-
-async function eventually(cond: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** How many times each send id was journaled as `order.placed`. */
 function journaledSendIds(h: ActorHistory): Map<string, number> {
@@ -97,7 +90,10 @@ async function sendOrders(p: Parties, from: number, to: number): Promise<void> {
   const base = p.buyerFed.outbox.stats.delivered;
   for (let n = from; n < to; n++) {
     await p.buyerNode.send(p.buyer.did, 'go', { data: { to: p.shop.did, n } });
-    await until(() => p.buyerFed.outbox.stats.delivered >= base + n - from + 1, 10_000, `o-${n} at the mediator`);
+    await until(() => p.buyerFed.outbox.stats.delivered >= base + n - from + 1, {
+      timeoutMs: 10_000,
+      what: `o-${n} at the mediator`,
+    });
   }
   expect(p.buyerFed.outbox.stats.failed).toBe(0);
 }
@@ -152,16 +148,19 @@ describe('relay mailbox, live mode', () => {
     });
     cleanups.push(() => mailbox.stop());
 
-    await until(() => killed, 15_000, 'the kill in the middle of the live stream');
+    await until(() => killed, { timeoutMs: 15_000, what: 'the kill in the middle of the live stream' });
     expect(mailbox.stats.liveDelivered).toBeGreaterThan(0);
-    await until(() => mailbox.state === 'polling', 5_000, 'the fallback to polling');
+    await until(() => mailbox.state === 'polling', { timeoutMs: 5_000, what: 'the fallback to polling' });
     const liveBefore = mailbox.stats.liveDelivered;
     const polledBefore = mailbox.stats.polled;
-    await until(() => errors.includes('PLX_PICKUP_UNREACHABLE'), 5_000, 'a failed poll while the mediator is down');
+    await until(() => errors.includes('PLX_PICKUP_UNREACHABLE'), {
+      timeoutMs: 5_000,
+      what: 'a failed poll while the mediator is down',
+    });
 
     mediator = await mediators.start(args);
     expect(mediator.did).toBe(ref.did);
-    await until(() => mailbox.state === 'live', 15_000, 'the live connection again');
+    await until(() => mailbox.state === 'live', { timeoutMs: 15_000, what: 'the live connection again' });
     // What was left came again after the restart: in a poll, or pushed on the new connection,
     // whichever was first (the next test makes the socket-down poll deterministic).
     expect(mailbox.stats.polled + mailbox.stats.liveDelivered).toBeGreaterThan(polledBefore + liveBefore);
@@ -170,11 +169,14 @@ describe('relay mailbox, live mode', () => {
 
     // New messages now arrive live.
     await sendOrders(p, FIRST, FIRST + SECOND);
-    await eventually(
-      async () => (await journal.history(p.shop.did)).lastSeq >= FIRST + SECOND,
-      'every order journaled',
-    );
-    await until(() => mailbox.stats.acknowledged >= FIRST + SECOND, 10_000, 'every order acknowledged');
+    await until(async () => (await journal.history(p.shop.did)).lastSeq >= FIRST + SECOND, {
+      timeoutMs: 15_000,
+      what: 'every order journaled',
+    });
+    await until(() => mailbox.stats.acknowledged >= FIRST + SECOND, {
+      timeoutMs: 10_000,
+      what: 'every order acknowledged',
+    });
     expect(mailbox.stats.liveDelivered).toBeGreaterThanOrEqual(liveBefore + SECOND);
     expect(mailbox.state).toBe('live');
     await mailbox.stop();
@@ -251,26 +253,26 @@ describe('relay mailbox, live mode', () => {
     const states: MailboxState[] = [];
     mailbox.start({ mode: 'live', intervalMs: 30, backoffMs: 200, maxBackoffMs: 200, onState: (s) => states.push(s) });
     cleanups.push(() => mailbox.stop());
-    await until(() => mailbox.state === 'live', 10_000, 'live');
+    await until(() => mailbox.state === 'live', { timeoutMs: 10_000, what: 'live' });
 
     await sendOrders(p, 0, 3);
-    await until(() => mailbox.stats.acknowledged >= 3, 10_000, 'o-0..o-2 acknowledged');
+    await until(() => mailbox.stats.acknowledged >= 3, { timeoutMs: 10_000, what: 'o-0..o-2 acknowledged' });
     expect(mailbox.stats).toMatchObject({ liveDelivered: 3, polled: 0 });
 
     // The socket drops and cannot come back; HTTP still works: the mailbox polls.
     wsAllowed = false;
     dropSockets();
-    await until(() => mailbox.state === 'polling', 10_000, 'polling');
+    await until(() => mailbox.state === 'polling', { timeoutMs: 10_000, what: 'polling' });
     await sendOrders(p, 3, 6);
-    await until(() => mailbox.stats.acknowledged >= 6, 10_000, 'o-3..o-5 acknowledged');
+    await until(() => mailbox.stats.acknowledged >= 6, { timeoutMs: 10_000, what: 'o-3..o-5 acknowledged' });
     expect(mailbox.stats).toMatchObject({ liveDelivered: 3, polled: 3, liveConnects: 1, liveDrops: 1 });
     expect(mailbox.state).toBe('polling');
 
     // The socket is back: live again.
     wsAllowed = true;
-    await until(() => mailbox.state === 'live', 10_000, 'live again');
+    await until(() => mailbox.state === 'live', { timeoutMs: 10_000, what: 'live again' });
     await sendOrders(p, 6, 8);
-    await until(() => mailbox.stats.acknowledged >= 8, 10_000, 'o-6 and o-7 acknowledged');
+    await until(() => mailbox.stats.acknowledged >= 8, { timeoutMs: 10_000, what: 'o-6 and o-7 acknowledged' });
     expect(mailbox.stats).toMatchObject({ liveDelivered: 5, polled: 3, liveConnects: 2, admitted: 8, refused: 0 });
     await mailbox.stop();
     expect(states).toEqual(['polling', 'live', 'polling', 'live', 'stopped']);
@@ -293,21 +295,27 @@ describe('relay mailbox, live mode', () => {
     const errors: string[] = [];
     mailbox.start({ mode: 'live', intervalMs: 20, onError: (e) => errors.push((e as PlexusError).code) });
     cleanups.push(() => mailbox.stop());
-    await until(() => mailbox.state === 'live', 10_000, 'live');
+    await until(() => mailbox.state === 'live', { timeoutMs: 10_000, what: 'live' });
 
     journal.failNext = true;
     await sendOrders(p, 0, 3);
-    await until(() => errors.includes('PLX_RUNTIME_JOURNAL_FAILED'), 10_000, 'the failed append');
-    await eventually(async () => (await journal.history(p.shop.did)).lastSeq >= 3, 'o-0..o-2 journaled');
+    await until(() => errors.includes('PLX_RUNTIME_JOURNAL_FAILED'), { timeoutMs: 10_000, what: 'the failed append' });
+    await until(async () => (await journal.history(p.shop.did)).lastSeq >= 3, {
+      timeoutMs: 15_000,
+      what: 'o-0..o-2 journaled',
+    });
     const h = await journal.history(p.shop.did);
     // In order, once each; the first one after its failed append.
     expect(h.records.map((r) => r.event.sendid)).toEqual(['o-0', 'o-1', 'o-2']);
     expect(mailbox.stats.polled).toBeGreaterThanOrEqual(1);
-    await until(() => mailbox.state === 'live', 10_000, 'live again after catching up');
+    await until(() => mailbox.state === 'live', { timeoutMs: 10_000, what: 'live again after catching up' });
 
     const live = mailbox.stats.liveDelivered;
     await sendOrders(p, 3, 5);
-    await until(() => mailbox.stats.acknowledged >= 5 && mailbox.stats.admitted >= 5, 10_000, 'o-3 and o-4');
+    await until(() => mailbox.stats.acknowledged >= 5 && mailbox.stats.admitted >= 5, {
+      timeoutMs: 10_000,
+      what: 'o-3 and o-4',
+    });
     expect(mailbox.stats.liveDelivered).toBeGreaterThanOrEqual(live + 2);
     await mailbox.stop();
     expect(journaledSendIds(await journal.history(p.shop.did))).toEqual(
@@ -339,7 +347,7 @@ describe('relay mailbox, live mode', () => {
     mailbox.start({ intervalMs: 20 });
     cleanups.push(() => mailbox.stop());
     await sendOrders(p, 0, 4);
-    await until(() => mailbox.stats.acknowledged >= 4, 10_000, 'four acknowledged');
+    await until(() => mailbox.stats.acknowledged >= 4, { timeoutMs: 10_000, what: 'four acknowledged' });
     expect(mailbox.state).toBe('polling');
     expect(mailbox.stats).toMatchObject({ liveConnects: 0, liveDelivered: 0, polled: 4, admitted: 4 });
     await mailbox.stop();

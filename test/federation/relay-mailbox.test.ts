@@ -14,6 +14,7 @@ import { Federation } from '../../ts/federation/provision.js';
 import { memoryJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
 import type { Chart } from '../../ts/runtime/types.js';
+import { until } from '../helpers/until.js';
 import { tempDir } from './mediator-fixtures.js';
 import { FlakyJournal } from './relay-fixtures.js';
 
@@ -59,11 +60,7 @@ describe('relay mailbox', () => {
     // One at a time, so the mediator queues them in this order.
     for (const [i, ev] of ['order.placed', 'spam.sent'].entries()) {
       await buyerNode.send(buyer.did, 'go', { data: { to: shop.did, ev } });
-      const end = Date.now() + 10_000;
-      while (buyerFed.outbox.stats.delivered < i + 1) {
-        if (Date.now() > end) throw new Error('not delivered to the mediator');
-        await new Promise((r) => setTimeout(r, 5));
-      }
+      await until(() => buyerFed.outbox.stats.delivered >= i + 1, { what: `${ev} delivered to the mediator` });
     }
     expect((await mailbox.client.status()).messageCount).toBe(2);
 

@@ -19,6 +19,7 @@ import { openJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
 import type { ActorEvent, Chart } from '../../ts/runtime/types.js';
 import { ROOT } from '../helpers/paths.js';
+import { until } from '../helpers/until.js';
 import { filesUnder, freePort, tempDir, visible } from './mediator-fixtures.js';
 import { MediatorProcesses } from './relay-fixtures.js';
 
@@ -93,11 +94,7 @@ describe('two organisations through a mediator process', () => {
     await mailbox.connect();
 
     await buyerNode.send(buyer.did, 'checkout', { data: { shop: shop.did } });
-    const deadline = Date.now() + 10_000;
-    while (buyerFed.outbox.stats.delivered < 1) {
-      if (Date.now() > deadline) throw new Error('the buyer never delivered to the mediator');
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await until(() => buyerFed.outbox.stats.delivered >= 1, { what: 'the buyer delivering to the mediator' });
 
     // The relay sees routing data only.
     const seen = (await filesUnder(join(tmp.dir, 'mediator'))).map(visible).join('\n');
@@ -131,11 +128,7 @@ describe('two organisations through a mediator process', () => {
     // A node whose mailbox restarted (it remembers nothing) gets the next redelivery deduplicated
     // by admission: recorded as a duplicate, acknowledged, and never journaled again.
     await buyerNode.send(buyer.did, 'checkout', { data: { shop: shop.did } });
-    const second = Date.now() + 10_000;
-    while (buyerFed.outbox.stats.delivered < 2) {
-      if (Date.now() > second) throw new Error('the second checkout never reached the mediator');
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await until(() => buyerFed.outbox.stats.delivered >= 2, { what: 'the second checkout reaching the mediator' });
     let killedAgain = false;
     const first = shopFed.mailbox(shop, ref, {
       beforeAcknowledge: async () => {

@@ -15,6 +15,7 @@ import {
 } from '../../ts/codec/cluster-frame.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
+import { until } from '../helpers/until.js';
 import { type Http2Net, http2Net, nodeCreds } from './helpers.js';
 
 const enc = new TextEncoder();
@@ -88,14 +89,6 @@ async function fakePeer(): Promise<FakePeer> {
   };
 }
 
-async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 describe('Http2Wire batches', () => {
   const cleanup: (() => Promise<void>)[] = [];
   afterEach(async () => {
@@ -122,7 +115,7 @@ describe('Http2Wire batches', () => {
     cleanup.push(() => peer.close());
     const a = await sender(peer);
     const sends = Array.from({ length: 200 }, (_, i) => a.send('b', f('vt:s', 'vt:t', i)));
-    await until(() => (peer.streams[0]?.frames.length ?? 0) === 200, '200 frames');
+    await until(() => (peer.streams[0]?.frames.length ?? 0) === 200, { timeoutMs: 5_000, what: '200 frames' });
     const s = peer.streams[0]!;
     // 200 frames of ~60 bytes: one write, at most a few DATA frames (16 KiB each).
     expect(s.chunks).toBeLessThanOrEqual(2);
@@ -149,12 +142,12 @@ describe('Http2Wire batches', () => {
         (e) => (isPlexusError(e) ? e.code : 'other'),
       ),
     );
-    await until(() => (peer.streams[0]?.frames.length ?? 0) === 5, 'the early frames');
+    await until(() => (peer.streams[0]?.frames.length ?? 0) === 5, { timeoutMs: 5_000, what: 'the early frames' });
     await new Promise((r) => setTimeout(r, 200));
     const late = Array.from({ length: 5 }, (_, i) => a.send('b', f('vt:s', 'vt:t', 5 + i)));
     let lateSettled = 0;
     for (const p of late) void p.then(() => lateSettled++);
-    await until(() => (peer.streams[0]?.frames.length ?? 0) === 10, 'the late frames');
+    await until(() => (peer.streams[0]?.frames.length ?? 0) === 10, { timeoutMs: 5_000, what: 'the late frames' });
     // The early frames fail by their deadline while the peer holds their ACKs.
     expect(await Promise.all(earlyOutcome)).toEqual(Array(5).fill('PLX_WIRE_DEADLINE'));
     const sid = peer.streams[0]!.id;
@@ -170,9 +163,12 @@ describe('Http2Wire batches', () => {
     cleanup.push(() => peer.close());
     const a = await sender(peer);
     const sends = Array.from({ length: 3 }, (_, i) => a.send('b', f('vt:s', 'vt:t', i)));
-    await until(() => (peer.streams[0]?.frames.length ?? 0) === 3, 'three frames');
+    await until(() => (peer.streams[0]?.frames.length ?? 0) === 3, { timeoutMs: 5_000, what: 'three frames' });
     peer.ack([[peer.streams[0]!.id, 10, 0]]);
-    await until(() => (peer.streams[1]?.frames.length ?? 0) === 3, 'the frames sent again on a new connection');
+    await until(() => (peer.streams[1]?.frames.length ?? 0) === 3, {
+      timeoutMs: 5_000,
+      what: 'the frames sent again on a new connection',
+    });
     expect(peer.streams[1]!.frames.map((fr) => new TextDecoder().decode(fr.payload))).toEqual(['0', '1', '2']);
     peer.ack([[peer.streams[1]!.id, 3, 1]]);
     expect(await Promise.all(sends)).toEqual(['duplicate', 'duplicate', 'duplicate']);
@@ -226,7 +222,7 @@ describe('Http2Wire receiver', () => {
     );
     // A repeat of frame 7 at the end: answered duplicate.
     stream.write(Buffer.concat([...frames, frames[7]!]));
-    await until(() => runs.reduce((n, r) => n + r[1], 0) === 101, '101 acknowledgements');
+    await until(() => runs.reduce((n, r) => n + r[1], 0) === 101, { timeoutMs: 5_000, what: '101 acknowledgements' });
     session.destroy();
     expect(seen).toEqual(Array.from({ length: 100 }, (_, i) => `${i}`));
     expect(maxInHandler).toBe(1);

@@ -5,6 +5,7 @@ import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { fnv1a64 } from '../../ts/core/index.js';
 import { createClusterCa, issueNodeCertificate, nodeOfName, nodeOfPeer } from '../../ts/net/ca.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
+import { until } from '../helpers/until.js';
 import { type Http2Net, http2Net, nodeCreds } from './helpers.js';
 
 const enc = new TextEncoder();
@@ -186,7 +187,7 @@ describe('Http2Wire over mutual TLS 1.3', () => {
     expect(sinks.length).toBe(1);
     expect(sinks[0]).toBeDefined();
     const sends = Array.from({ length: 10 }, (_, i) => a.send('b', f('vt:s', 'vt:t', i)));
-    while (!stored.has('5')) await new Promise((r) => setTimeout(r, 5));
+    await until(() => stored.has('5'), { what: 'frame 5 stored' });
     // Frames 0..4 are stored and may be acknowledged; the ACK stream now fails.
     sinks[0]?.stream.close(http2.constants.NGHTTP2_CANCEL);
     hold?.();
@@ -294,7 +295,7 @@ describe('Http2Wire backpressure', () => {
       expect(onSlow && onOther).toBeTruthy();
       // Fill the slow mailbox and leave one more frame waiting to be stored.
       const slowSends = Array.from({ length: 4 }, (_, i) => a.send('b', f('vt:s0', 'vt:slow', i)));
-      while (slow.size < 2) await new Promise((r) => setTimeout(r, 5));
+      await until(() => slow.size >= 2, { what: 'two frames in the slow mailbox' });
       const blocked = a.send('b', f(onSlow, 'vt:t', 0));
       let blockedDone = false;
       void blocked.then(() => {

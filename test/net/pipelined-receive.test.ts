@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ClusterFrame } from '../../ts/codec/cluster-frame.js';
 import type { DeliveryVerdict } from '../../ts/net/types.js';
+import { until } from '../helpers/until.js';
 import { type Http2Net, http2Net } from './helpers.js';
 
 const enc = new TextEncoder();
@@ -22,14 +23,6 @@ const frame = (sender: string, target: string, i: number) => ({
 interface Held {
   readonly n: number;
   settle(v: 'stored' | 'refused'): void;
-}
-
-async function until(cond: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 describe('Http2Wire pipelined receive', () => {
@@ -59,7 +52,7 @@ describe('Http2Wire pipelined receive', () => {
       }),
     );
     // Every frame reached the handler while none was stored yet: nothing waited for a durable step.
-    await until(() => held.length === 6);
+    await until(() => held.length === 6, { timeoutMs: 3_000, what: 'held.length === 6' });
     expect(held.map((h) => h.n)).toEqual([0, 1, 2, 3, 4, 5]);
     expect(order).toEqual([]);
     // Settled out of order: frame 3 first. Its ACK waits for frames 0..2 (runs count in order).
@@ -67,11 +60,11 @@ describe('Http2Wire pipelined receive', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(order).toEqual([]);
     held[0]?.settle('stored');
-    await until(() => order.length === 1);
+    await until(() => order.length === 1, { timeoutMs: 3_000, what: 'order.length === 1' });
     expect(order).toEqual([0]);
     held[2]?.settle('refused');
     held[1]?.settle('stored');
-    await until(() => order.length === 4);
+    await until(() => order.length === 4, { timeoutMs: 3_000, what: 'order.length === 4' });
     expect(order).toEqual([0, 1, 2, 3]);
     held[5]?.settle('stored');
     held[4]?.settle('stored');
@@ -90,13 +83,13 @@ describe('Http2Wire pipelined receive', () => {
     );
     const a = net.wires.get('a')!;
     const sends = [0, 1, 2].map((i) => a.send('b', frame('vt:s/0', `vt:t/${i}`, i)));
-    await until(() => held.length === 1);
+    await until(() => held.length === 1, { timeoutMs: 3_000, what: 'held.length === 1' });
     await new Promise((r) => setTimeout(r, 50));
     expect(held.length).toBe(1);
     held[0]?.settle('stored');
-    await until(() => held.length === 2);
+    await until(() => held.length === 2, { timeoutMs: 3_000, what: 'held.length === 2' });
     held[1]?.settle('stored');
-    await until(() => held.length === 3);
+    await until(() => held.length === 3, { timeoutMs: 3_000, what: 'held.length === 3' });
     held[2]?.settle('stored');
     expect(await Promise.all(sends)).toEqual(['stored', 'stored', 'stored']);
   });
@@ -114,7 +107,7 @@ describe('Http2Wire pipelined receive', () => {
     const a = net.wires.get('a')!;
     const id = new Uint8Array(16).fill(7);
     const first = a.send('b', { ...frame('vt:s/0', 'vt:t/0', 0), messageId: id });
-    await until(() => held.length === 1);
+    await until(() => held.length === 1, { timeoutMs: 3_000, what: 'held.length === 1' });
     // The same id on another pair's stream (as a resend on a new stream would carry it).
     const second = a.send('b', { ...frame('vt:s/1', 'vt:t/1', 0), messageId: id });
     await new Promise((r) => setTimeout(r, 50));

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Http2Wire, wireSpinMs } from '../../ts/net/http2-wire.js';
 import type { OutboundFrame } from '../../ts/net/types.js';
 import { thrownRefusal } from '../helpers/refusal.js';
+import { until } from '../helpers/until.js';
 import { type Http2Net, http2Net, nodeCreds } from './helpers.js';
 
 let net: Http2Net | undefined;
@@ -24,14 +25,6 @@ const frame = (i: number): OutboundFrame => ({
   target: `urn:plexus:actor:t${i % 5}`,
   payload: new Uint8Array(100).fill(i & 0xff),
 });
-
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe('wireSpinMs', () => {
   it('takes the option, else PLEXUS_WIRE_SPIN_MS, else 0 (off)', () => {
@@ -94,19 +87,19 @@ describe('polling on real wires', () => {
     });
     const sends = Array.from({ length: 40 }, (_, i) => a.send('b', frame(i)));
     expect(a.spinner.waiting).toBe(40);
-    await until(() => handled > 0, 'the first frame at b');
+    await until(() => handled > 0, { timeoutMs: 5_000, what: 'the first frame at b' });
     expect(a.spinner.waiting).toBe(40); // nothing acknowledged yet
     release();
     const verdicts = await Promise.all(sends);
     expect(verdicts.every((v) => v === 'stored')).toBe(true);
     expect(a.spinner.waiting).toBe(0);
     // b sent ACKs and now waits for a's next frames: it holds until they come.
-    await until(() => b.spinner.waiting === 1, 'b to hold after its ACKs');
+    await until(() => b.spinner.waiting === 1, { timeoutMs: 5_000, what: 'b to hold after its ACKs' });
     expect(await a.send('b', frame(99))).toBe('stored');
     expect(a.spinner.waiting).toBe(0);
     // The hold of b's last ACKs ends with the connection.
     await a.close();
-    await until(() => b.spinner.waiting === 0, 'b to let go once the connection closed');
+    await until(() => b.spinner.waiting === 0, { timeoutMs: 5_000, what: 'b to let go once the connection closed' });
   });
 
   it('lets go of frames that fail: no peer address, and the deadline passing', async () => {

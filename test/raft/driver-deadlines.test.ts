@@ -8,6 +8,7 @@ import { isPlexusError } from '../../ts/core/errors.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import { RaftDriver } from '../../ts/raft-io/driver.js';
+import { until } from '../helpers/until.js';
 import { memoryWriter } from './harness.js';
 
 const stops: (() => Promise<void>)[] = [];
@@ -36,7 +37,7 @@ async function lone(timeoutMs: number) {
     release();
     await driver.stop();
   });
-  for (let i = 0; i < 200 && node.role !== 'leader'; i++) await new Promise((r) => setTimeout(r, 5));
+  await until(() => node.role === 'leader', { timeoutMs: 1_000, what: 'the single node leading' });
   return {
     node,
     driver,

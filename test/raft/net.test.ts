@@ -12,6 +12,7 @@ import { RaftDriver } from '../../ts/raft-io/driver.js';
 import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { rng } from '../helpers/rng.js';
+import { until } from '../helpers/until.js';
 
 const closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -36,14 +37,6 @@ function heartbeat(from: number, to: number, term = 1): Message {
   };
 }
 
-async function until(cond: () => boolean, ms = 10_000, what = 'condition'): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 async function transport(id: number, got: Message[], tls?: RaftTlsOptions, peers?: Map<number, string>) {
   const t = await RaftTcpTransport.start({
     id,
@@ -64,24 +57,24 @@ describe('Raft TCP transport', () => {
     const t1 = await transport(1, [], undefined, new Map([[2, t2.address]]));
     t1.send([heartbeat(1, 2)]); // dropped: not connected yet, starts the dial
     expect(t1.stats.dropped).toBe(1);
-    await until(() => t1.connected(2), 5000, 'connection');
+    await until(() => t1.connected(2), { timeoutMs: 5000, what: 'connection' });
     t1.send([heartbeat(1, 2, 5), heartbeat(1, 2, 6), heartbeat(1, 2, 7)]);
-    await until(() => got2.length === 3, 5000, 'delivery');
+    await until(() => got2.length === 3, { timeoutMs: 5000, what: 'delivery' });
     expect(got2.map((m) => m.term)).toEqual([5, 6, 7]);
 
     // The peer goes away: messages are dropped, never thrown; a new peer on the same id is reached.
     const port = t2.port;
     await t2.close();
-    await until(() => !t1.connected(2), 5000, 'disconnect');
+    await until(() => !t1.connected(2), { timeoutMs: 5000, what: 'disconnect' });
     t1.send([heartbeat(1, 2, 8)]);
     expect(t1.stats.dropped).toBeGreaterThanOrEqual(2);
     const got2b: Message[] = [];
     const t2b = await RaftTcpTransport.start({ id: 2, port, onMessage: (m) => got2b.push(m) }).catch(() => undefined);
     if (t2b) {
       closers.push(() => t2b.close());
-      await until(() => t1.connected(2), 5000, 'redial');
+      await until(() => t1.connected(2), { timeoutMs: 5000, what: 'redial' });
       t1.send([heartbeat(1, 2, 9)]);
-      await until(() => got2b.length === 1, 5000, 'delivery after redial');
+      await until(() => got2b.length === 1, { timeoutMs: 5000, what: 'delivery after redial' });
       expect(got2b[0]?.term).toBe(9);
     }
   });
@@ -127,16 +120,16 @@ describe('Raft TCP transport', () => {
     const t2 = await transport(2, got, await cred(ca, 2));
     const t1 = await transport(1, [], await cred(ca, 1), new Map([[2, t2.address]]));
     t1.send([heartbeat(1, 2)]);
-    await until(() => t1.connected(2), 5000, 'TLS connection');
+    await until(() => t1.connected(2), { timeoutMs: 5000, what: 'TLS connection' });
     t1.send([heartbeat(1, 2, 4)]);
-    await until(() => got.length === 1, 5000, 'delivery over TLS');
+    await until(() => got.length === 1, { timeoutMs: 5000, what: 'delivery over TLS' });
     expect(got[0]?.term).toBe(4);
 
     const other = await createJobCa({ jobId });
     const foreign = await cred(other, 3);
     const t3 = await transport(3, [], { ...foreign, ca: ca.cert }, new Map([[2, t2.address]]));
     t3.send([heartbeat(3, 2)]);
-    await until(() => t2.stats.refused >= 1, 5000, 'refusal of a foreign certificate');
+    await until(() => t2.stats.refused >= 1, { timeoutMs: 5000, what: 'refusal of a foreign certificate' });
     expect(got.length).toBe(1);
   });
 });
@@ -181,9 +174,9 @@ describe('Raft TCP transport: connections bound to the node a certificate names'
     // Node 3's certificate speaking as node 3 is heard; a message inside it from node 1 is not.
     const t3 = await transport(3, [], as3, new Map([[2, t2.address]]));
     t3.send([heartbeat(3, 2)]);
-    await until(() => t3.connected(2), 5000, 'connection');
+    await until(() => t3.connected(2), { timeoutMs: 5000, what: 'connection' });
     t3.send([heartbeat(3, 2, 5)]);
-    await until(() => got.length === 1, 5000, 'delivery');
+    await until(() => got.length === 1, { timeoutMs: 5000, what: 'delivery' });
     expect(got[0]).toMatchObject({ from: 3, term: 5 });
   });
 
@@ -194,7 +187,7 @@ describe('Raft TCP transport: connections bound to the node a certificate names'
     const t3 = await transport(3, got, await creds(ca, 3));
     const t1 = await transport(1, [], await creds(ca, 1), new Map([[2, t3.address]]));
     t1.send([heartbeat(1, 2)]);
-    await until(() => t1.stats.refused >= 2, 5000, 'refused handshakes');
+    await until(() => t1.stats.refused >= 2, { timeoutMs: 5000, what: 'refused handshakes' });
     expect(t1.connected(2)).toBe(false);
     await expect(t1.openStream(2, 2000)).rejects.toMatchObject({ code: 'PLX_RAFT_TRANSPORT_UNREACHABLE' });
     expect(got).toEqual([]);
@@ -248,8 +241,7 @@ describe('Raft TCP transport: connections bound to the node a certificate names'
         plain4.send([heartbeat(4, 1)]);
         return gotPlain.length > 0 && gotTls.length > 0 && gotMixed.length > 0;
       },
-      10_000,
-      'delivery both ways',
+      { timeoutMs: 10_000, what: 'delivery both ways' },
     );
     expect(gotPlain[0]?.from).toBe(1);
     expect(gotTls[0]?.from).toBe(1);
@@ -277,18 +269,19 @@ describe('Raft driver and core: what no correct member sends', () => {
     const { node, driver } = single(2, [1, 3]);
     driver.receive(heartbeat(1, 2, Number.MAX_SAFE_INTEGER));
     driver.receive(heartbeat(1, 2, 2 ** 20 + 2));
-    await new Promise((r) => setTimeout(r, 20));
+    // both refusals counted: the two messages were handled, and the term did not move
+    await until(() => driver.termRefusals >= 2, { timeoutMs: 2000, what: 'two term refusals' });
     expect(node.status().term).toBe(1);
     expect(driver.termRefusals).toBe(2);
     driver.receive(heartbeat(1, 2, 7)); // an ordinary term step is taken
-    await until(() => node.status().term === 7, 2000, 'term 7');
+    await until(() => node.status().term === 7, { timeoutMs: 2000, what: 'term 7' });
     await driver.stop();
   });
 
   it('ignores MsgTimeoutNow from anyone but the current leader, at any other term', async () => {
     const { node, driver } = single(2, [1, 3]);
     driver.receive(heartbeat(1, 2, 3)); // node 1 leads term 3
-    await until(() => node.status().lead === 1, 2000, 'leader 1');
+    await until(() => node.status().lead === 1, { timeoutMs: 2000, what: 'leader 1' });
     const timeoutNow = (from: number, term: number): Message => ({
       ...heartbeat(from, 2, term),
       type: 'MsgTimeoutNow',
@@ -299,7 +292,7 @@ describe('Raft driver and core: what no correct member sends', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(node.status()).toMatchObject({ term: 3, role: 'follower', lead: 1 });
     driver.receive(timeoutNow(1, 3)); // the leader hands over: an election at once
-    await until(() => node.status().term === 4, 2000, 'an election');
+    await until(() => node.status().term === 4, { timeoutMs: 2000, what: 'an election' });
     expect(node.status().role).toBe('candidate');
     await driver.stop();
   });
@@ -363,7 +356,7 @@ function leaderOf(members: Member[]): Member | undefined {
 describe('Raft on real sockets through faulty links', () => {
   it('elects one leader, replicates, survives an isolated leader and converges after healing', async () => {
     const { members, mesh } = await cluster();
-    await until(() => leaderOf(members) !== undefined, 10_000, 'a leader');
+    await until(() => leaderOf(members) !== undefined, { timeoutMs: 10_000, what: 'a leader' });
     const first = leaderOf(members) as Member;
     const text = (s: string) => new TextEncoder().encode(s);
     for (let i = 0; i < 20; i++) await first.driver.propose(text(`a${i}`));
@@ -374,21 +367,23 @@ describe('Raft on real sockets through faulty links', () => {
     mesh.isolate(first.id - 1);
     const stale = first.driver.propose(text('lost?')).catch((e: unknown) => e);
     const rest = members.filter((m) => m !== first);
-    await until(() => leaderOf(rest) !== undefined, 10_000, 'a new leader in the majority');
+    await until(() => leaderOf(rest) !== undefined, { timeoutMs: 10_000, what: 'a new leader in the majority' });
     const second = leaderOf(rest) as Member;
     expect(second.node.status().term).toBeGreaterThan(first.node.status().term - 1);
     for (let i = 0; i < 10; i++) await second.driver.propose(text(`b${i}`));
     // Check-quorum: the isolated node steps down instead of staying leader forever.
-    await until(() => first.node.status().role !== 'leader', 10_000, 'the isolated leader to step down');
+    await until(() => first.node.status().role !== 'leader', {
+      timeoutMs: 10_000,
+      what: 'the isolated leader to step down',
+    });
     const staleOutcome = await stale;
     expect(staleOutcome instanceof Error).toBe(true);
 
     mesh.heal();
-    await until(
-      () => members.every((m) => m.applied.length === members[0]!.applied.length && m.applied.length >= 30),
-      10_000,
-      'every member to apply the same log',
-    );
+    await until(() => members.every((m) => m.applied.length === members[0]!.applied.length && m.applied.length >= 30), {
+      timeoutMs: 10_000,
+      what: 'every member to apply the same log',
+    });
     const logs = members.map((m) => m.applied.map((e) => new TextDecoder().decode(e.data)));
     expect(logs[1]).toEqual(logs[0]);
     expect(logs[2]).toEqual(logs[0]);

@@ -100,15 +100,6 @@ export class ManualClock implements Clock {
   }
 }
 
-/** Waits until `cond` holds (polling), failing after `ms`. */
-export async function until(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
-
 /**
  * A JournalStorage around another whose appends, once durable, wait for `release()` when
  * the gate is closed; `log` records the order of events ("append-start", "append-done").

@@ -16,6 +16,7 @@ import type { MacrostepEntry, SnapshotEntry } from '../../ts/runtime/types.js';
 import { MemoryLog, MemoryLogState, openLog } from '../../ts/storage/index.js';
 import { IndexedThrough, MultiplexedLog as NodeLog, PositionRuns } from '../../ts/storage/multiplexed-log.js';
 import { rng } from '../helpers/rng.js';
+import { until } from '../helpers/until.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -379,7 +380,7 @@ describe('NodeLog compaction', () => {
     await Promise.all([dropB, dropA]);
     expect(nl.compactions).toBe(1);
     // the next one starts by itself for those 40 (no further drop calls for it) ...
-    for (let i = 0; i < 200 && nl.compactions < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    await until(() => nl.compactions >= 2, { timeoutMs: 1_000, what: 'the second compaction' });
     expect(nl.compactions).toBe(2);
     // ... and none after it: its own marks (one per shard) are below the threshold
     await new Promise((r) => setTimeout(r, 30));

@@ -8,7 +8,8 @@ import { decodeJournalRecord, type MacrostepRecord } from '../../ts/codec/journa
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Node, openJournal, shardDir } from '../../ts/runtime/index.js';
 import { openLog } from '../../ts/storage/index.js';
-import { cleanup, counterChart, GatedJournal, probe, stateOf, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cleanup, counterChart, GatedJournal, probe, stateOf, tempDir } from './helpers.js';
 
 afterAll(cleanup);
 
@@ -30,7 +31,11 @@ describe('one macrostep', () => {
     const node = Node.builder(storage).chart('vt:c/', counterChart()).processor(billing).build();
     await node.send('vt:c/1', 'inc', { id: 'm1', data: { by: 5 } });
     await node.send('vt:c/1', 'relay', { id: 'm2', data: { to: ['vt:b/1', 'vt:b/2'], type: 'billing' } });
-    await until(() => billing.sent.length === 2);
+    await until(() => billing.sent.length === 2, {
+      timeoutMs: 5_000,
+      what: 'billing.sent.length === 2',
+      intervalMs: 2,
+    });
     await node.stop();
     await storage.close();
 
@@ -67,7 +72,7 @@ describe('one macrostep', () => {
     storage.closedGate = true;
     const p1 = node.send('vt:c/1', 'relay', { id: 'a', data: { to: ['vt:x/1'], type: 'out' } });
     const p2 = node.send('vt:c/1', 'inc', { id: 'b' });
-    await until(() => storage.inFlight === 1);
+    await until(() => storage.inFlight === 1, { timeoutMs: 5_000, what: 'storage.inFlight === 1', intervalMs: 2 });
     await new Promise((r) => setTimeout(r, 30));
     // the record is on disk, but nothing was sent and the second message did not start
     expect(out.sent).toHaveLength(0);
@@ -136,7 +141,11 @@ describe('error.communication', () => {
     await node.send('vt:c/1', 'relay', { id: 'm1', data: { to: ['vt:far/1'], type: 'flaky' } });
     await node.send('vt:c/1', 'relay', { id: 'm2', data: { to: ['vt:far/2'], type: 'nowhere' } });
     await node.send('vt:c/1', 'relay', { id: 'm3', data: { to: ['vt:nochart/1'] } });
-    await until(() => (stateOf<{ errors: unknown[] }>(node, 'vt:c/1').errors?.length ?? 0) === 3);
+    await until(() => (stateOf<{ errors: unknown[] }>(node, 'vt:c/1').errors?.length ?? 0) === 3, {
+      timeoutMs: 5_000,
+      what: "(stateOf<{ errors: unknown[] }>(node, 'vt:c/1').errors?.length ?? 0...",
+      intervalMs: 2,
+    });
     const errors = stateOf<{ errors: Record<string, unknown>[] }>(node, 'vt:c/1').errors ?? [];
     expect(errors[0]).toEqual({
       reason: 'peer of vt:far/1 unreachable',
@@ -167,7 +176,7 @@ describe('mailbox bound', () => {
     const node = Node.builder(storage).chart('vt:c/', counterChart()).config({ mailboxBound: 3 }).build();
     storage.closedGate = true;
     const first = node.send('vt:c/1', 'inc', { id: 'm0' });
-    await until(() => storage.inFlight === 1);
+    await until(() => storage.inFlight === 1, { timeoutMs: 5_000, what: 'storage.inFlight === 1', intervalMs: 2 });
     const queued = [1, 2, 3].map((i) => node.send('vt:c/1', 'inc', { id: `m${i}` }));
     const refused = await rejection(node.send('vt:c/1', 'inc', { id: 'm4' }));
     expect(refused.code).toBe('PLX_RUNTIME_MAILBOX_FULL');

@@ -9,7 +9,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { shardOf } from '../../ts/core/index.js';
 import { memoryJournal, Node, openJournal } from '../../ts/runtime/index.js';
 import type { FileLog } from '../../ts/storage/index.js';
-import { cleanup, counterChart, GatedJournal, probe, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cleanup, counterChart, GatedJournal, probe, tempDir } from './helpers.js';
 
 afterAll(cleanup);
 
@@ -26,17 +27,19 @@ describe('taken: a message holds its place in a mailbox', () => {
         .then(() => done.push(i)),
     );
     // m1 runs its macrostep (its append held), m2 and m3 fill the mailbox, m4 is parked.
-    await until(() => journal.inFlight === 1, 2000, 'the first append');
+    await until(() => journal.inFlight === 1, { timeoutMs: 2000, what: 'the first append', intervalMs: 2 });
     expect(taken).toEqual([1, 2, 3]);
     expect(done).toEqual([]);
     journal.release();
-    await until(() => taken.length === 4, 2000, 'm4 to enter');
+    await until(() => taken.length === 4, { timeoutMs: 2000, what: 'm4 to enter', intervalMs: 2 });
     expect(taken).toEqual([1, 2, 3, 4]);
-    for (;;) {
-      journal.release();
-      if (done.length === 4) break;
-      await new Promise((r) => setTimeout(r, 2));
-    }
+    await until(
+      () => {
+        journal.release();
+        return done.length === 4;
+      },
+      { timeoutMs: 5_000, what: 'the four macrosteps done', intervalMs: 2 },
+    );
     await Promise.all(sends);
     expect(done).toEqual([1, 2, 3, 4]);
     await node.stop();
@@ -63,7 +66,11 @@ describe('the macrosteps of one shard share appends (real files)', () => {
     // Phase 1: every append is durable and then held; nothing has been sent.
     journal.closedGate = true;
     const first = actors.map((iri) => relay(iri, 1));
-    await until(() => journal.inFlight === actors.length, 5000, 'every append of phase 1');
+    await until(() => journal.inFlight === actors.length, {
+      timeoutMs: 5000,
+      what: 'every append of phase 1',
+      intervalMs: 2,
+    });
     expect(out.sent).toEqual([]);
     const log = (await inner.openShards()).get(1) as FileLog;
     const stats = log.stats;
@@ -72,7 +79,7 @@ describe('the macrosteps of one shard share appends (real files)', () => {
     journal.closedGate = false;
     journal.release();
     expect(await Promise.all(first)).toEqual(actors.map(() => 'processed'));
-    await until(() => out.sent.length === actors.length, 2000, 'phase 1 sends');
+    await until(() => out.sent.length === actors.length, { timeoutMs: 2000, what: 'phase 1 sends', intervalMs: 2 });
     expect(new Set(out.sent.map((o) => o.envelope.id))).toEqual(new Set(actors.map((iri) => `${iri}#1.0`)));
 
     // Phase 2: durable, then the process "crashes" before any send leaves.
@@ -80,7 +87,11 @@ describe('the macrosteps of one shard share appends (real files)', () => {
     const second = actors.map((iri) => relay(iri, 2));
     let acknowledged = 0;
     for (const p of second) void p.then(() => acknowledged++);
-    await until(() => journal.inFlight === actors.length, 5000, 'every append of phase 2');
+    await until(() => journal.inFlight === actors.length, {
+      timeoutMs: 5000,
+      what: 'every append of phase 2',
+      intervalMs: 2,
+    });
     expect(out.sent.length).toBe(actors.length);
     expect(acknowledged).toBe(0);
     await inner.close();
@@ -94,7 +105,7 @@ describe('the macrosteps of one shard share appends (real files)', () => {
       .config({ idleAfter: 0, snapshotEvery: 0 })
       .build();
     for (const iri of actors) expect(await node2.send(iri, 'inc', { id: `${iri}/wake` })).toBe('processed');
-    await until(() => out2.sent.length >= actors.length, 2000, 'the resent sends');
+    await until(() => out2.sent.length >= actors.length, { timeoutMs: 2000, what: 'the resent sends', intervalMs: 2 });
     expect(new Set(out2.sent.map((o) => o.envelope.id))).toEqual(new Set(actors.map((iri) => `${iri}#2.0`)));
     for (const iri of actors) {
       const h = await again.history(iri);

@@ -6,7 +6,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Node, openJournal, type Placement, type PlacementDecision } from '../../ts/runtime/index.js';
-import { cleanup, counterChart, probe, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cleanup, counterChart, probe, tempDir } from './helpers.js';
 
 afterAll(cleanup);
 
@@ -65,7 +66,11 @@ describe('placement', () => {
     expect(await node.send('vt:far/1', 'inc', { id: 'x1' })).toBe('processed');
     expect(cluster.sent[0]).toMatchObject({ node: 'n2', envelope: { id: 'x1', target: 'vt:far/1' } });
     await node.send('vt:c/1', 'relay', { id: 'x2', data: { to: ['vt:far/2'] } });
-    await until(() => cluster.sent.length === 2);
+    await until(() => cluster.sent.length === 2, {
+      timeoutMs: 5_000,
+      what: 'cluster.sent.length === 2',
+      intervalMs: 2,
+    });
     expect(cluster.sent[1]).toMatchObject({
       node: 'n2',
       from: 'vt:c/1',

@@ -5,7 +5,8 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { type LogJournalStorage, Node, openJournal } from '../../ts/runtime/index.js';
-import { type CounterState, cleanup, counterChart, ManualClock, probe, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { type CounterState, cleanup, counterChart, ManualClock, probe, tempDir } from './helpers.js';
 
 afterAll(cleanup);
 
@@ -26,7 +27,7 @@ describe('replay', () => {
     for (let i = 0; i < 5; i++)
       await node1.send('vt:c/1', 'relay', { id: `m${i}`, data: { to: ['vt:x/1'], type: 'out' } });
     await node1.send('vt:c/1', 'inc', { id: 'last' });
-    await until(() => out1.sent.length === 5);
+    await until(() => out1.sent.length === 5, { timeoutMs: 5_000, what: 'out1.sent.length === 5', intervalMs: 2 });
     const before = state(node1, 'vt:c/1');
     await crash(storage);
 
@@ -49,14 +50,14 @@ describe('replay', () => {
     const hang = probe('out', [], () => new Promise<void>(() => {}));
     const node1 = Node.builder(storage).chart('vt:c/', counterChart()).processor(hang).build();
     await node1.send('vt:c/1', 'relay', { id: 'm1', data: { to: ['vt:x/1', 'vt:x/2'], type: 'out' } });
-    await until(() => hang.sent.length === 2);
+    await until(() => hang.sent.length === 2, { timeoutMs: 5_000, what: 'hang.sent.length === 2', intervalMs: 2 });
     await crash(storage);
 
     storage = await openJournal(dir);
     const out = probe('out');
     const node2 = Node.builder(storage).chart('vt:c/', counterChart()).processor(out).build();
     await node2.send('vt:c/1', 'inc', { id: 'm2' });
-    await until(() => out.sent.length === 2);
+    await until(() => out.sent.length === 2, { timeoutMs: 5_000, what: 'out.sent.length === 2', intervalMs: 2 });
     expect(out.sent.map((o) => o.envelope.id)).toEqual(hang.sent.map((o) => o.envelope.id));
     expect(out.sent.map((o) => o.envelope.id)).toEqual(['vt:c/1#1.0', 'vt:c/1#1.1']);
     await node2.stop();
@@ -76,7 +77,11 @@ describe('replay', () => {
     let storage = await openJournal(dir, { shardCount: 4 });
     const node1 = Node.builder(storage).chart('vt:c/', counterChart()).config({ snapshotEvery: 0 }).build();
     await node1.send('vt:c/a', 'relay', { id: 'm1', data: { to: ['vt:c/b'] } });
-    await until(() => state(node1, 'vt:c/b')?.count === 1);
+    await until(() => state(node1, 'vt:c/b')?.count === 1, {
+      timeoutMs: 5_000,
+      what: "state(node1, 'vt:c/b')?.count === 1",
+      intervalMs: 2,
+    });
     await crash(storage);
     storage = await openJournal(dir);
     const node2 = Node.builder(storage).chart('vt:c/', counterChart()).build();
@@ -145,7 +150,7 @@ describe('activation and idle deactivation', () => {
     expect(node.activeCount).toBe(0);
     await node.send('vt:c/1', 'inc', { id: 'a' });
     expect(node.activeCount).toBe(1);
-    await until(() => clock.pending === 1, 2000, 'the idle timer');
+    await until(() => clock.pending === 1, { timeoutMs: 2000, what: 'the idle timer', intervalMs: 2 });
     clock.advance(999);
     expect(node.activeCount).toBe(1);
     const act = node.activation('vt:c/1');
@@ -158,10 +163,10 @@ describe('activation and idle deactivation', () => {
     expect(state(node, 'vt:c/1').count).toBe(2);
     expect(chart.calls).toBe(2);
     // a message before the timer fires keeps the actor active
-    await until(() => clock.pending === 1, 2000, 'the idle timer');
+    await until(() => clock.pending === 1, { timeoutMs: 2000, what: 'the idle timer', intervalMs: 2 });
     clock.advance(500);
     await node.send('vt:c/1', 'inc', { id: 'c' });
-    await until(() => clock.pending === 1, 2000, 'the idle timer');
+    await until(() => clock.pending === 1, { timeoutMs: 2000, what: 'the idle timer', intervalMs: 2 });
     clock.advance(700);
     expect(node.activeCount).toBe(1);
     const again = node.activation('vt:c/1');

@@ -2,7 +2,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Node, openJournal, type PlacementDecision } from '../../ts/runtime/index.js';
-import { cleanup, counterChart, GatedJournal, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cleanup, counterChart, GatedJournal, tempDir } from './helpers.js';
 
 afterAll(cleanup);
 
@@ -17,7 +18,7 @@ describe('node.stop', () => {
       node.send('vt:c/1', 'inc', { id: 'b' }),
       node.send('vt:c/1', 'inc', { id: 'c' }),
     ];
-    await until(() => storage.inFlight === 1);
+    await until(() => storage.inFlight === 1, { timeoutMs: 5_000, what: 'storage.inFlight === 1', intervalMs: 2 });
     let stopped = false;
     const stopping = node.stop().then(() => {
       stopped = true;

@@ -3,7 +3,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { assign, raise, setup } from 'xstate';
 import { type ActorEvent, type Chart, Node, openJournal, sendEvent, xstateChart } from '../../ts/runtime/index.js';
-import { cleanup, ManualClock, probe, stateOf, tempDir, until } from './helpers.js';
+import { until } from '../helpers/until.js';
+import { cleanup, ManualClock, probe, stateOf, tempDir } from './helpers.js';
 
 afterAll(cleanup);
 
@@ -80,8 +81,16 @@ describe('xstateChart', () => {
     await node.send('vt:orders/1', 'add', { data: 3 });
     await node.send('vt:orders/1', 'add', { data: 4 });
     await node.send('vt:orders/1', 'pay');
-    await until(() => node.stats.communicationErrors === 1);
-    await until(() => stateOf<{ value: string }>(node, 'vt:orders/1').value === 'shipFailed');
+    await until(() => node.stats.communicationErrors === 1, {
+      timeoutMs: 5_000,
+      what: 'node.stats.communicationErrors === 1',
+      intervalMs: 2,
+    });
+    await until(() => stateOf<{ value: string }>(node, 'vt:orders/1').value === 'shipFailed', {
+      timeoutMs: 5_000,
+      what: "stateOf<{ value: string }>(node, 'vt:orders/1').value === 'shipFailed'",
+      intervalMs: 2,
+    });
     const st = node.activation('vt:orders/1')?.currentState;
     expect(st).toEqual({
       value: 'shipFailed',
@@ -129,7 +138,7 @@ describe('xstateChart', () => {
     const ctx = () => stateOf<{ context: Ctx }>(node, 'vt:orders/2').context ?? { total: 0, reason: '', reminders: -1 };
     expect(ctx().reminders).toBe(0);
     clock.advance(1);
-    await until(() => ctx().reminders === 1);
+    await until(() => ctx().reminders === 1, { timeoutMs: 5_000, what: 'ctx().reminders === 1', intervalMs: 2 });
     await node.stop();
     await storage.close();
   });

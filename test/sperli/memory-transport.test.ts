@@ -4,6 +4,7 @@ import { encodeAbort, encodeHeartbeat, encodeHello } from '../../ts/codec/sperli
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { createMemoryTransports, type MemoryTransport } from '../../ts/sperli/memory-transport.js';
 import { transportSuite } from '../compliance/transport.suite.js';
+import { until } from '../helpers/until.js';
 
 transportSuite('in-memory transport', async (size) => {
   const transports = createMemoryTransports(size);
@@ -27,14 +28,6 @@ transportSuite('in-memory transport reading into one reused buffer', async (size
   };
 });
 
-async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 /** A job of three in-memory ranks; rank 1 hears what the test injects as rank 0. */
 async function refusal(
   inject: (t: MemoryTransport) => Uint8Array[],
@@ -45,7 +38,7 @@ async function refusal(
   let delivered = 0;
   target.onFrame(() => delivered++);
   for (const bytes of inject(target)) target.inject(0, bytes);
-  await until(() => ts.every((t) => t.failure !== undefined), 'every rank to fail');
+  await until(() => ts.every((t) => t.failure !== undefined), { timeoutMs: 5_000, what: 'every rank to fail' });
   const error = target.failure as PlexusError;
   const others = [ts[0], ts[2]].map((t) => t?.failure as PlexusError);
   await Promise.all(ts.map((t) => t.close()));
@@ -115,11 +108,11 @@ describe('in-memory transport: frames injected as if from a peer pass the same c
     b.onFrame((_, f) => got.push(f.tag));
     b.inject(0, b.frameFrom(0, FrameType.DATA, new Uint8Array(3), { incarnation: 1, tag: 0xffff_ffff }));
     await a.send(1, FrameType.DATA, 8, new Uint8Array(0));
-    await until(() => got.length === 1, 'the good frame');
+    await until(() => got.length === 1, { timeoutMs: 5_000, what: 'the good frame' });
     expect(got).toEqual([8]);
     expect(b.failure).toBeUndefined();
     b.inject(0, b.frameFrom(0, FrameType.DATA, new Uint8Array(0), { incarnation: 3 }));
-    await until(() => b.failure !== undefined, 'the refusal');
+    await until(() => b.failure !== undefined, { timeoutMs: 5_000, what: 'the refusal' });
     expect([b.failure?.code, b.failure?.details.reason]).toEqual(['H1610', 'incarnation']);
     await Promise.all(ts.map((t) => t.close()));
   });
@@ -137,7 +130,7 @@ describe('in-memory transport: frames injected as if from a peer pass the same c
       [1, 2, 3].map((tag) => b.frameFrom(0, FrameType.DATA, new Uint8Array(tag * 7), { tag })),
     );
     for (let i = 0; i < bytes.length; i += 5) b.inject(0, bytes.subarray(i, i + 5));
-    await until(() => got.length === 3, 'three frames');
+    await until(() => got.length === 3, { timeoutMs: 5_000, what: 'three frames' });
     expect(got).toEqual([1, 2, 3]);
     await Promise.all([a.close(), b.close()]);
   });
@@ -149,7 +142,10 @@ describe('in-memory transport: frames injected as if from a peer pass the same c
       t.onFailure((e) => failures[i]?.push(e));
     });
     (ts[2] as MemoryTransport).crash();
-    await until(() => ts[0]?.failure !== undefined && ts[1]?.failure !== undefined, 'the others to fail');
+    await until(() => ts[0]?.failure !== undefined && ts[1]?.failure !== undefined, {
+      timeoutMs: 5_000,
+      what: 'the others to fail',
+    });
     for (const t of [ts[0], ts[1]]) {
       const f = t?.failure as PlexusError;
       expect(f.code).toBe('H1612');

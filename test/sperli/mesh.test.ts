@@ -23,6 +23,7 @@ import { type MeshOptions, openMesh } from '../../ts/sperli/mesh.js';
 import type { RankTransport } from '../../ts/sperli/transport.js';
 import { transportSuite } from '../compliance/transport.suite.js';
 import { freePorts, issueCertificate, makeTestJob, type TestJob } from '../helpers/sperli-job.js';
+import { until } from '../helpers/until.js';
 
 const LOOP: MeshOptions = { silenceMs: 1500, heartbeatMs: 300, connectTimeoutMs: 5000, retryMs: 50 };
 const utf8 = new TextEncoder();
@@ -57,7 +58,7 @@ async function failureOf(p: Promise<RankTransport>, ms = 10_000): Promise<Plexus
     if (isPlexusError(e)) return e;
     throw e;
   }
-  await until(() => t.failure !== undefined, 'the failure', ms);
+  await until(() => t.failure !== undefined, { timeoutMs: ms, what: 'the failure' });
   return t.failure as PlexusError;
 }
 
@@ -70,14 +71,6 @@ async function rejectionOf(p: Promise<unknown>): Promise<PlexusError> {
     throw e;
   }
   throw new Error('expected a rejection');
-}
-
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -217,7 +210,7 @@ describe('TLS 1.3 mesh: coming up', () => {
     const got: number[] = [];
     ts[3]?.onFrame((peer, f) => got.push(peer * 100 + f.tag));
     for (const t of ts.slice(0, 3)) await t.send(3, FrameType.DATA, 7, new Uint8Array([1]));
-    await until(() => got.length === 3, 'the frames');
+    await until(() => got.length === 3, { what: 'the frames' });
     expect(got.sort((x, y) => x - y)).toEqual([7, 107, 207]);
     await Promise.all(ts.map((t) => t.close()));
   });
@@ -236,7 +229,7 @@ describe('TLS 1.3 mesh: coming up', () => {
     const raw = await greeted(again, 0, 1);
     const t = track(await pending);
     expect(raw.socket.getProtocol()).toBe('TLSv1.3');
-    await until(() => raw.types().length > 0, 'the HELLO');
+    await until(() => raw.types().length > 0, { what: 'the HELLO' });
     expect(raw.types()[0]).toBe(FrameType.HELLO);
     await t.close();
     await raw.closed;
@@ -337,7 +330,7 @@ describe('TLS 1.3 mesh: connections refused on the accepting side (the job goes 
         await hostile.closed;
         expect(hostile.types()).toEqual([]);
       }
-      await until(() => refusals.length > 0, 'the refusal');
+      await until(() => refusals.length > 0, { what: 'the refusal' });
       expect([refusals[0]?.code, refusals[0]?.details.reason, refusals[0]?.details.rule]).toEqual([
         'H1610',
         reason,
@@ -473,7 +466,7 @@ describe('TLS 1.3 mesh: HELLO and join tokens', () => {
     const raw = await greeted(fresh, 0, 1);
     const t = track(await pending);
     raw.send(FrameType.HELLO, encodeHello(fresh.tokens[0]!));
-    await until(() => t.failure !== undefined, 'the refusal');
+    await until(() => t.failure !== undefined, { what: 'the refusal' });
     expect([t.failure?.code, t.failure?.details.reason]).toEqual(['H1610', 'hello-order']);
     await raw.closed;
     expect(raw.aborts()).toEqual([expect.objectContaining({ reason: 2, code: 1610, rank: 1 })]);
@@ -498,7 +491,7 @@ describe('TLS 1.3 mesh: frames refused after setup', () => {
   it('a forged source rank is refused (H1610 source-rank); the other rank gets ABORT reason 2 (H1612)', async () => {
     const { raws, ts } = await withRawRank0();
     raws[0].send(FrameType.DATA, new Uint8Array([1]), { sourceRank: 2 });
-    await until(() => ts[0].failure !== undefined && ts[1].failure !== undefined, 'both failures');
+    await until(() => ts[0].failure !== undefined && ts[1].failure !== undefined, { what: 'both failures' });
     expect([ts[0].failure?.code, ts[0].failure?.details.reason]).toEqual(['H1610', 'source-rank']);
     expect(ts[1].failure?.code).toBe('H1612');
     expect(ts[1].failure?.details).toMatchObject({
@@ -518,10 +511,10 @@ describe('TLS 1.3 mesh: frames refused after setup', () => {
     ts[0].onFrame((_, f) => got.push(f.tag));
     raws[0].send(FrameType.DATA, new Uint8Array(0), { tag: 5 });
     raws[0].send(FrameType.DATA, new Uint8Array(0), { tag: 0x8000_0000 });
-    await until(() => ts[0].failure !== undefined, 'the refusal');
+    await until(() => ts[0].failure !== undefined, { what: 'the refusal' });
     expect([ts[0].failure?.code, ts[0].failure?.details.reason]).toEqual(['H1610', 'tag-reserved']);
     expect(got).toEqual([5]);
-    await until(() => ts[1].failure !== undefined, 'the abort');
+    await until(() => ts[1].failure !== undefined, { what: 'the abort' });
     expect(ts[1].failure?.details.abortReason).toBe(2);
   });
 
@@ -529,7 +522,7 @@ describe('TLS 1.3 mesh: frames refused after setup', () => {
     const { raws, ts } = await withRawRank0();
     raws[0].send(FrameType.HEARTBEAT, encodeHeartbeat(1n));
     raws[0].send(FrameType.HEARTBEAT, encodeHeartbeat(3n));
-    await until(() => ts[0].failure !== undefined, 'the refusal');
+    await until(() => ts[0].failure !== undefined, { what: 'the refusal' });
     expect([ts[0].failure?.code, ts[0].failure?.details.reason, ts[0].failure?.details.rule]).toEqual([
       'H1610',
       'payload-size',
@@ -542,7 +535,10 @@ describe('TLS 1.3 mesh: frames refused after setup', () => {
     const { raws, ts } = await withRawRank0(opts);
     const t0 = Date.now();
     for (const r of raws) r.socket.destroy();
-    await until(() => ts[0].failure !== undefined && ts[1].failure !== undefined, 'both failures', 5000);
+    await until(() => ts[0].failure !== undefined && ts[1].failure !== undefined, {
+      timeoutMs: 5000,
+      what: 'both failures',
+    });
     expect(Date.now() - t0).toBeLessThan(opts.silenceMs + 1000);
     for (const t of ts) {
       const f = t.failure as PlexusError;
@@ -560,7 +556,7 @@ describe('TLS 1.3 mesh: frames refused after setup', () => {
     const raw = await greeted(fresh, 0, 1);
     const t = track(await pending);
     const t0 = Date.now();
-    await until(() => t.failure !== undefined, 'the loss', 5000);
+    await until(() => t.failure !== undefined, { timeoutMs: 5000, what: 'the loss' });
     const waited = Date.now() - t0;
     expect(waited).toBeGreaterThanOrEqual(400);
     expect(waited).toBeLessThan(opts.silenceMs + 1000);

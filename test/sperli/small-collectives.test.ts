@@ -21,14 +21,7 @@ import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { Comm } from '../../ts/sperli/comm.js';
 import { createMemoryTransports, type MemoryTransport } from '../../ts/sperli/memory-transport.js';
 import { runOn, TRANSPORTS } from '../helpers/comm-memory.js';
-
-async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+import { until } from '../helpers/until.js';
 
 function codeOf(s: PromiseSettledResult<unknown>): string {
   if (s.status === 'fulfilled') return 'ok';
@@ -147,7 +140,7 @@ describe('a frame that is not the expected one ends the job as on the general pa
     const [settled] = await Promise.allSettled([call]);
     expect(codeOf(settled!)).toBe('H1617');
     expect(((settled as PromiseRejectedResult).reason as PlexusError).details).toMatchObject({ reason, rank: 0 });
-    await until(() => comms[0]!.failed !== undefined, 'rank 0 to learn of the abort');
+    await until(() => comms[0]!.failed !== undefined, { timeoutMs: 5_000, what: 'rank 0 to learn of the abort' });
     expect(comms[0]!.failed?.code).toBe('H1612');
     expect(comms[0]!.failed?.details).toMatchObject({ abortReason: 3, abortCode: 1617 });
   });
@@ -181,7 +174,7 @@ describe('a frame that is not the expected one ends the job as on the general pa
       const [settled] = await Promise.allSettled([call]);
       expect(codeOf(settled!)).toBe(code);
       expect(((settled as PromiseRejectedResult).reason as PlexusError).details).toMatchObject({ reason, rank: 1 });
-      await until(() => comms[1]!.failed !== undefined, 'rank 1 to learn of the abort');
+      await until(() => comms[1]!.failed !== undefined, { timeoutMs: 5_000, what: 'rank 1 to learn of the abort' });
       expect(comms[1]!.failed?.code).toBe('H1612');
     }
   });

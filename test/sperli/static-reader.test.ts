@@ -13,6 +13,7 @@ import { type MeshOptions, openMesh } from '../../ts/sperli/mesh.js';
 import { READ_BUFFER, StaticReader } from '../../ts/sperli/static-reader.js';
 import type { RankTransport, TransportFrame } from '../../ts/sperli/transport.js';
 import { makeTestJob, type TestJob } from '../helpers/sperli-job.js';
+import { until } from '../helpers/until.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -71,7 +72,7 @@ describe('StaticReader.adopt (the reads of an accepted TLS connection)', () => {
     const early = pattern(1000, 1);
     client.write(early);
     // Wait until the accepted side has decrypted the early bytes (held in its readable buffer).
-    while (accepted.readableLength < early.length) await new Promise((r) => setTimeout(r, 5));
+    await until(() => accepted.readableLength >= early.length, { what: 'the early bytes decrypted' });
     const reader = StaticReader.adopt(accepted);
     expect(reader).toBeInstanceOf(StaticReader);
     const r = reader as StaticReader;
@@ -112,7 +113,7 @@ describe('StaticReader.adopt (the reads of an accepted TLS connection)', () => {
     accepted.on('data', (d: Buffer) => seen.push(d));
     expect(StaticReader.adopt(accepted)).toBeUndefined();
     client.write(pattern(10, 3));
-    while (seen.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => seen.length > 0, { what: 'the first data event' });
     expect([...Buffer.concat(seen)]).toEqual([...pattern(10, 3)]);
   });
 });
@@ -138,10 +139,10 @@ describe('a 2-rank mesh with an adopted accepted connection', () => {
       await t.send(peer, FrameType.DATA, 2, big[t.rank]!);
       await t.send(peer, FrameType.DATA, 3, Uint8Array.of(t.rank, 3));
     }
-    const deadline = Date.now() + 20_000;
-    while ((frames[0]!.length < 3 || frames[1]!.length < 3) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await until(() => frames[0]!.length >= 3 && frames[1]!.length >= 3, {
+      timeoutMs: 20_000,
+      what: 'three frames at each rank',
+    });
     for (const rank of [0, 1]) {
       const from = 1 - rank;
       const got = frames[rank]!;
