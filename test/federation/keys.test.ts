@@ -5,8 +5,9 @@ import { x25519 } from '@noble/curves/ed25519.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FileKeyManager, InMemoryKeyManager } from '../../ts/federation/index.js';
+import { AliasKeyManager } from '../../ts/federation/mediator/identity.js';
+import { keyManagerSuite } from '../compliance/key-manager.suite.js';
 import { expectCode } from './fixtures.js';
-import { keyManagerSuite } from './key-manager.suite.js';
 
 const FAST = { N: 1 << 10, r: 8, p: 1 }; // tests only: the default is 2^15
 const dirs: string[] = [];
@@ -19,9 +20,20 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-keyManagerSuite('InMemoryKeyManager', { setup: async (o) => new InMemoryKeyManager(o) });
+keyManagerSuite('InMemoryKeyManager', {
+  setup: async () => ({ open: async (o) => new InMemoryKeyManager(o) }),
+  teardown: async () => {},
+});
 keyManagerSuite('FileKeyManager', {
-  setup: async (o) => FileKeyManager.open(join(tmp(), 'keys.json'), 'pass phrase', { ...o, scrypt: FAST }),
+  setup: async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-keys-'));
+    return { dir, open: (o) => FileKeyManager.open(join(dir, 'keys.json'), 'pass phrase', { ...o, scrypt: FAST }) };
+  },
+  teardown: async (h) => rmSync(h.dir, { recursive: true, force: true }),
+});
+keyManagerSuite('AliasKeyManager over InMemoryKeyManager', {
+  setup: async () => ({ open: async (o) => new AliasKeyManager(new InMemoryKeyManager(o)) }),
+  teardown: async () => {},
 });
 
 describe('FileKeyManager on real files', () => {
