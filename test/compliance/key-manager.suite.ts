@@ -84,7 +84,7 @@ export function keyManagerSuite<T extends KeyManagerHarness>(name: string, facto
 
     it('rotation keeps the DID; the retired key decrypts during the grace period only, and never signs', async () => {
       let now = 1_000_000;
-      const km = await subject().open({ graceMs: 60_000, now: () => now });
+      const km = await subject().open({ graceMs: 60_000, clock: { now: () => now } });
       const old = await km.generate(`${did}#ka-1`, 'X25519');
       await km.generate(`${did}#sig-1`, 'Ed25519');
       const peer = x25519.utils.randomSecretKey();

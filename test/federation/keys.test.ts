@@ -83,17 +83,17 @@ describe('FileKeyManager on real files', () => {
   it('rotation and its grace period survive a reopen', async () => {
     let now = 5_000;
     const path = join(tmp(), 'keys.json');
-    const km = await FileKeyManager.open(path, 'p', { scrypt: FAST, graceMs: 1000, now: () => now });
+    const km = await FileKeyManager.open(path, 'p', { scrypt: FAST, graceMs: 1000, clock: { now: () => now } });
     const old = await km.generate('did:example:a#ka-1', 'X25519');
     await km.rotate(old.kid, 'did:example:a#ka-2');
-    const reopened = await FileKeyManager.open(path, 'p', { graceMs: 1000, now: () => now });
+    const reopened = await FileKeyManager.open(path, 'p', { graceMs: 1000, clock: { now: () => now } });
     expect(reopened.info(old.kid)).toMatchObject({ status: 'retired', retiredAt: 5_000 });
     const peer = x25519.getPublicKey(x25519.utils.randomSecretKey());
     await reopened.ecdh(old.kid, peer);
     now = 6_001;
     await expectCode(reopened.ecdh(old.kid, peer), 'PLX_KEYS_RETIRED');
     expect(await reopened.purgeExpired()).toBe(1);
-    const third = await FileKeyManager.open(path, 'p', { graceMs: 1000, now: () => now });
+    const third = await FileKeyManager.open(path, 'p', { graceMs: 1000, clock: { now: () => now } });
     expect(third.list().map((k) => k.kid)).toEqual(['did:example:a#ka-2']);
   });
 });
