@@ -23,7 +23,15 @@ import { NATIVE_SHA256_MIN, nativeSha256, nativeSha256Stream } from './native.js
 import type { Sha256Stream } from './types.js';
 
 export { backend, kernels, useBackend } from './backend.js';
-export { type Clock, type ClockTimers, ManualClock, systemClock, type TimerHandle, type Timers } from './clock.js';
+export {
+  type Clock,
+  type ClockTimers,
+  ManualClock,
+  monotonicClock,
+  systemClock,
+  type TimerHandle,
+  type Timers,
+} from './clock.js';
 export {
   ELEMENT_TYPE_NAMES,
   ELEMENT_WIDTH,
