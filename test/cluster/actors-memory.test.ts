@@ -203,7 +203,7 @@ describe('actors across nodes (MemoryWire)', () => {
     // Pause b: its lease clock stops and its heartbeats stop reaching the authority.
     const mb = c.memberships.get('b')!;
     const frozen = performance.now();
-    (mb as unknown as { clock: () => number }).clock = () => frozen;
+    (mb as unknown as { clock: { now(): number } }).clock = { now: () => frozen };
     (mb as unknown as { call: () => Promise<never> }).call = () => Promise.reject(new Error('paused'));
     await until(
       () => {

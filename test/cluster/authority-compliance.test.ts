@@ -20,7 +20,7 @@ const options = (clock: { now: number }): AuthorityHostOptions => ({
   lease: LEASE_AUTHORITY_SUITE.lease,
   detector: LEASE_AUTHORITY_SUITE.detector,
   autoAssign: LEASE_AUTHORITY_SUITE.autoAssign,
-  clock: () => clock.now,
+  clock: { now: () => clock.now },
   // Time moves only when the suite calls: the periodic tick never fires during a test.
   tickEveryMs: 1_000_000,
 });

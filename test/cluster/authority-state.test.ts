@@ -38,7 +38,7 @@ async function openHost(stateDir: string, clock: { now: number }, meta = META): 
     detector: { suspectAfterMs: 300, failedAfterMs: 1000 },
     journals: 'per-node',
     autoAssign: false,
-    clock: () => clock.now,
+    clock: { now: () => clock.now },
     tickEveryMs: 1_000_000,
   });
 }

@@ -97,7 +97,7 @@ async function org(
   const fed = await Federation.create({ resolver, clock, inboundLog: log, network: net, retry: { attempts: 1 } });
   const storage = memoryJournal(4);
   const node = Node.builder(storage).processor(fed.processor()).clock(clock).build();
-  const keys = new InMemoryKeyManager({ now: () => now });
+  const keys = new InMemoryKeyManager({ clock: { now: () => now } });
   const actor = await fed.provision(node, recorder, name, { services: [{ uri: `loop://${name}` }], ...config }, keys);
   net.routes.set(`loop://${name}`, () => ({ fed, actor }));
   return { fed, node, storage, keys, actor, log };

@@ -170,7 +170,7 @@ describe('DIDComm pack and unpack round trips', () => {
     let now = 0;
     const km = new InMemoryKeyManager();
     const a = await party(km);
-    const bk = new InMemoryKeyManager({ graceMs: 10_000, now: () => now });
+    const bk = new InMemoryKeyManager({ graceMs: 10_000, clock: { now: () => now } });
     const b = await party(bk);
     const r = await packEncrypted(message(a.did, b.did), { to: b.did, from: a.did }, { resolver: reg, keys: km });
     await bk.rotate(b.agreementKid, `${b.did}#ka-2`);
@@ -178,7 +178,7 @@ describe('DIDComm pack and unpack round trips', () => {
     now = 10_001;
     const log = new UndecryptableLog();
     await expectCode(
-      unpack(r.packed, { resolver: reg, keys: bk, recorder: log, now: () => now }),
+      unpack(r.packed, { resolver: reg, keys: bk, recorder: log, clock: { now: () => now } }),
       'PLX_DIDCOMM_NO_KEY',
     );
     expect(log.entries()).toMatchObject([{ at: 10_001, code: 'PLX_DIDCOMM_NO_KEY', recipientKids: [b.agreementKid] }]);

@@ -5,8 +5,9 @@ import { x25519 } from '@noble/curves/ed25519.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FileKeyManager, InMemoryKeyManager } from '../../ts/federation/index.js';
+import { AliasKeyManager } from '../../ts/federation/mediator/identity.js';
+import { keyManagerSuite } from '../compliance/key-manager.suite.js';
 import { expectCode } from './fixtures.js';
-import { keyManagerSuite } from './key-manager.suite.js';
 
 const FAST = { N: 1 << 10, r: 8, p: 1 }; // tests only: the default is 2^15
 const dirs: string[] = [];
@@ -19,9 +20,20 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-keyManagerSuite('InMemoryKeyManager', { setup: async (o) => new InMemoryKeyManager(o) });
+keyManagerSuite('InMemoryKeyManager', {
+  setup: async () => ({ open: async (o) => new InMemoryKeyManager(o) }),
+  teardown: async () => {},
+});
 keyManagerSuite('FileKeyManager', {
-  setup: async (o) => FileKeyManager.open(join(tmp(), 'keys.json'), 'pass phrase', { ...o, scrypt: FAST }),
+  setup: async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'plexus-keys-'));
+    return { dir, open: (o) => FileKeyManager.open(join(dir, 'keys.json'), 'pass phrase', { ...o, scrypt: FAST }) };
+  },
+  teardown: async (h) => rmSync(h.dir, { recursive: true, force: true }),
+});
+keyManagerSuite('AliasKeyManager over InMemoryKeyManager', {
+  setup: async () => ({ open: async (o) => new AliasKeyManager(new InMemoryKeyManager(o)) }),
+  teardown: async () => {},
 });
 
 describe('FileKeyManager on real files', () => {
@@ -71,17 +83,17 @@ describe('FileKeyManager on real files', () => {
   it('rotation and its grace period survive a reopen', async () => {
     let now = 5_000;
     const path = join(tmp(), 'keys.json');
-    const km = await FileKeyManager.open(path, 'p', { scrypt: FAST, graceMs: 1000, now: () => now });
+    const km = await FileKeyManager.open(path, 'p', { scrypt: FAST, graceMs: 1000, clock: { now: () => now } });
     const old = await km.generate('did:example:a#ka-1', 'X25519');
     await km.rotate(old.kid, 'did:example:a#ka-2');
-    const reopened = await FileKeyManager.open(path, 'p', { graceMs: 1000, now: () => now });
+    const reopened = await FileKeyManager.open(path, 'p', { graceMs: 1000, clock: { now: () => now } });
     expect(reopened.info(old.kid)).toMatchObject({ status: 'retired', retiredAt: 5_000 });
     const peer = x25519.getPublicKey(x25519.utils.randomSecretKey());
     await reopened.ecdh(old.kid, peer);
     now = 6_001;
     await expectCode(reopened.ecdh(old.kid, peer), 'PLX_KEYS_RETIRED');
     expect(await reopened.purgeExpired()).toBe(1);
-    const third = await FileKeyManager.open(path, 'p', { graceMs: 1000, now: () => now });
+    const third = await FileKeyManager.open(path, 'p', { graceMs: 1000, clock: { now: () => now } });
     expect(third.list().map((k) => k.kid)).toEqual(['did:example:a#ka-2']);
   });
 });

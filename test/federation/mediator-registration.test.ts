@@ -176,7 +176,7 @@ describe('registration needs proof of control (alice, mallory, carol)', () => {
 describe('the replay guard and routes from before the rule', () => {
   it('remembers ids within the window, forgets them after, and raises a floor when full', () => {
     let now = 1_700_000_000_000;
-    const g = new ReplayGuard(60_000, 3, () => now);
+    const g = new ReplayGuard(60_000, 3, { now: () => now });
     const t = Math.floor(now / 1000);
     g.check('a', 'm1', t, 'x');
     expect(() => g.check('a', 'm1', t, 'x')).toThrow(/already taken/);

@@ -59,7 +59,7 @@ describe('ResolverRegistry', () => {
   it('caches within the TTL, resolves again after it, and after invalidate(did)', async () => {
     let now = 0;
     const t = new CountingResolver();
-    const reg = new ResolverRegistry({ ttlMs: 1000, now: () => now }).register(t);
+    const reg = new ResolverRegistry({ ttlMs: 1000, clock: { now: () => now } }).register(t);
     await reg.resolve('did:test:a');
     await reg.resolve('did:test:a#key-1');
     expect(t.calls).toBe(1);

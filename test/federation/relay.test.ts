@@ -66,7 +66,7 @@ async function party(
   net: Net,
   config: ProvisionConfig,
   retry?: Partial<RetryPolicy>,
-  keys = new InMemoryKeyManager({ now: () => clock.now() }),
+  keys = new InMemoryKeyManager({ clock }),
 ): Promise<Party> {
   const fed = await Federation.create({
     resolver: new ResolverRegistry(),
@@ -165,7 +165,7 @@ describe('relay outbox', () => {
   it('key rotation with messages in flight: the retired key decrypts within grace, later ones are recorded', async () => {
     const clock = new ManualClock();
     const net = new Net(clock);
-    const keys = new InMemoryKeyManager({ now: () => clock.now(), graceMs: 60_000 });
+    const keys = new InMemoryKeyManager({ clock, graceMs: 60_000 });
     const shop = await party('shop', clock, net, {}, undefined, keys);
     const bkeys = new InMemoryKeyManager();
     const b = await createPeerIdentity(bkeys);

@@ -14,7 +14,7 @@ import {
   ResolverRegistry,
   unpack,
 } from '../../ts/federation/index.js';
-import { resolverSuite } from './resolver.suite.js';
+import { resolverSuite } from '../compliance/resolver.suite.js';
 
 const peerDid = () =>
   createDidPeer2([
@@ -47,6 +47,7 @@ resolverSuite('did:key', {
     valid: [createDidKey().did, `did:key:${encodeMultikey('X25519', new Uint8Array(32).fill(9))}`],
     invalid: ['did:key:abc', 'did:peer:2.Ez6LS', 'did:key:z6Mk', 'nonsense'],
   }),
+  teardown: async () => {},
 });
 
 resolverSuite('did:peer:2', {
@@ -55,9 +56,9 @@ resolverSuite('did:peer:2', {
     valid: [peerDid(), createDidPeer2([], [{ type: 'DIDCommMessaging', serviceEndpoint: 'https://x.example' }])],
     invalid: ['did:peer:0z6Mk', 'did:peer:2.Qz6Mk', 'did:peer:2.S!!', 'did:peer:2.SeyJ9'],
   }),
+  teardown: async () => {},
 });
 
-let web: Server | undefined;
 resolverSuite('did:web over loopback HTTP', {
   setup: async () => {
     const docs = new Map<string, unknown>([
@@ -72,14 +73,14 @@ resolverSuite('did:web over loopback HTTP', {
       ['/u/mallory/did.json', { id: 'did:web:example.com:u:alice' }],
     ]);
     const s = await webServer(docs);
-    web = s.server;
     return {
+      server: s.server,
       resolver: new DidWebResolver(s.fetcher),
       valid: ['did:web:example.com', 'did:web:example.com:u:alice'],
       invalid: ['did:web:example.com:u:mallory', 'did:web:example.com:u:nobody', 'did:web:bad/host'],
     };
   },
-  teardown: async () => new Promise<void>((r) => web?.close(() => r())),
+  teardown: (h) => new Promise<void>((r) => h.server.close(() => r())),
 });
 
 resolverSuite('ResolverRegistry', {
@@ -88,6 +89,7 @@ resolverSuite('ResolverRegistry', {
     valid: [createDidKey().did, peerDid()],
     invalid: ['did:unknown:x', 'did:key:zz', ''],
   }),
+  teardown: async () => {},
 });
 
 describe('DIDComm to a did:web served over loopback HTTP', () => {

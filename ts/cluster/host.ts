@@ -11,6 +11,7 @@
  * When persisting fails, the host answers nothing more (PLX_CLUSTER_AUTHORITY_STATE): a
  * grant it could not make durable is never handed out.
  */
+import { type Clock, monotonicClock } from '../core/clock.js';
 import { type AuthorityOptions, type AuthorityReady, MemoryAuthority } from './authority.js';
 import { loadAuthorityState, saveAuthorityState } from './authority-state.js';
 import { serveAuthority } from './codec.js';
@@ -20,8 +21,8 @@ import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from './lease-a
 import { clusterMeta } from './meta.js';
 
 export interface AuthorityHostOptions extends AuthorityOptions {
-  /** Monotonic milliseconds (default performance.now). */
-  readonly clock?: () => number;
+  /** Monotonic milliseconds (default `monotonicClock`). */
+  readonly clock?: Clock;
   /** Tick period (default 50 ms). */
   readonly tickEveryMs?: number;
   /** Sees what each tick and request changed (grants, freed leases, health). */
@@ -37,7 +38,7 @@ export interface PersistentAuthorityHostOptions extends Omit<AuthorityHostOption
 
 export class AuthorityHost implements LeaseAuthority {
   readonly authority: MemoryAuthority;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   private readonly timer: NodeJS.Timeout;
   private readonly onReady: (r: AuthorityReady) => void;
   private readonly onFatal: (e: unknown) => void;
@@ -52,12 +53,12 @@ export class AuthorityHost implements LeaseAuthority {
   static async open(opts: PersistentAuthorityHostOptions): Promise<AuthorityHost> {
     const meta = clusterMeta(opts.meta);
     const restored = await loadAuthorityState(opts.stateDir, meta);
-    const clock = opts.clock ?? (() => performance.now());
+    const clock = opts.clock ?? monotonicClock;
     const ttl = leaseConfig(opts.lease).ttlMs;
     const host = new AuthorityHost({
       ...opts,
       clock,
-      ...(restored ? { restored, grantsFrom: clock() + ttl } : {}),
+      ...(restored ? { restored, grantsFrom: clock.now() + ttl } : {}),
     });
     host.stateDir = opts.stateDir;
     // A new cluster's first state (its epoch floor) is on disk before any request is answered.
@@ -72,13 +73,13 @@ export class AuthorityHost implements LeaseAuthority {
 
   constructor(opts: AuthorityHostOptions) {
     this.authority = new MemoryAuthority(opts);
-    this.clock = opts.clock ?? (() => performance.now());
+    this.clock = opts.clock ?? monotonicClock;
     this.onReady = opts.onReady ?? (() => {});
     this.onFatal = opts.onFatal ?? (() => {});
-    this.authority.tick(this.clock());
+    this.authority.tick(this.clock.now());
     this.timer = setInterval(() => {
       if (this.failed !== undefined) return;
-      this.authority.tick(this.clock());
+      this.authority.tick(this.clock.now());
       this.flush();
     }, opts.tickEveryMs ?? 50);
     this.timer.unref();
@@ -87,7 +88,7 @@ export class AuthorityHost implements LeaseAuthority {
   /** Answers one request at the current time, once what it changed is durable. */
   call = async (req: AuthorityRequest): Promise<AuthorityReply> => {
     if (this.failed !== undefined) throw this.failed;
-    this.authority.tick(this.clock());
+    this.authority.tick(this.clock.now());
     const r = this.authority.step(req);
     this.flush();
     await this.persisting;

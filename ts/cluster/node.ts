@@ -458,7 +458,7 @@ async function launch(
     call,
     ...(cfg.lease ? { lease: cfg.lease } : {}),
     ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
-    ...(rate !== 1 ? { clock: () => performance.now() * rate } : {}),
+    ...(rate !== 1 ? { clock: { now: () => performance.now() * rate } } : {}),
     ...(opts.onError ? { onError: opts.onError } : {}),
   });
   const m = membership;

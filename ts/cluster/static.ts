@@ -5,6 +5,7 @@
  * leases this node holds, counting each lease from the moment the request was sent on this
  * node's monotonic clock.
  */
+import { type Clock, monotonicClock } from '../core/clock.js';
 import { type LeaseConfig, leaseConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
 import type { AuthorityCall, AuthorityReply, AuthorityRequest } from './lease-authority.js';
@@ -34,8 +35,8 @@ export interface StaticMembershipOptions {
   readonly config: StaticConfig;
   readonly call: AuthorityCall;
   readonly lease?: Partial<LeaseConfig>;
-  /** Monotonic milliseconds (default performance.now). */
-  readonly clock?: () => number;
+  /** Monotonic milliseconds (default `monotonicClock`). */
+  readonly clock?: Clock;
   /** Heartbeat period (default 1/3 of the lease's renewal period, at most 1 s). */
   readonly heartbeatEveryMs?: number;
   /** Called when a heartbeat fails (the authority is unreachable). */
@@ -57,7 +58,7 @@ export class StaticMembership implements Membership {
   readonly meta: ClusterMeta;
   readonly lease: LeaseConfig;
   private readonly call: AuthorityCall;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   private readonly heartbeatEveryMs: number;
   private readonly onError: (e: unknown) => void;
   private current: View = EMPTY_VIEW;
@@ -74,7 +75,7 @@ export class StaticMembership implements Membership {
     this.config = opts.config;
     this.call = opts.call;
     this.lease = leaseConfig(opts.lease);
-    this.clock = opts.clock ?? (() => performance.now());
+    this.clock = opts.clock ?? monotonicClock;
     this.heartbeatEveryMs =
       opts.heartbeatEveryMs ?? Math.min(1000, Math.max(1, Math.floor(this.lease.renewEveryMs / 3)));
     this.onError = opts.onError ?? (() => {});
@@ -93,14 +94,14 @@ export class StaticMembership implements Membership {
 
   /** The leases this node holds and that have not ended by its own clock. */
   held(): readonly Lease[] {
-    const now = this.clock();
+    const now = this.clock.now();
     return [...this.leases.values()].filter((l) => unexpired(l, now));
   }
 
   /** The lease of `shard` if this node holds it and it lets a macrostep start now. */
   leaseFor(shard: number): Lease | undefined {
     const l = this.leases.get(shard);
-    return l && canStart(l, this.clock(), this.lease.safetyMarginMs) ? l : undefined;
+    return l && canStart(l, this.clock.now(), this.lease.safetyMarginMs) ? l : undefined;
   }
 
   async join(): Promise<View> {
@@ -119,13 +120,13 @@ export class StaticMembership implements Membership {
   }
 
   async grant(shard: number): Promise<Lease> {
-    const from = this.clock();
+    const from = this.clock.now();
     const r = await this.request({ type: 'grant', node: this.self, shard });
     return this.keep(r, from);
   }
 
   async renew(shard: number, epoch: bigint): Promise<Lease> {
-    const from = this.clock();
+    const from = this.clock.now();
     try {
       const r = await this.request({ type: 'renew', node: this.self, shard, epoch });
       return this.keep(r, from);
@@ -172,7 +173,7 @@ export class StaticMembership implements Membership {
     try {
       do {
         this.again = false;
-        const from = this.clock();
+        const from = this.clock.now();
         const held = new Map<number, bigint>();
         for (const l of this.leases.values()) held.set(l.shard, l.epoch);
         for (const l of this.current.leases) if (l.owner === this.self) held.set(l.shard, l.epoch);

@@ -19,8 +19,8 @@
  * before the change and appended to after it).
  */
 import { PlexusError } from '../core/errors.js';
-import type { ConfState, Entry, HardState, SnapshotMetadata } from '../raft/types.js';
 import { type ByteFail, ByteReader, ByteWriter } from './bytes.js';
+import type { ConfState, Entry, HardState, SnapshotMetadata } from './raft-types.js';
 
 export const KIND_ENTRY = 1;
 export const KIND_HARD = 2;

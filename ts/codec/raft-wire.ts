@@ -1,6 +1,6 @@
 /**
  * Raft messages on the wire (docs/raft-wire.md): how the drivers of plexus send the
- * messages of the Raft core (ts/raft/types.ts) between processes over a byte stream.
+ * messages of the Raft core (ts/codec/raft-types.ts) between processes over a byte stream.
  * Only messages between nodes travel; the local ones (MsgHup, MsgBeat, MsgProp) are refused.
  *
  *   0 u32 length (body bytes) | 4 u8 version (1) | 5 u8 type | 6 u8 flags | 7 u8 reserved
@@ -19,9 +19,9 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { checkHeader, crc32c, defineHeader, encodeHeader } from '../core/index.js';
-import type { Entry, Message, MessageType, Snapshot } from '../raft/types.js';
 import { type ByteFail, ByteReader, ByteWriter } from './bytes.js';
 import { FrameAssembler } from './frames.js';
+import type { Entry, Message, MessageType, Snapshot } from './raft-types.js';
 
 export const RAFT_HEADER_BYTES = 72;
 export const RAFT_WIRE_VERSION = 1;

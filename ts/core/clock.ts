@@ -36,6 +36,16 @@ export const systemClock: ClockTimers = {
   },
 };
 
+/**
+ * Monotonic milliseconds (`performance.now`, never stepped by a wall-clock change) and the same
+ * unreferenced timers: for leases and durations, never for dates.
+ */
+export const monotonicClock: ClockTimers = {
+  now: () => performance.now(),
+  setTimeout: systemClock.setTimeout,
+  clearTimeout: systemClock.clearTimeout,
+};
+
 interface ManualTimer {
   readonly due: number;
   readonly seq: number;

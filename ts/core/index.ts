@@ -24,6 +24,15 @@ import type { Sha256Stream } from './types.js';
 
 export { backend, kernels, useBackend } from './backend.js';
 export {
+  type Clock,
+  type ClockTimers,
+  ManualClock,
+  monotonicClock,
+  systemClock,
+  type TimerHandle,
+  type Timers,
+} from './clock.js';
+export {
   ELEMENT_TYPE_NAMES,
   ELEMENT_WIDTH,
   ElementType,

@@ -16,7 +16,9 @@
  * inbound log with its reason, costs no journal append, and is answered with
  * `error.communication` only when the sender is verified and had contacted the actor before.
  */
+
 import { createHash } from 'node:crypto';
+import type { Clock } from '../core/clock.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import type { DeliverResult, Envelope, JsonValue } from '../runtime/types.js';
 import type { DidDocumentSource } from './did/types.js';
@@ -206,7 +208,7 @@ export interface AdmissionContext {
   readonly resolver: DidDocumentSource;
   readonly grants: GrantSet;
   readonly log: InboundLog;
-  now(): number;
+  readonly clock: Clock;
   /** Sends error.communication from `actor` to a refused sender (best effort). */
   answer?(actor: AdmittingActor, to: string, refused: InboundRefusal, thid: string, sendid?: string): void;
   /** Message ids remembered by the admission cache (default 65 536). */
@@ -279,7 +281,7 @@ export class Admission {
     r: Omit<InboundRefusal, 'kind' | 'at' | 'actor'>,
     answer?: { thid: string; sendid?: string },
   ): Promise<AdmissionOutcome> {
-    const refusal: InboundRefusal = { kind: 'refused', at: this.ctx.now(), actor: actor.did, ...r };
+    const refusal: InboundRefusal = { kind: 'refused', at: this.ctx.clock.now(), actor: actor.did, ...r };
     await this.ctx.log.record(refusal);
     this.stats.refused++;
     if (
@@ -305,7 +307,7 @@ export class Admission {
     let message: DidCommMessage;
     let authenticated: boolean;
     try {
-      const u = await unpack(envelope, { resolver: this.ctx.resolver, keys: actor.keys, now: this.ctx.now });
+      const u = await unpack(envelope, { resolver: this.ctx.resolver, keys: actor.keys, clock: this.ctx.clock });
       message = u.message;
       authenticated = u.metadata.authenticated;
     } catch (e) {
@@ -351,7 +353,7 @@ export class Admission {
       return this.refuse(actor, { ...base, code: AdmissionCode.malformed, reason: body }, answer);
     }
     // 3. the grant. An error.communication is taken from a party the actor may send to.
-    const now = this.ctx.now();
+    const now = this.ctx.clock.now();
     const isError = body.name === ERROR_COMMUNICATION_EVENT;
     const answersOurs =
       isError &&

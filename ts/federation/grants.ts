@@ -224,19 +224,19 @@ export class GrantSet {
   }
 
   /** May `sender` send `event` to `target`? Checked by the sender before anything leaves. */
-  allowsOutbound(sender: string, target: string, event: string, now: number = Date.now()): GrantDecision {
+  allowsOutbound(sender: string, target: string, event: string, now: number): GrantDecision {
     return this.outbound.check(sender, target, event, now, 'outbound');
   }
   /** May `sender` send `event` to `target`? Checked by the receiver. */
-  allowsInbound(sender: string, target: string, event: string, now: number = Date.now()): GrantDecision {
+  allowsInbound(sender: string, target: string, event: string, now: number): GrantDecision {
     return this.inbound.check(sender, target, event, now, 'inbound');
   }
 
   /** Throws the refusal as a PlexusError (`PLX_GRANT_NONE`, `PLX_GRANT_EXPIRED`). */
-  requireOutbound(sender: string, target: string, event: string, now: number = Date.now()): Grant {
+  requireOutbound(sender: string, target: string, event: string, now: number): Grant {
     return orThrow(this.allowsOutbound(sender, target, event, now), sender, target, event);
   }
-  requireInbound(sender: string, target: string, event: string, now: number = Date.now()): Grant {
+  requireInbound(sender: string, target: string, event: string, now: number): Grant {
     return orThrow(this.allowsInbound(sender, target, event, now), sender, target, event);
   }
 }

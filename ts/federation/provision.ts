@@ -103,7 +103,7 @@ export class Federation {
       resolver: opts.resolver,
       grants: this.grants,
       log: inboundLog,
-      now: () => this.clock.now(),
+      clock: this.clock,
       ...(opts.dedupCapacity === undefined ? {} : { dedupCapacity: opts.dedupCapacity }),
       answer: (actor, to, refused, thid, sendid) => this.answer(actor, to, refused.code, refused.reason, thid, sendid),
     });

@@ -7,6 +7,7 @@
  * (shard leases) and a `cluster` processor (its transport) against these types only.
  */
 import type { JsonValue } from '../codec/journal-record.js';
+import type { ClockTimers } from '../core/clock.js';
 
 export type { JsonValue };
 
@@ -231,12 +232,8 @@ export interface DeliverOptions {
 /** `processed`: a macrostep consumed it; `duplicate`: its id was already journaled. */
 export type DeliverResult = 'processed' | 'duplicate';
 
-/** Injected time: milliseconds, and timers that the node cancels on stop. */
-export interface Clock {
-  now(): number;
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
+/** Injected time: milliseconds, and timers that the node cancels on stop (the core clock shape). */
+export type Clock = ClockTimers;
 
 /** Runtime settings; ClusterConfig names and defaults where they overlap. */
 export interface RuntimeConfig {

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { HostEntry, JobDescription } from '../codec/sperli-jobdesc.js';
+import { type Clock, systemClock } from '../core/clock.js';
 import { CompositeSig } from '../crypto/index.js';
 import { createJobCa, issueRankCertificate } from '../crypto/x509.js';
 import { signJoinToken } from './tokens.js';
@@ -21,8 +22,8 @@ export interface MakeJobOptions {
   readonly jobId?: Uint8Array;
   /** The job key pair (default: a fresh one). Restarts of a job keep its key. */
   readonly keys?: { readonly publicKey: Uint8Array; readonly secretKey: Uint8Array };
-  /** Clock in ms since 1970 (default Date.now). */
-  readonly now?: () => number;
+  /** Wall time in ms since 1970 for the join tokens' expiry (default the system clock). */
+  readonly clock?: Clock;
 }
 
 export interface Job {
@@ -40,7 +41,7 @@ export async function makeJob(opts: MakeJobOptions): Promise<Job> {
   const jobId = opts.jobId ?? new Uint8Array(randomBytes(16));
   const incarnation = opts.incarnation ?? 1;
   const keys = opts.keys ?? CompositeSig.keygen();
-  const now = (opts.now ?? Date.now)();
+  const now = (opts.clock ?? systemClock).now();
   const expiry = BigInt(now + (opts.tokenTtlMs ?? 3_600_000));
   const ca = await createJobCa({ jobId });
   const caCert = utf8.encode(ca.cert);

@@ -16,7 +16,6 @@
  *
  * Timers use a monotonic clock and are cleared when the job ends or closes.
  */
-import { performance } from 'node:perf_hooks';
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import {
   encodeFrameHeader,
@@ -44,6 +43,7 @@ import {
   encodeAbort,
   encodeHeartbeat,
 } from '../codec/sperli-payloads.js';
+import { type Clock, monotonicClock } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { CKPT_DATA_HEADER_SIZE, IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
@@ -101,8 +101,8 @@ export interface PeerLinksOptions {
   };
   /** Runs once when the job fails or closes; what it returns is awaited by `close()` and `abort()`. */
   readonly onShutdown?: () => Promise<void>;
-  /** Monotonic milliseconds (default performance.now). */
-  readonly clock?: () => number;
+  /** Monotonic milliseconds (default `monotonicClock`). */
+  readonly clock?: Clock;
 }
 
 interface Peer {
@@ -164,7 +164,7 @@ export class PeerLinks implements RankTransport {
   /** The bytes being fed are a read buffer the owner uses again (see `receive`). */
   private transientInput = false;
   private shutdown: Promise<void> | undefined;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   /** Called when every peer's HELLO has been accepted. */
   private readyListener: (() => void) | undefined;
   /** Called with the failure, before the failure handler (the mesh's setup listens here). */
@@ -173,7 +173,7 @@ export class PeerLinks implements RankTransport {
   constructor(private readonly opts: PeerLinksOptions) {
     this.rank = opts.rank;
     this.size = opts.size;
-    this.clock = opts.clock ?? (() => performance.now());
+    this.clock = opts.clock ?? monotonicClock;
     for (let r = 0; r < opts.size; r++) {
       this.peers.push({
         rank: r,
@@ -252,7 +252,7 @@ export class PeerLinks implements RankTransport {
     );
     p.stream.streaming = this.streaming;
     p.helloDone = hello === undefined;
-    const now = this.clock();
+    const now = this.clock.now();
     p.lastReceived = now;
     p.lastSent = now;
     if (this.state !== 'open') {
@@ -541,7 +541,7 @@ export class PeerLinks implements RankTransport {
       return queued;
     }
     const link = p.link as Link;
-    p.lastSent = this.clock();
+    p.lastSent = this.clock.now();
     // Large frames: the header (and prefix), then the caller's payload without a copy,
     // piece by piece behind the link's backpressure. The last piece resolves once the
     // link has taken it, so the caller's bytes are free again.
@@ -571,7 +571,7 @@ export class PeerLinks implements RankTransport {
       queued.catch(noop);
       return queued;
     }
-    p.lastSent = this.clock();
+    p.lastSent = this.clock.now();
     const done = (p.link as Link).write(out);
     // The transport's own frames are not awaited; a failed write shows as a closed link.
     if (done !== TAKEN) done.catch(noop);
@@ -600,7 +600,7 @@ export class PeerLinks implements RankTransport {
     head.set(prefix, FRAME_HEADER_SIZE);
     p.busy = true;
     p.growing = source;
-    p.lastSent = this.clock();
+    p.lastSent = this.clock.now();
     const done = (async () => {
       await link.write(head);
       let at = start;
@@ -608,7 +608,7 @@ export class PeerLinks implements RankTransport {
         while (at < end) {
           await source.until(at + 1);
           const to = Math.min(source.ready, end, at + WRITE_PIECE);
-          p.lastSent = this.clock();
+          p.lastSent = this.clock.now();
           await link.write(source.bytes.subarray(at, to), to === end);
           at = to;
         }
@@ -636,7 +636,7 @@ export class PeerLinks implements RankTransport {
     await link.write(head);
     for (let off = 0; off < payload.length; ) {
       const end = Math.min(off + WRITE_PIECE, payload.length);
-      p.lastSent = this.clock();
+      p.lastSent = this.clock.now();
       await link.write(payload.subarray(off, end), end === payload.length);
       off = end;
     }
@@ -674,7 +674,7 @@ export class PeerLinks implements RankTransport {
       this.refuse(event.error);
       return;
     }
-    p.lastReceived = this.clock();
+    p.lastReceived = this.clock.now();
     if (event.kind === 'drop') return;
     if (event.kind === 'piece') {
       p.incoming?.push(event.bytes, this.transientInput);
@@ -778,7 +778,7 @@ export class PeerLinks implements RankTransport {
       () => {
         p.heartbeatTimer = undefined;
         if (this.state !== 'open' || p.closed || p.bye) return;
-        const since = this.clock() - p.lastSent;
+        const since = this.clock.now() - p.lastSent;
         if (since >= every - 0.5) {
           p.heartbeatOut += 1n;
           this.write(p, FrameType.HEARTBEAT, encodeHeartbeat(p.heartbeatOut));
@@ -799,7 +799,7 @@ export class PeerLinks implements RankTransport {
       () => {
         p.silenceTimer = undefined;
         if (this.state !== 'open' || p.closed || p.bye) return;
-        const idle = this.clock() - p.lastReceived;
+        const idle = this.clock.now() - p.lastReceived;
         if (idle >= limit - 0.5) this.lose(p.rank, 'silence');
         else this.armSilence(p, limit - idle);
       },

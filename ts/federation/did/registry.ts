@@ -4,6 +4,7 @@
  * caller that found a DID's endpoint failing calls `invalidate(did)` so the next resolution
  * fetches a fresh document. Concurrent resolutions of one DID share a single fetch.
  */
+import type { Clock } from '../../core/clock.js';
 import { PlexusError } from '../../core/errors.js';
 import { DidKeyResolver } from './did-key.js';
 import { DidPeerResolver } from './did-peer.js';
@@ -17,8 +18,8 @@ export interface ResolverRegistryOptions {
   cacheSize?: number;
   /** Time to live of a cached document in ms (default 5 minutes). */
   ttlMs?: number;
-  /** Clock in ms (default Date.now). */
-  now?: () => number;
+  /** Time in ms for cache expiry (default the system clock). */
+  clock?: Clock;
   /** When given, did:web is registered with this fetcher. */
   webFetcher?: DidWebFetcher;
 }
@@ -31,7 +32,7 @@ export class ResolverRegistry implements DidDocumentSource {
   misses = 0;
 
   constructor(opts: ResolverRegistryOptions = {}) {
-    this.cache = new LruTtlCache(opts.cacheSize ?? 1024, opts.ttlMs ?? 300_000, opts.now);
+    this.cache = new LruTtlCache(opts.cacheSize ?? 1024, opts.ttlMs ?? 300_000, opts.clock);
     this.register(new DidKeyResolver());
     this.register(new DidPeerResolver());
     if (opts.webFetcher) this.register(new DidWebResolver(opts.webFetcher));

@@ -4,7 +4,9 @@
  * most once), and the result says what was proven. Every refusal is a PlexusError; a layer that
  * cannot be decrypted is also recorded with the UndecryptableRecorder.
  */
+
 import { TextDecoder } from 'node:util';
+import { type Clock, systemClock } from '../../core/clock.js';
 import { PlexusError } from '../../core/errors.js';
 import { clip, didOf } from '../did/did-url.js';
 import { keyFor } from '../did/doc-keys.js';
@@ -24,7 +26,8 @@ export interface UnpackContext {
   keys: KeyManager;
   limits?: Partial<DidCommLimits>;
   recorder?: UndecryptableRecorder;
-  now?: () => number;
+  /** Time of the undecryptable records (default the system clock). */
+  clock?: Clock;
 }
 
 export interface UnpackMetadata {
@@ -113,7 +116,7 @@ export async function unpack(envelope: string, ctx: UnpackContext): Promise<Unpa
         stage = isAuth ? 2 : 1;
       } catch (e) {
         ctx.recorder?.record({
-          at: (ctx.now ?? Date.now)(),
+          at: (ctx.clock ?? systemClock).now(),
           code: e instanceof PlexusError ? e.code : 'PLX_DIDCOMM_DECRYPT_FAILED',
           reason: e instanceof Error ? e.message : String(e),
           ...describeEnvelope(envelope),

@@ -4,6 +4,7 @@
  * of FileKeyManager, which encrypts them.
  */
 import { ed25519, x25519 } from '@noble/curves/ed25519.js';
+import { type Clock, systemClock } from '../../core/clock.js';
 import { PlexusError } from '../../core/errors.js';
 import { clip, parseDidUrl } from '../did/did-url.js';
 import type { KeyType } from '../did/multibase.js';
@@ -21,11 +22,11 @@ export interface KeyRecord extends KeyInfo {
 export class KeyRing {
   readonly #records = new Map<string, KeyRecord>();
   readonly graceMs: number;
-  readonly now: () => number;
+  readonly clock: Clock;
 
   constructor(opts: KeyManagerOptions = {}) {
     this.graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? systemClock;
   }
 
   static publicKeyOf(type: KeyType, secret: Uint8Array): Uint8Array {
@@ -54,7 +55,7 @@ export class KeyRing {
       type,
       publicKey: KeyRing.publicKeyOf(type, secret),
       status: 'active',
-      createdAt: this.now(),
+      createdAt: this.clock.now(),
       ...extra,
       secret: Uint8Array.from(secret),
     };
@@ -69,7 +70,7 @@ export class KeyRing {
 
   private usable(rec: KeyRecord | undefined): boolean {
     if (rec === undefined) return false;
-    return rec.status === 'active' || (rec.retiredAt ?? 0) + this.graceMs > this.now();
+    return rec.status === 'active' || (rec.retiredAt ?? 0) + this.graceMs > this.clock.now();
   }
 
   info(kid: string): KeyInfo | undefined {
@@ -127,7 +128,7 @@ export class KeyRing {
       );
     }
     const info = this.generate(newKid, old.type);
-    this.#records.set(oldKid, { ...old, status: 'retired', retiredAt: this.now() });
+    this.#records.set(oldKid, { ...old, status: 'retired', retiredAt: this.clock.now() });
     return info;
   }
 

@@ -3,6 +3,8 @@
  * and ask it to sign or to agree on a secret; no method returns a private key, and no
  * listing, JSON form or log line of a manager contains one.
  */
+
+import type { Clock } from '../../core/clock.js';
 import type { KeyType } from '../did/multibase.js';
 
 export type KeyStatus = 'active' | 'retired';
@@ -46,6 +48,6 @@ export interface KeyManager {
 export interface KeyManagerOptions {
   /** How long a retired key keeps decrypting, in ms (default 7 days). */
   graceMs?: number;
-  /** Clock in ms (default Date.now). */
-  now?: () => number;
+  /** Time in ms for retirement and its grace period (default the system clock). */
+  clock?: Clock;
 }

@@ -10,9 +10,12 @@
  * is delivered: a delivery that is lost, or a client that crashes before its message is durable
  * on its side, gets the message again.
  */
+
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { type Clock, systemClock } from '../../core/clock.js';
 import { type CodeSuffix, PlexusError } from '../../core/errors.js';
+
 import { openLog } from '../../storage/file-log.js';
 import type { FsyncMode, LogStorage, StorageLogger } from '../../storage/types.js';
 import { clip, parseDidUrl } from '../did/did-url.js';
@@ -94,7 +97,8 @@ export interface MediatorOptions {
   /** Which clients get mediation (default: every authenticated client). */
   allowClient?: (did: string) => boolean;
   logger?: StorageLogger;
-  now?: () => number;
+  /** Time for message creation, replay windows and queue ages (default the system clock). */
+  clock?: Clock;
 }
 
 /** A transport connection (a WebSocket): where live deliveries go. */
@@ -144,9 +148,9 @@ export class Mediator {
     readonly routes: RouteTable,
     readonly limits: MediatorLimits,
     private readonly allowClient: (did: string) => boolean,
-    private readonly now: () => number,
+    private readonly clock: Clock,
   ) {
-    this.replays = new ReplayGuard(limits.maxClockSkewMs, limits.maxRecentIds, now);
+    this.replays = new ReplayGuard(limits.maxClockSkewMs, limits.maxRecentIds, clock);
   }
 
   /** Opens the mediator's logs (rebuilding its queue and routes) and its identity. */
@@ -175,8 +179,8 @@ export class Mediator {
       logs = { queue, routes };
     }
     try {
-      const now = opts.now ?? Date.now;
-      const queue = await MessageQueue.open(logs.queue, limits, now);
+      const clock = opts.clock ?? systemClock;
+      const queue = await MessageQueue.open(logs.queue, limits, clock);
       const routes = await RouteTable.open(logs.routes, limits);
       if (routes.dropped > 0) {
         opts.logger?.warn(
@@ -194,7 +198,7 @@ export class Mediator {
         routes,
         limits,
         opts.allowClient ?? (() => true),
-        now,
+        clock,
       );
     } catch (e) {
       await logs.queue.close().catch(() => {});
@@ -324,7 +328,7 @@ export class Mediator {
       ...m,
       from: this.did,
       to: [client],
-      created_time: Math.floor(this.now() / 1000),
+      created_time: Math.floor(this.clock.now() / 1000),
     };
     const r = await packEncrypted(
       msg,
@@ -464,7 +468,7 @@ export class Mediator {
 
   private statusBody(client: string, recipient: string | undefined, link?: Link): StatusBody {
     const s = this.queue.stats(client, recipient);
-    const now = this.now();
+    const now = this.clock.now();
     return {
       ...(recipient !== undefined ? { recipient_did: recipient } : {}),
       message_count: s.count,

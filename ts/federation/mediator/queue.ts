@@ -6,8 +6,10 @@
  * restart loses nothing that was acknowledged to a sender, and a message comes back until the
  * recipient says it was received. Whole segments below the oldest live message are compacted.
  */
+
 import { randomBytes } from 'node:crypto';
 import { decodeRecord, encodeMessage, encodeReceived, ID_BYTES, MAX_RECEIVED_IDS } from '../../codec/mediator-queue.js';
+import { type Clock, systemClock } from '../../core/clock.js';
 import { PlexusError } from '../../core/errors.js';
 import type { LogStorage } from '../../storage/types.js';
 
@@ -66,16 +68,16 @@ export class MessageQueue {
   private constructor(
     private readonly log: LogStorage,
     readonly limits: QueueLimits,
-    private readonly now: () => number,
+    private readonly clock: Clock,
   ) {}
 
   /** Opens the queue on `log`, rebuilding the index from every record. */
   static async open(
     log: LogStorage,
     limits: Partial<QueueLimits> = {},
-    now: () => number = Date.now,
+    clock: Clock = systemClock,
   ): Promise<MessageQueue> {
-    const q = new MessageQueue(log, { ...DEFAULT_QUEUE_LIMITS, ...limits }, now);
+    const q = new MessageQueue(log, { ...DEFAULT_QUEUE_LIMITS, ...limits }, clock);
     let from = log.first === 0n ? 1n : log.first;
     while (from <= log.last) {
       const recs = await log.read(from, { maxBytes: 16 * 1024 * 1024 });
@@ -156,7 +158,7 @@ export class MessageQueue {
       );
     }
     const idBytes = randomBytes(ID_BYTES);
-    const receivedAt = this.now();
+    const receivedAt = this.clock.now();
     const { first } = await this.log.append([encodeMessage(idBytes, receivedAt, owner, recipient, body)]);
     const m: QueuedMessage = { id: hex(idBytes), position: first, owner, recipient, bytes: body.length, receivedAt };
     this.index(m);

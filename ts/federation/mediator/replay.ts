@@ -7,7 +7,9 @@
  * is refused too, so forgetting an id never lets its message through again. An entry is keyed by
  * the SHA-256 of client and id, so its size does not depend on how long a DID or an id is.
  */
+
 import { createHash } from 'node:crypto';
+import type { Clock } from '../../core/clock.js';
 import { PlexusError } from '../../core/errors.js';
 
 interface Seen {
@@ -25,7 +27,7 @@ export class ReplayGuard {
   constructor(
     private readonly skewMs: number,
     private readonly capacity: number,
-    private readonly now: () => number,
+    private readonly clock: Clock,
   ) {}
 
   get size(): number {
@@ -37,7 +39,7 @@ export class ReplayGuard {
    * window, or its id was seen (or may have been: below the floor).
    */
   check(client: string, id: unknown, createdTime: unknown, what: string): void {
-    const now = this.now();
+    const now = this.clock.now();
     this.expire(now);
     if (typeof createdTime !== 'number' || !Number.isSafeInteger(createdTime)) {
       refuse('no-time', `${what} must carry created_time (seconds since the epoch) to be taken`);

@@ -9,7 +9,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { WebSocket } from 'ws';
+import { type Clock, systemClock } from '../../core/clock.js';
 import { type CodeSuffix, PlexusError } from '../../core/errors.js';
+
 import { clip } from '../did/did-url.js';
 import type { DidDocumentSource } from '../did/types.js';
 import type { Attachment, DidCommMessage } from '../didcomm/message.js';
@@ -52,6 +54,8 @@ export interface PickupClientOptions {
   timeoutMs?: number;
   /** The largest answer accepted (default 4 MiB). */
   maxAnswerBytes?: number;
+  /** Time for the messages' created_time (default the system clock). */
+  clock?: Clock;
 }
 
 /** One message picked up: the envelope as the sender packed it for its recipient. */
@@ -141,8 +145,10 @@ export class PickupClient {
   readonly wsUrl: string;
   readonly timeoutMs: number;
   private readonly maxAnswerBytes: number;
+  readonly clock: Clock;
 
   constructor(private readonly opts: PickupClientOptions) {
+    this.clock = opts.clock ?? systemClock;
     let u: URL;
     try {
       u = new URL(opts.mediatorUrl);
@@ -165,7 +171,7 @@ export class PickupClient {
       type,
       from: this.did,
       to: [this.mediatorDid],
-      created_time: Math.floor(Date.now() / 1000),
+      created_time: Math.floor(this.clock.now() / 1000),
       body,
       return_route: 'all',
     };
@@ -189,6 +195,7 @@ export class PickupClient {
         resolver: this.opts.resolver,
         keys: this.opts.keys,
         limits: { maxEnvelopeBytes: this.maxAnswerBytes },
+        clock: this.clock,
       });
     } catch (e) {
       fail(
@@ -501,7 +508,7 @@ class LiveConnection implements LiveSession {
       type,
       from: this.client.did,
       to: [this.client.mediatorDid],
-      created_time: Math.floor(Date.now() / 1000),
+      created_time: Math.floor(this.client.clock.now() / 1000),
       body,
       return_route: 'all',
     };

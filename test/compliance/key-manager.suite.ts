@@ -1,24 +1,41 @@
 /**
- * The KeyManager compliance suite: every implementation (in memory, file) runs the same tests.
+ * The compliance suite of the KeyManager seam (ts/federation/keys/types.ts): every
+ * implementation (in memory, encrypted file, the alias view a mediator uses) runs the same
+ * tests. An implementation runs it from its own test file with a factory whose `setup` gives a
+ * harness that opens a fresh manager with the options a test asks for (grace period, clock),
+ * and whose `teardown` removes what the managers wrote:
+ *
+ * ```ts
+ * keyManagerSuite('FileKeyManager', {
+ *   setup: async () => { const dir = mkdtempSync(...); return { dir, open: (o) => FileKeyManager.open(join(dir, 'keys.json'), 'pw', o) }; },
+ *   teardown: async (h) => rmSync(h.dir, { recursive: true, force: true }),
+ * });
+ * ```
  */
 import { inspect } from 'node:util';
 import { ed25519, x25519 } from '@noble/curves/ed25519.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { describe, expect, it } from 'vitest';
 import type { KeyManager, KeyManagerOptions } from '../../ts/federation/keys/types.js';
-import { expectCode } from './fixtures.js';
+import { eachTest, rejection, type SuiteFactory } from './_kit.js';
 
-export interface KeyManagerFactory {
-  setup(opts: KeyManagerOptions): Promise<KeyManager>;
-  teardown?(): Promise<void>;
+export interface KeyManagerHarness {
+  /** A fresh, empty manager with these options. */
+  open(opts: KeyManagerOptions): Promise<KeyManager>;
 }
 
-export function keyManagerSuite(name: string, f: KeyManagerFactory): void {
+/** Fails unless `p` rejects with a PlexusError of this code. */
+async function expectCode(p: Promise<unknown>, code: string): Promise<void> {
+  expect((await rejection(p)).code).toBe(code);
+}
+
+export function keyManagerSuite<T extends KeyManagerHarness>(name: string, factory: SuiteFactory<T>): void {
   describe(`KeyManager compliance: ${name}`, () => {
+    const subject = eachTest(factory);
     const did = 'did:example:owner';
 
     it('signs with Ed25519 and agrees with X25519; the results check with the public keys', async () => {
-      const km = await f.setup({});
+      const km = await subject().open({});
       const sk = await km.generate(`${did}#sig`, 'Ed25519');
       const ka = await km.generate(`${did}#ka`, 'X25519');
       const msg = new TextEncoder().encode('hello');
@@ -33,11 +50,10 @@ export function keyManagerSuite(name: string, f: KeyManagerFactory): void {
           .map((k) => k.kid)
           .sort(),
       ).toEqual([`${did}#ka`, `${did}#sig`]);
-      await f.teardown?.();
     });
 
     it('never shows a private key: JSON, inspect and listings hold public facts only', async () => {
-      const km = await f.setup({});
+      const km = await subject().open({});
       const secret = new Uint8Array(32).fill(7);
       await km.importKey(`${did}#k`, 'Ed25519', secret);
       const hex = bytesToHex(secret);
@@ -52,11 +68,10 @@ export function keyManagerSuite(name: string, f: KeyManagerFactory): void {
         expect(s.includes('7, 7, 7, 7')).toBe(false);
       }
       expect(Object.keys(km.info(`${did}#k`)!)).not.toContain('secret');
-      await f.teardown?.();
     });
 
     it('refuses: kid without fragment, duplicate kid, wrong type, unknown key, bad sizes', async () => {
-      const km = await f.setup({});
+      const km = await subject().open({});
       await expectCode(km.generate(did, 'Ed25519'), 'PLX_KEYS_BAD_KID');
       await km.generate(`${did}#a`, 'Ed25519');
       await expectCode(km.generate(`${did}#a`, 'Ed25519'), 'PLX_KEYS_EXISTS');
@@ -65,12 +80,11 @@ export function keyManagerSuite(name: string, f: KeyManagerFactory): void {
       await expectCode(km.importKey(`${did}#b`, 'X25519', new Uint8Array(31)), 'PLX_KEYS_BAD_KEY');
       await km.generate(`${did}#x`, 'X25519');
       await expectCode(km.ecdh(`${did}#x`, new Uint8Array(31)), 'PLX_KEYS_BAD_KEY');
-      await f.teardown?.();
     });
 
     it('rotation keeps the DID; the retired key decrypts during the grace period only, and never signs', async () => {
       let now = 1_000_000;
-      const km = await f.setup({ graceMs: 60_000, now: () => now });
+      const km = await subject().open({ graceMs: 60_000, clock: { now: () => now } });
       const old = await km.generate(`${did}#ka-1`, 'X25519');
       await km.generate(`${did}#sig-1`, 'Ed25519');
       const peer = x25519.utils.randomSecretKey();
@@ -93,7 +107,6 @@ export function keyManagerSuite(name: string, f: KeyManagerFactory): void {
           .map((k) => k.kid)
           .sort(),
       ).toEqual([`${did}#ka-2`, `${did}#sig-2`]);
-      await f.teardown?.();
     });
   });
 }
