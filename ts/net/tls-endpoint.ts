@@ -27,7 +27,7 @@ export interface IdentityPolicy<I> {
   /** What the identity is, for messages ("node", "member", "rank"). */
   readonly kind: string;
   /** The identity `cert` names, or undefined when it names none (or more than one). */
-  readonly identify: (cert: Pick<PeerCertificate, 'subjectaltname'> & Partial<PeerCertificate>) => I | undefined;
+  readonly identify: (cert: PeerCertificate) => I | undefined;
 }
 
 /** The subjectAltName entries of one type (`URI`, `DNS`, `IP Address`), as node:tls lists them. */

@@ -42,6 +42,7 @@ import {
   type RankIdentity,
   serverIdentityCheck,
 } from '../crypto/x509.js';
+import { type IdentityPolicy, tlsEndpoint } from '../net/tls-endpoint.js';
 import { type RefusedHosts, refusedHosts } from './hosts.js';
 import { AbortReason, abortFor, badArgument, lostPeerError } from './mesh-errors.js';
 import { type Link, PeerLinks, TAKEN, transportOf } from './mesh-links.js';
@@ -172,6 +173,18 @@ function handshakeRefused(peer: number | undefined, cause: unknown): PlexusError
   );
 }
 
+/** The mesh's identity policy: a rank certificate's common name names its job and rank. */
+const rankIdentityPolicy: IdentityPolicy<RankIdentity> = {
+  kind: 'rank',
+  identify: (cert) => {
+    try {
+      return certificateIdentity(cert);
+    } catch {
+      return undefined;
+    }
+  },
+};
+
 /** The job and rank of the peer's certificate on an established connection. */
 function peerIdentity(socket: tls.TLSSocket): RankIdentity {
   const cert = socket.getPeerCertificate();
@@ -261,13 +274,10 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
   const jobHex = jobIdHex(desc.jobId);
   const hostNames = desc.hosts.map((h) => h.name);
   const own = desc.hosts[rank] as { name: string; port: number };
-  const secure = {
-    ca: [Buffer.from(desc.caCert)],
-    cert: Buffer.from(desc.rankCert),
-    key: Buffer.from(desc.rankKey),
-    minVersion: 'TLSv1.3' as const,
-    rejectUnauthorized: true,
-  };
+  const endpoint = tlsEndpoint(
+    { ca: [Buffer.from(desc.caCert)], cert: Buffer.from(desc.rankCert), key: Buffer.from(desc.rankKey) },
+    rankIdentityPolicy,
+  );
   const started = performance.now();
   let stopped = false;
   const dialing = new Set<tls.TLSSocket>();
@@ -275,7 +285,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
   const rawSockets = new Set<Socket>();
   let setupTimer: NodeJS.Timeout | undefined;
 
-  const server = tls.createServer({ ...secure, requestCert: true, handshakeTimeout: cfg.connectTimeoutMs });
+  const server = tls.createServer(endpoint.serverOptions({ handshakeTimeout: cfg.connectTimeoutMs }));
   const serverClosed = new Promise<void>((resolve) => server.once('close', () => resolve()));
   let serverClosing = false;
   const closeServer = (): void => {
@@ -426,14 +436,15 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
       const entry = desc.hosts[peer] as { name: string; port: number };
       const reader = new StaticReader();
       // node:tls takes `onread` on a connection it opens itself (its types omit it).
-      const options: tls.ConnectionOptions & ConnectOpts = {
-        ...secure,
-        onread: reader.onread,
-        host: entry.name,
-        port: entry.port,
-        checkServerIdentity: serverIdentityCheck(entry.name),
-        ...(isDottedIPv4(entry.name) ? {} : { servername: normalizeHost(entry.name) as string }),
-      };
+      const options: tls.ConnectionOptions & ConnectOpts = endpoint.clientOptions(
+        { check: serverIdentityCheck(entry.name) },
+        {
+          onread: reader.onread,
+          host: entry.name,
+          port: entry.port,
+          ...(isDottedIPv4(entry.name) ? {} : { servername: normalizeHost(entry.name) as string }),
+        },
+      );
       const socket = tls.connect(options);
       dialing.add(socket);
       let tcp = false;

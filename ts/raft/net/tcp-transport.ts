@@ -33,6 +33,7 @@ import {
   connect as tlsConnect,
 } from 'node:tls';
 import { PlexusError } from '../../core/errors.js';
+import { type TlsEndpoint, tlsEndpoint } from '../../net/tls-endpoint.js';
 import type { Message } from '../types.js';
 import { encodeRaftMessage, RaftMessageStream } from '../wire.js';
 
@@ -142,6 +143,11 @@ interface Peer {
   plain: boolean;
 }
 
+/** The TLS endpoint of a member: its PEM files, peers named by `peerId`. */
+function memberEndpoint(tls: RaftTlsOptions): TlsEndpoint<number> {
+  return tlsEndpoint(tls, { kind: 'node', identify: tls.peerId });
+}
+
 /** The first byte of a TLS record carrying a handshake message (RFC 8446 §5.1, ContentType 22). */
 const TLS_HANDSHAKE = 0x16;
 
@@ -186,15 +192,7 @@ export class RaftTcpTransport {
     // the TLS server (which never listens itself), anything else is plaintext.
     const server = createTcpServer();
     const tlsServer = tls
-      ? createTlsServer({
-          key: tls.key,
-          cert: tls.cert,
-          ca: tls.ca,
-          requestCert: true,
-          rejectUnauthorized: true,
-          minVersion: 'TLSv1.3',
-          handshakeTimeout: opts.greetingTimeoutMs ?? 10_000,
-        })
+      ? createTlsServer(memberEndpoint(tls).serverOptions({ handshakeTimeout: opts.greetingTimeoutMs ?? 10_000 }))
       : undefined;
     const t = new RaftTcpTransport(opts, server, tlsServer);
     server.on('connection', (s: Socket) => t.sniff(s));
@@ -347,25 +345,23 @@ export class RaftTcpTransport {
    */
   private tlsDial(id: number, host: string, port: number): Socket {
     const tls = this.opts.tls as RaftTlsOptions;
-    return tlsConnect({
-      host,
-      port,
-      key: tls.key,
-      cert: tls.cert,
-      ca: tls.ca,
-      minVersion: 'TLSv1.3',
-      // Members are named by id, not by host: the certificate must name the node dialled.
-      checkServerIdentity: (_host, cert) => {
-        const named = tls.peerId(cert);
-        if (named === id) return undefined;
-        this.stats.refused++;
-        return new PlexusError(
-          'PLX_RAFT_TRANSPORT_REFUSED',
-          `the server at ${host}:${port} presented a certificate of ${named === undefined ? 'no node' : `node ${named}`}, not of node ${id}`,
-          { id, named },
-        );
-      },
-    });
+    // Members are named by id, not by host: the certificate must name the node dialled.
+    return tlsConnect(
+      memberEndpoint(tls).clientOptions(
+        {
+          expect: id,
+          mismatch: (named) => {
+            this.stats.refused++;
+            return new PlexusError(
+              'PLX_RAFT_TRANSPORT_REFUSED',
+              `the server at ${host}:${port} presented a certificate of ${named === undefined ? 'no node' : `node ${named}`}, not of node ${id}`,
+              { id, named },
+            );
+          },
+        },
+        { host, port },
+      ),
+    );
   }
 
   async close(): Promise<void> {
@@ -475,9 +471,13 @@ export class RaftTcpTransport {
       s.destroy();
       return;
     }
-    const named = s.authorized ? this.opts.tls?.peerId(s.getPeerCertificate()) : undefined;
+    const peer = memberEndpoint(this.opts.tls as RaftTlsOptions).accept(s);
+    const named = peer.identity;
     if (named === undefined) {
-      this.refuse(s, s.authorized ? 'the client certificate names no node' : 'an unauthorized client certificate');
+      this.refuse(
+        s,
+        peer.refused === 'unnamed' ? 'the client certificate names no node' : 'an unauthorized client certificate',
+      );
       return;
     }
     this.inbound.add(s);
