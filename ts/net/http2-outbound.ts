@@ -20,6 +20,7 @@ import {
 } from '../codec/cluster-frame.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { fnv1a64 } from '../core/index.js';
+import { type Backoff, RetryPolicy } from '../core/retry.js';
 import type { Spinner } from '../core/spinner.js';
 import { nodeName } from './ca.js';
 import {
@@ -189,6 +190,8 @@ export class Http2Outbound {
   private readonly maxFrame: number;
   private readonly deadline: number;
   private readonly backoff: number;
+  /** Pauses before unacknowledged frames are sent again (the one retry policy, ts/core/retry.ts). */
+  private readonly resendDelays: Backoff;
   private readonly streamCap: number;
   private readonly poolSize: number;
   private sweep: NodeJS.Timeout | undefined;
@@ -205,6 +208,14 @@ export class Http2Outbound {
     this.maxFrame = deps.maxFrame;
     this.deadline = deps.deadline;
     this.backoff = deps.backoff;
+    // A constant pause (the delivery deadline bounds the resends), jittered over its upper half so
+    // that streams cut off together do not come back together.
+    this.resendDelays = new RetryPolicy({
+      baseMs: deps.backoff,
+      capMs: deps.backoff,
+      factor: 1,
+      jitter: 'equal',
+    }).start();
     this.streamCap = deps.streamCap;
     this.poolSize = deps.poolSize;
     this.sweep = setInterval(() => this.sweepDeadlines(), Math.max(10, Math.min(250, this.backoff * 5)));
@@ -626,7 +637,7 @@ export class Http2Outbound {
         s.close(http2.constants.NGHTTP2_CANCEL);
       }
       this.reopen(st);
-    }, this.backoff);
+    }, this.resendDelays.next() ?? this.backoff);
   }
 
   private failAll(st: OutStream, e: unknown): void {

@@ -34,6 +34,7 @@ import type { FrameHeader } from '../codec/sperli-frame.js';
 import type { JobDescription } from '../codec/sperli-jobdesc.js';
 import { decodeHello, encodeHello } from '../codec/sperli-payloads.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
+import { RetryPolicy } from '../core/retry.js';
 import {
   certificateIdentity,
   isDottedIPv4,
@@ -469,6 +470,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
 
   const dial = async (peer: number): Promise<void> => {
     const deadline = started + cfg.connectTimeoutMs;
+    const pauses = new RetryPolicy({ baseMs: cfg.retryMs, capMs: cfg.retryMs, factor: 1, jitter: 'equal' }).start();
     for (;;) {
       if (stopped) return;
       const left = deadline - performance.now();
@@ -514,7 +516,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
         throw handshakeRefused(peer, a.error);
       }
       if (performance.now() + cfg.retryMs >= deadline) throw lostPeerError(peer, 'connect', undefined, a.error);
-      await sleep(cfg.retryMs);
+      await sleep(pauses.next() ?? cfg.retryMs);
     }
   };
 

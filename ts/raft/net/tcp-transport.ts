@@ -14,7 +14,8 @@
  * peer that is not connected, or whose socket already holds `maxQueuedBytes`, is dropped
  * and counted; the leader's next heartbeat or append retries. Messages to one peer sent in
  * the same tick are written together (the socket is corked until the next tick). A dropped connection is
- * dialled again after a backoff that doubles from `retryMs` up to `maxRetryMs`. A received
+ * dialled again after a backoff that doubles from `retryMs` up to `maxRetryMs`, with full jitter
+ * (ts/core/retry.ts). A received
  * message must come from the id the connection greeted with and be addressed to this node;
  * anything else (and any message the decoder refuses) closes the connection.
  *
@@ -33,6 +34,7 @@ import {
   connect as tlsConnect,
 } from 'node:tls';
 import { PlexusError } from '../../core/errors.js';
+import { type Backoff, RetryPolicy } from '../../core/retry.js';
 import { type TlsEndpoint, tlsEndpoint } from '../../net/tls-endpoint.js';
 import type { Message } from '../types.js';
 import { encodeRaftMessage, RaftMessageStream } from '../wire.js';
@@ -137,7 +139,8 @@ interface Peer {
   address: string;
   socket: Socket | undefined;
   connecting: boolean;
-  backoff: number;
+  /** Redial delays: the one retry policy, reset once a connection opened. */
+  backoff: Backoff;
   timer: NodeJS.Timeout | undefined;
   /** Permissive TLS: the next dial is plaintext (the last TLS attempt failed). */
   plain: boolean;
@@ -164,6 +167,7 @@ export class RaftTcpTransport {
   private closed = false;
   private readonly retryMs: number;
   private readonly maxRetryMs: number;
+  private readonly retry: RetryPolicy;
   private readonly maxQueued: number;
 
   private constructor(
@@ -173,6 +177,7 @@ export class RaftTcpTransport {
   ) {
     this.retryMs = opts.retryMs ?? 50;
     this.maxRetryMs = opts.maxRetryMs ?? 1000;
+    this.retry = new RetryPolicy({ baseMs: this.retryMs, capMs: Math.max(this.retryMs, this.maxRetryMs) });
     this.maxQueued = opts.maxQueuedBytes ?? 64 * 1024 * 1024;
     for (const [id, addr] of opts.peers ?? []) this.setPeer(id, addr);
   }
@@ -235,7 +240,7 @@ export class RaftTcpTransport {
       address,
       socket: undefined,
       connecting: false,
-      backoff: this.retryMs,
+      backoff: this.retry.start(),
       timer: undefined,
       plain: false,
     });
@@ -402,7 +407,7 @@ export class RaftTcpTransport {
       }
       p.connecting = false;
       p.socket = s;
-      p.backoff = this.retryMs;
+      p.backoff.reset();
       s.write(greeting(this.opts.id, id));
     });
     // The dialled side never writes; data here is a protocol error.
@@ -414,8 +419,8 @@ export class RaftTcpTransport {
       // Permissive: after a failed TLS attempt try plaintext once, then TLS again.
       if (this.opts.tls?.mode === 'permissive') p.plain = useTls && !opened;
       if (this.closed || this.peers.get(id) !== p) return;
-      const wait = opened ? this.retryMs : p.backoff;
-      p.backoff = Math.min(p.backoff * 2, this.maxRetryMs);
+      if (opened) p.backoff.reset();
+      const wait = p.backoff.next() ?? this.maxRetryMs;
       p.timer = setTimeout(() => {
         p.timer = undefined;
         if (!p.socket && !p.connecting) this.dial(id, p);
