@@ -210,12 +210,8 @@ export class Http2Outbound {
     this.backoff = deps.backoff;
     // A constant pause (the delivery deadline bounds the resends), jittered over its upper half so
     // that streams cut off together do not come back together.
-    this.resendDelays = new RetryPolicy({
-      baseMs: deps.backoff,
-      capMs: deps.backoff,
-      factor: 1,
-      jitter: 'equal',
-    }).start();
+    const pause = Math.max(0, deps.backoff);
+    this.resendDelays = new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start();
     this.streamCap = deps.streamCap;
     this.poolSize = deps.poolSize;
     this.sweep = setInterval(() => this.sweepDeadlines(), Math.max(10, Math.min(250, this.backoff * 5)));
