@@ -182,7 +182,8 @@ describe('Http2Wire over mutual TLS 1.3', () => {
     });
     expect(await a.send('b', f('vt:s', 'vt:t', -1))).toBe('stored');
     const sinks = [
-      ...(b as unknown as { serverSessions: Set<{ plexusAcks?: { stream: http2.Http2Stream } }> }).serverSessions,
+      ...(b as unknown as { inbound: { serverSessions: Set<{ plexusAcks?: { stream: http2.Http2Stream } }> } }).inbound
+        .serverSessions,
     ].map((s) => s.plexusAcks);
     expect(sinks.length).toBe(1);
     expect(sinks[0]).toBeDefined();

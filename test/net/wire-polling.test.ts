@@ -6,7 +6,8 @@
  * it once the frames settle, fail or the connection closes.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Http2Wire, wireSpinMs } from '../../ts/net/http2-wire.js';
+import { Http2Wire } from '../../ts/net/http2-wire.js';
+import { wireSpinMs } from '../../ts/net/http2-wire-shared.js';
 import type { OutboundFrame } from '../../ts/net/types.js';
 import { thrownRefusal } from '../helpers/refusal.js';
 import { until } from '../helpers/until.js';

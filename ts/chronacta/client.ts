@@ -7,6 +7,7 @@
  *   for await (const m of client.subscribe({ all: true })) if (m.kind === 'event') ...
  */
 import * as grpc from '@grpc/grpc-js';
+import { delay, RetryPolicy } from '../core/retry.js';
 import { type ClientTls, channelSecurity, checkToken } from './client-credentials.js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
 import { MAX_TIMER_MS } from './limits.js';
@@ -209,6 +210,7 @@ export class ChronactaClient {
   private readonly deadlineMs: number;
   private readonly appendAttempts: number;
   private readonly retryDelayMs: number;
+  private readonly appendRetry: RetryPolicy;
   /** Cluster mode: clients of leaders that redirects named, by address. */
   private readonly peers = new Map<string, ChronactaClient>();
   /** The last leader a redirect named: keyed appends go there first. */
@@ -245,6 +247,9 @@ export class ChronactaClient {
     }
     this.appendAttempts = attempts;
     this.retryDelayMs = opts.retryDelayMs ?? 100;
+    // The pause between append attempts, jittered over its upper half (ts/core/retry.ts).
+    const pause = Math.max(0, this.retryDelayMs);
+    this.appendRetry = new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' });
   }
 
   private peer(address: string): ChronactaClient {
@@ -487,6 +492,7 @@ export class ChronactaClient {
     let r: Reply | undefined;
     if (!opts.idempotencyKey) r = await this.call<Reply>(this.store, 'Append', req);
     else {
+      const pauses = this.appendRetry.start();
       for (let attempt = 1; r === undefined; attempt++) {
         let target = this.peer(this.leaderHint ?? this.address);
         try {
@@ -506,7 +512,7 @@ export class ChronactaClient {
           // next call, starts again from the address this client was made with.
           if (RETRYABLE.has(code) || code === ChronactaCode.TIMEOUT) this.leaderHint = undefined;
           if (attempt >= this.appendAttempts || !RETRYABLE.has(code)) throw e;
-          await new Promise((res) => setTimeout(res, this.retryDelayMs));
+          await delay(pauses.next() ?? this.retryDelayMs);
         }
       }
     }

@@ -8,8 +8,8 @@
 
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createSecureContext } from 'node:tls';
-import { nodeOfPeer } from '../net/ca.js';
+import { createSecureContext, type PeerCertificate } from 'node:tls';
+import { nodeIdentityPolicy } from '../net/ca.js';
 import { ClusterCode, clusterError } from './errors.js';
 
 export interface NodeTlsFiles {
@@ -66,7 +66,10 @@ export function readNodeTls(cfg: {
   if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) {
     throw bad('cert', `is not signed by the CA in ${cfg.tls.ca}`);
   }
-  const named = nodeOfPeer({ subjectaltname: cert.subjectAltName ?? '' }, cfg.meta.id);
+  // The identity the cluster wire's TLS endpoint will bind this certificate to.
+  const named = nodeIdentityPolicy(cfg.meta.id).identify({
+    subjectaltname: cert.subjectAltName ?? '',
+  } as PeerCertificate);
   if (named !== cfg.self) {
     throw bad(
       'cert',

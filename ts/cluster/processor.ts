@@ -28,6 +28,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ClusterFrame } from '../codec/cluster-frame.js';
 import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
+import { type Backoff, RetryPolicy } from '../core/retry.js';
 import type { Wire } from '../net/types.js';
 import type { ActorEvent, DeliverOptions, EventIOProcessor, NodeHandle, Outgoing } from '../runtime/types.js';
 import type { ClusterConfig } from './config.js';
@@ -175,6 +176,9 @@ export class ClusterProcessor implements EventIOProcessor {
     const end = Date.now() + this.config.deliveryDeadlineMs;
     let attempt = 0;
     let last: unknown;
+    // Pauses between attempts (ts/core/retry.ts), made at the first retry only.
+    const pause = Math.max(0, this.config.retryBackoffMs);
+    let pauses: Backoff | undefined;
     /** This message's place in its target's line while it waits for a route. */
     let ticket: Ticket | undefined;
     /** The node of the last attempt when it went unanswered (the wire gave up on it). */
@@ -281,7 +285,8 @@ export class ClusterProcessor implements EventIOProcessor {
             last,
           );
         }
-        await sleep(this.config.retryBackoffMs);
+        pauses ??= new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start();
+        await sleep(pauses.next() ?? pause);
       }
     } finally {
       if (ticket !== undefined) this.order.pass(target, ticket);

@@ -9,6 +9,7 @@ import 'reflect-metadata';
 import { randomBytes, webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 import { PlexusError } from '../core/errors.js';
+import type { IdentityPolicy } from './tls-endpoint.js';
 
 export const NAME_SUFFIX = 'plexus.internal';
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -70,6 +71,11 @@ export function nodeOfPeer(cert: { subjectaltname?: string } | undefined, cluste
     .map((e) => nodeOfName(e.slice(4), cluster))
     .filter((n): n is string => n !== undefined);
   return nodes.length === 1 ? nodes[0] : undefined;
+}
+
+/** The cluster wire's identity policy: a peer certificate names one node of `cluster` by DNS name (`nodeOfPeer`). */
+export function nodeIdentityPolicy(cluster: string): IdentityPolicy<string> {
+  return { kind: 'node', identify: (cert) => nodeOfPeer(cert, cluster) };
 }
 
 function pem(labelText: string, der: ArrayBuffer): string {

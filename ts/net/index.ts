@@ -12,14 +12,14 @@ export {
   nodeOfName,
   nodeOfPeer,
 } from './ca.js';
+export { Http2Wire } from './http2-wire.js';
 export {
   DEFAULT_WIRE_SPIN_MS,
-  Http2Wire,
   type Http2WireOptions,
   MAX_WIRE_SPIN_MS,
   WIRE_SPIN_VARIABLE,
   wireSpinMs,
-} from './http2-wire.js';
+} from './http2-wire-shared.js';
 export { type MemoryFaults, MemoryNetwork, MemoryWire, type MemoryWireOptions } from './memory-wire.js';
 export { DedupCache, Receiver } from './receiver.js';
 export type {

@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { ackStatusName, decodeClusterFrame, encodeClusterFrame, MAX_CLUSTER_FRAME } from '../codec/cluster-frame.js';
 import { PlexusError } from '../core/errors.js';
+import { type Backoff, RetryPolicy } from '../core/retry.js';
 import { Receiver } from './receiver.js';
 import type {
   CallHandler,
@@ -139,6 +140,7 @@ export class MemoryWire implements Wire {
     const end = Date.now() + this.deadline;
     let attempt = 0;
     let last: unknown;
+    let pauses: Backoff | undefined;
     for (;;) {
       attempt++;
       try {
@@ -163,7 +165,10 @@ export class MemoryWire implements Wire {
           { cause: last },
         );
       }
-      await sleep(this.backoff);
+      // The same pauses as the real wire's resends (ts/net/http2-outbound.ts).
+      const pause = Math.max(0, this.backoff);
+      pauses ??= new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start();
+      await sleep(pauses.next() ?? pause);
     }
   }
 

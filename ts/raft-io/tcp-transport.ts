@@ -14,7 +14,8 @@
  * peer that is not connected, or whose socket already holds `maxQueuedBytes`, is dropped
  * and counted; the leader's next heartbeat or append retries. Messages to one peer sent in
  * the same tick are written together (the socket is corked until the next tick). A dropped connection is
- * dialled again after a backoff that doubles from `retryMs` up to `maxRetryMs`. A received
+ * dialled again after a backoff that doubles from `retryMs` up to `maxRetryMs`, with full jitter
+ * (ts/core/retry.ts). A received
  * message must come from the id the connection greeted with and be addressed to this node;
  * anything else (and any message the decoder refuses) closes the connection.
  *
@@ -38,6 +39,9 @@ import type { Message } from '../raft/types.js';
 import type { RaftTransport, RaftTransportStats } from './transport.js';
 
 export type { RaftTransportStats } from './transport.js';
+
+import { type Backoff, RetryPolicy } from '../core/retry.js';
+import { type TlsEndpoint, tlsEndpoint } from '../net/tls-endpoint.js';
 
 export interface RaftTlsOptions {
   /** PEM key and certificate of this node, and the CA that signs every member's certificate. */
@@ -131,10 +135,16 @@ interface Peer {
   address: string;
   socket: Socket | undefined;
   connecting: boolean;
-  backoff: number;
+  /** Redial delays: the one retry policy, reset once a connection opened. */
+  backoff: Backoff;
   timer: NodeJS.Timeout | undefined;
   /** Permissive TLS: the next dial is plaintext (the last TLS attempt failed). */
   plain: boolean;
+}
+
+/** The TLS endpoint of a member: its PEM files, peers named by `peerId`. */
+function memberEndpoint(tls: RaftTlsOptions): TlsEndpoint<number> {
+  return tlsEndpoint(tls, { kind: 'node', identify: tls.peerId });
 }
 
 /** The first byte of a TLS record carrying a handshake message (RFC 8446 §5.1, ContentType 22). */
@@ -154,6 +164,7 @@ export class RaftTcpTransport implements RaftTransport {
   private handler: (m: Message) => void;
   private readonly retryMs: number;
   private readonly maxRetryMs: number;
+  private readonly retry: RetryPolicy;
   private readonly maxQueued: number;
 
   private constructor(
@@ -164,6 +175,7 @@ export class RaftTcpTransport implements RaftTransport {
     this.handler = opts.onMessage ?? (() => undefined);
     this.retryMs = opts.retryMs ?? 50;
     this.maxRetryMs = opts.maxRetryMs ?? 1000;
+    this.retry = new RetryPolicy({ baseMs: this.retryMs, capMs: Math.max(this.retryMs, this.maxRetryMs) });
     this.maxQueued = opts.maxQueuedBytes ?? 64 * 1024 * 1024;
     for (const [id, addr] of opts.peers ?? []) this.setPeer(id, addr);
   }
@@ -183,15 +195,7 @@ export class RaftTcpTransport implements RaftTransport {
     // the TLS server (which never listens itself), anything else is plaintext.
     const server = createTcpServer();
     const tlsServer = tls
-      ? createTlsServer({
-          key: tls.key,
-          cert: tls.cert,
-          ca: tls.ca,
-          requestCert: true,
-          rejectUnauthorized: true,
-          minVersion: 'TLSv1.3',
-          handshakeTimeout: opts.greetingTimeoutMs ?? 10_000,
-        })
+      ? createTlsServer(memberEndpoint(tls).serverOptions({ handshakeTimeout: opts.greetingTimeoutMs ?? 10_000 }))
       : undefined;
     const t = new RaftTcpTransport(opts, server, tlsServer);
     server.on('connection', (s: Socket) => t.sniff(s));
@@ -234,7 +238,7 @@ export class RaftTcpTransport implements RaftTransport {
       address,
       socket: undefined,
       connecting: false,
-      backoff: this.retryMs,
+      backoff: this.retry.start(),
       timer: undefined,
       plain: false,
     });
@@ -348,25 +352,23 @@ export class RaftTcpTransport implements RaftTransport {
    */
   private tlsDial(id: number, host: string, port: number): Socket {
     const tls = this.opts.tls as RaftTlsOptions;
-    return tlsConnect({
-      host,
-      port,
-      key: tls.key,
-      cert: tls.cert,
-      ca: tls.ca,
-      minVersion: 'TLSv1.3',
-      // Members are named by id, not by host: the certificate must name the node dialled.
-      checkServerIdentity: (_host, cert) => {
-        const named = tls.peerId(cert);
-        if (named === id) return undefined;
-        this.stats.refused++;
-        return new PlexusError(
-          'PLX_RAFT_TRANSPORT_REFUSED',
-          `the server at ${host}:${port} presented a certificate of ${named === undefined ? 'no node' : `node ${named}`}, not of node ${id}`,
-          { id, named },
-        );
-      },
-    });
+    // Members are named by id, not by host: the certificate must name the node dialled.
+    return tlsConnect(
+      memberEndpoint(tls).clientOptions(
+        {
+          expect: id,
+          mismatch: (named) => {
+            this.stats.refused++;
+            return new PlexusError(
+              'PLX_RAFT_TRANSPORT_REFUSED',
+              `the server at ${host}:${port} presented a certificate of ${named === undefined ? 'no node' : `node ${named}`}, not of node ${id}`,
+              { id, named },
+            );
+          },
+        },
+        { host, port },
+      ),
+    );
   }
 
   async close(): Promise<void> {
@@ -407,7 +409,7 @@ export class RaftTcpTransport implements RaftTransport {
       }
       p.connecting = false;
       p.socket = s;
-      p.backoff = this.retryMs;
+      p.backoff.reset();
       s.write(greeting(this.opts.id, id));
     });
     // The dialled side never writes; data here is a protocol error.
@@ -419,8 +421,8 @@ export class RaftTcpTransport implements RaftTransport {
       // Permissive: after a failed TLS attempt try plaintext once, then TLS again.
       if (this.opts.tls?.mode === 'permissive') p.plain = useTls && !opened;
       if (this.closed || this.peers.get(id) !== p) return;
-      const wait = opened ? this.retryMs : p.backoff;
-      p.backoff = Math.min(p.backoff * 2, this.maxRetryMs);
+      if (opened) p.backoff.reset();
+      const wait = p.backoff.next() ?? this.maxRetryMs;
       p.timer = setTimeout(() => {
         p.timer = undefined;
         if (!p.socket && !p.connecting) this.dial(id, p);
@@ -476,9 +478,13 @@ export class RaftTcpTransport implements RaftTransport {
       s.destroy();
       return;
     }
-    const named = s.authorized ? this.opts.tls?.peerId(s.getPeerCertificate()) : undefined;
+    const peer = memberEndpoint(this.opts.tls as RaftTlsOptions).accept(s);
+    const named = peer.identity;
     if (named === undefined) {
-      this.refuse(s, s.authorized ? 'the client certificate names no node' : 'an unauthorized client certificate');
+      this.refuse(
+        s,
+        peer.refused === 'unnamed' ? 'the client certificate names no node' : 'an unauthorized client certificate',
+      );
       return;
     }
     this.inbound.add(s);

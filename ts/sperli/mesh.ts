@@ -34,6 +34,7 @@ import type { FrameHeader } from '../codec/sperli-frame.js';
 import type { JobDescription } from '../codec/sperli-jobdesc.js';
 import { decodeHello, encodeHello } from '../codec/sperli-payloads.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
+import { RetryPolicy } from '../core/retry.js';
 import {
   certificateIdentity,
   isDottedIPv4,
@@ -42,6 +43,7 @@ import {
   type RankIdentity,
   serverIdentityCheck,
 } from '../crypto/x509.js';
+import { type IdentityPolicy, tlsEndpoint } from '../net/tls-endpoint.js';
 import { type RefusedHosts, refusedHosts } from './hosts.js';
 import { AbortReason, abortFor, badArgument, lostPeerError } from './mesh-errors.js';
 import { type Link, PeerLinks, TAKEN, transportOf } from './mesh-links.js';
@@ -175,6 +177,18 @@ function handshakeRefused(peer: number | undefined, cause: unknown): PlexusError
   );
 }
 
+/** The mesh's identity policy: a rank certificate's common name names its job and rank. */
+const rankIdentityPolicy: IdentityPolicy<RankIdentity> = {
+  kind: 'rank',
+  identify: (cert) => {
+    try {
+      return certificateIdentity(cert);
+    } catch {
+      return undefined;
+    }
+  },
+};
+
 /** The job and rank of the peer's certificate on an established connection. */
 function peerIdentity(socket: tls.TLSSocket): RankIdentity {
   const cert = socket.getPeerCertificate();
@@ -265,13 +279,10 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
   const jobHex = jobIdHex(desc.jobId);
   const hostNames = desc.hosts.map((h) => h.name);
   const own = desc.hosts[rank] as { name: string; port: number };
-  const secure = {
-    ca: [Buffer.from(desc.caCert)],
-    cert: Buffer.from(desc.rankCert),
-    key: Buffer.from(desc.rankKey),
-    minVersion: 'TLSv1.3' as const,
-    rejectUnauthorized: true,
-  };
+  const endpoint = tlsEndpoint(
+    { ca: [Buffer.from(desc.caCert)], cert: Buffer.from(desc.rankCert), key: Buffer.from(desc.rankKey) },
+    rankIdentityPolicy,
+  );
   const started = performance.now();
   let stopped = false;
   const dialing = new Set<tls.TLSSocket>();
@@ -279,7 +290,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
   const rawSockets = new Set<Socket>();
   let setupTimer: NodeJS.Timeout | undefined;
 
-  const server = tls.createServer({ ...secure, requestCert: true, handshakeTimeout: cfg.connectTimeoutMs });
+  const server = tls.createServer(endpoint.serverOptions({ handshakeTimeout: cfg.connectTimeoutMs }));
   const serverClosed = new Promise<void>((resolve) => server.once('close', () => resolve()));
   let serverClosing = false;
   const closeServer = (): void => {
@@ -430,14 +441,15 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
       const entry = desc.hosts[peer] as { name: string; port: number };
       const reader = new StaticReader();
       // node:tls takes `onread` on a connection it opens itself (its types omit it).
-      const options: tls.ConnectionOptions & ConnectOpts = {
-        ...secure,
-        onread: reader.onread,
-        host: entry.name,
-        port: entry.port,
-        checkServerIdentity: serverIdentityCheck(entry.name),
-        ...(isDottedIPv4(entry.name) ? {} : { servername: normalizeHost(entry.name) as string }),
-      };
+      const options: tls.ConnectionOptions & ConnectOpts = endpoint.clientOptions(
+        { check: serverIdentityCheck(entry.name) },
+        {
+          onread: reader.onread,
+          host: entry.name,
+          port: entry.port,
+          ...(isDottedIPv4(entry.name) ? {} : { servername: normalizeHost(entry.name) as string }),
+        },
+      );
       const socket = tls.connect(options);
       dialing.add(socket);
       let tcp = false;
@@ -468,6 +480,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
 
   const dial = async (peer: number): Promise<void> => {
     const deadline = started + cfg.connectTimeoutMs;
+    const pauses = new RetryPolicy({ baseMs: cfg.retryMs, capMs: cfg.retryMs, factor: 1, jitter: 'equal' }).start();
     for (;;) {
       if (stopped) return;
       const left = deadline - performance.now();
@@ -513,7 +526,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
         throw handshakeRefused(peer, a.error);
       }
       if (performance.now() + cfg.retryMs >= deadline) throw lostPeerError(peer, 'connect', undefined, a.error);
-      await sleep(cfg.retryMs);
+      await sleep(pauses.next() ?? cfg.retryMs);
     }
   };
 

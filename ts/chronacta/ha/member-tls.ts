@@ -15,6 +15,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { PeerCertificate } from 'node:tls';
 import { createCa, issueCertificate } from '../../net/ca.js';
+import { sanUriPolicy } from '../../net/tls-endpoint.js';
 import type { RaftTlsOptions } from '../../raft-io/tcp-transport.js';
 import { replaceFile } from '../../storage/files.js';
 import { HaErrorCode, haError } from './errors.js';
@@ -49,16 +50,15 @@ export function memberUri(id: number): string {
  * else undefined.
  */
 export function memberOfCertificate(cert: Pick<PeerCertificate, 'subjectaltname'> | undefined): number | undefined {
-  const san = cert?.subjectaltname;
-  if (typeof san !== 'string') return undefined;
-  const ids = san
-    .split(', ')
-    .filter((e) => e.startsWith(`URI:${MEMBER_URI_PREFIX}`))
-    .map((e) => e.slice(4 + MEMBER_URI_PREFIX.length));
-  if (ids.length !== 1 || !MEMBER_ID.test(ids[0] as string)) return undefined;
-  const id = Number(ids[0]);
-  return Number.isSafeInteger(id) ? id : undefined;
+  return memberIdentityPolicy.identify(cert as PeerCertificate);
 }
+
+/** The Raft transport's identity policy: one subjectAltName URI `urn:plexus:chronacta:member:<id>`. */
+export const memberIdentityPolicy = sanUriPolicy('member', MEMBER_URI_PREFIX, (rest) => {
+  if (!MEMBER_ID.test(rest)) return undefined;
+  const id = Number(rest);
+  return Number.isSafeInteger(id) ? id : undefined;
+});
 
 /** Makes a cluster's member CA (Ed25519, valid 10 years). */
 export function createMemberCa(clusterId: string): Promise<PemPair> {

@@ -12,6 +12,7 @@ import { WebSocket } from 'ws';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { type CodeSuffix, PlexusError } from '../../core/errors.js';
 
+import { type Backoff, RetryPolicy } from '../../core/retry.js';
 import { clip } from '../did/did-url.js';
 import type { DidDocumentSource } from '../did/types.js';
 import type { Attachment, DidCommMessage } from '../didcomm/message.js';
@@ -80,7 +81,7 @@ export interface LiveOptions {
   onError?: (e: PlexusError) => void;
   /** Reports the connection state. */
   onState?: (state: 'open' | 'closed') => void;
-  /** First reconnect delay (default 100 ms), doubled up to `maxBackoffMs` (default 5 s). */
+  /** First reconnect delay (default 100 ms), doubled up to `maxBackoffMs` (default 5 s), with full jitter. */
   backoffMs?: number;
   maxBackoffMs?: number;
 }
@@ -384,7 +385,8 @@ class LiveConnection implements LiveSession {
   private ws: WebSocket | undefined;
   private isLive = false;
   private closed = false;
-  private backoff: number;
+  /** Reconnect delays: the one retry policy, reset once the live connection is up. */
+  private readonly backoff: Backoff;
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
   private deliveries: Promise<void> = Promise.resolve();
@@ -395,7 +397,8 @@ class LiveConnection implements LiveSession {
     private readonly onMessage: (m: PickedUp) => void | Promise<void>,
     private readonly opts: LiveOptions,
   ) {
-    this.backoff = opts.backoffMs ?? 100;
+    const baseMs = opts.backoffMs ?? 100;
+    this.backoff = new RetryPolicy({ baseMs, capMs: Math.max(baseMs, opts.maxBackoffMs ?? 5000) }).start();
     this.ready = new Promise((r) => {
       this.resolveReady = r;
     });
@@ -431,7 +434,7 @@ class LiveConnection implements LiveSession {
           const a = await this.call(ws, LIVE_DELIVERY_CHANGE, { live_delivery: true });
           if (a.type !== STATUS) fail('BAD_ANSWER', `expected a status, got ${clip(a.type)}`);
           this.isLive = true;
-          this.backoff = this.opts.backoffMs ?? 100;
+          this.backoff.reset();
           this.opts.onState?.('open');
           this.resolveReady();
         } catch (e) {
@@ -455,8 +458,7 @@ class LiveConnection implements LiveSession {
       this.waiting.clear();
       if (wasLive) this.opts.onState?.('closed');
       if (this.closed) return;
-      const delay = this.backoff;
-      this.backoff = Math.min(this.backoff * 2, this.opts.maxBackoffMs ?? 5000);
+      const delay = this.backoff.next() ?? 0;
       this.timer = setTimeout(() => this.connect(), delay);
     });
   }

@@ -9,6 +9,7 @@
  * send id and the reason. The chart never waits for any of this.
  */
 import { isPlexusError, type PlexusCode, PlexusError } from '../../core/errors.js';
+import { RetryPolicy as Backoffs } from '../../core/retry.js';
 import type { Clock, EventIOProcessor, Outgoing } from '../../runtime/types.js';
 import { EVENT_MESSAGE_TYPE } from '../admission.js';
 import { didcommEndpoints } from '../did/doc-keys.js';
@@ -141,7 +142,12 @@ export class DidCommOutbox implements EventIOProcessor {
   /** Sends one message with the retry policy; rejects PLX_RELAY_UNDELIVERABLE after it. */
   async deliver(actor: SendingActor, target: string, message: DidCommMessage, sendid?: string): Promise<void> {
     const name = (message.body as { name?: string } | null)?.name ?? message.type;
-    let delay = this.policy.initialDelayMs;
+    // The documented schedule exactly (no jitter): the first pause, doubled after each, capped.
+    const delays = new Backoffs({
+      baseMs: this.policy.initialDelayMs,
+      capMs: this.policy.maxDelayMs,
+      jitter: 'none',
+    }).start(this.opts.clock);
     let last: unknown;
     for (let attempt = 1; attempt <= this.policy.attempts; attempt++) {
       if (this.closed) break;
@@ -155,8 +161,7 @@ export class DidCommOutbox implements EventIOProcessor {
         this.opts.resolver.invalidate?.(target);
       }
       if (attempt < this.policy.attempts) {
-        await this.sleep(delay);
-        delay = Math.min(delay * 2, this.policy.maxDelayMs);
+        await this.sleep(delays.next() ?? this.policy.maxDelayMs);
       }
     }
     this.stats.failed++;
