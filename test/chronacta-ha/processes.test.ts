@@ -16,7 +16,7 @@ import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { ROOT } from '../helpers/paths.js';
 import { sleep, until } from './helpers.js';
 
-const MODULE = resolve(ROOT, 'dist/chronacta/ha/index.js');
+const MODULE = resolve(ROOT, 'dist/chronacta/cluster-log.js');
 const FIXTURE = resolve(ROOT, 'test/chronacta-ha/fixtures/member.mjs');
 
 interface Answer {

@@ -1,11 +1,12 @@
 /**
- * The refusals of the replicated log (docs/chronacta-ha.md). Match on `err.code`;
- * docs/errors.md lists them. Compare-and-set and fencing refusals keep the log engine's
- * codes (`PLX_STORAGE_CONFLICT`, `PLX_STORAGE_FENCED`), and an append whose outcome is
- * unknown keeps the Raft driver's (`PLX_RAFT_TIMEOUT`, `PLX_RAFT_PROPOSAL_LOST`), since the
- * LogStorage seam promises exactly those.
+ * The refusals of Chronacta's cluster mode (docs/chronacta-ha.md, docs/errors.md). Match on
+ * `err.code`. The replicated log under Chronacta (ts/replication/) refuses with its own
+ * `PLX_REPLICATION_*` codes; Chronacta's clients have always seen `PLX_CHRONACTA_HA_*`, so
+ * Chronacta opens the log with `HA_CODE_ALIASES` and wraps the layer's functions it offers
+ * with `withHaCodes`: every refusal a client of Chronacta sees keeps its code.
  */
-import { PlexusError } from '../../core/errors.js';
+import { PlexusError } from '../core/errors.js';
+import { type ReplicationErrorAliases, ReplicationErrorCode, translateError } from '../replication/errors.js';
 
 export const HaErrorCode = {
   /** An append or membership change on a member that is not the leader; `details.leader`, `details.leaderAddress`. */
@@ -32,6 +33,20 @@ export const HaErrorCode = {
   BAD_CERTIFICATE: 'PLX_CHRONACTA_HA_BAD_CERTIFICATE',
 } as const;
 
+/** The replicated log's codes and the Chronacta codes its clients see for them (docs/errors.md). */
+export const HA_CODE_ALIASES: ReplicationErrorAliases = {
+  [ReplicationErrorCode.NOT_LEADER]: HaErrorCode.NOT_LEADER,
+  [ReplicationErrorCode.NOT_READY]: HaErrorCode.NOT_READY,
+  [ReplicationErrorCode.DIVERGED]: HaErrorCode.DIVERGED,
+  [ReplicationErrorCode.STOPPED]: HaErrorCode.STOPPED,
+  [ReplicationErrorCode.BAD_CONFIG]: HaErrorCode.BAD_CONFIG,
+  [ReplicationErrorCode.UNSUPPORTED]: HaErrorCode.UNSUPPORTED,
+  [ReplicationErrorCode.MEMBERSHIP]: HaErrorCode.MEMBERSHIP,
+  [ReplicationErrorCode.BAD_FRAME]: HaErrorCode.BAD_FRAME,
+  [ReplicationErrorCode.CATCH_UP_UNAVAILABLE]: HaErrorCode.CATCH_UP_UNAVAILABLE,
+  [ReplicationErrorCode.BAD_CERTIFICATE]: HaErrorCode.BAD_CERTIFICATE,
+};
+
 export function haError(
   code: string,
   message: string,
@@ -39,4 +54,27 @@ export function haError(
   cause?: unknown,
 ): PlexusError {
   return new PlexusError(code, message, details, cause === undefined ? undefined : { cause });
+}
+
+/** A replicated-log refusal under its Chronacta code; anything else as it is. */
+export function toHaError(e: unknown): unknown {
+  return translateError(e, HA_CODE_ALIASES);
+}
+
+/** `fn` refusing with Chronacta's codes (synchronous or promise-returning functions). */
+export function withHaCodes<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
+  return (...args: A): R => {
+    let out: R;
+    try {
+      out = fn(...args);
+    } catch (e) {
+      throw toHaError(e);
+    }
+    if (out instanceof Promise) {
+      return out.catch((e: unknown) => {
+        throw toHaError(e);
+      }) as R;
+    }
+    return out;
+  };
 }

@@ -12,8 +12,8 @@
  * resumes from the local log's last position, on any source.
  */
 import type { Socket } from 'node:net';
-import { isPlexusError } from '../../core/errors.js';
-import type { LogRecord, LogStorage } from '../../storage/types.js';
+import { isPlexusError } from '../core/errors.js';
+import type { LogRecord, LogStorage } from '../storage/types.js';
 import {
   CATCH_UP_MAX_REQUEST_BODY,
   type CatchUpFrame,
@@ -26,7 +26,7 @@ import {
   RefusedReason,
 } from './catch-up-wire.js';
 import { checkMember, type HaMember } from './config.js';
-import { HaErrorCode, haError } from './errors.js';
+import { ReplicationErrorCode, replicationError } from './errors.js';
 
 /** Magic `PXHS` and version 1, then JSON. */
 const DESCRIPTOR_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x53);
@@ -52,13 +52,19 @@ export function encodeDescriptor(d: SnapshotDescriptor): Uint8Array {
   out.set(DESCRIPTOR_MAGIC);
   out.set(json, 4);
   if (out.length > DESCRIPTOR_MAX) {
-    throw haError(HaErrorCode.BAD_CONFIG, `a snapshot descriptor of ${out.length} bytes is above ${DESCRIPTOR_MAX}`);
+    throw replicationError(
+      ReplicationErrorCode.BAD_CONFIG,
+      `a snapshot descriptor of ${out.length} bytes is above ${DESCRIPTOR_MAX}`,
+    );
   }
   return out;
 }
 
 function corrupt(why: string): Error {
-  return haError(HaErrorCode.DIVERGED, `the Raft snapshot's data is not a replicated-log descriptor: ${why}`);
+  return replicationError(
+    ReplicationErrorCode.DIVERGED,
+    `the Raft snapshot's data is not a replicated-log descriptor: ${why}`,
+  );
 }
 
 /** Decodes snapshot data; `undefined` for the empty data of a founding snapshot. */
@@ -279,13 +285,13 @@ export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<num
   const reader = new FrameReader(socket);
   let appended = 0;
   while (o.local.last < BigInt(o.to)) {
-    if (o.stopped?.()) throw haError(HaErrorCode.STOPPED, 'the member closed during a catch-up');
+    if (o.stopped?.()) throw replicationError(ReplicationErrorCode.STOPPED, 'the member closed during a catch-up');
     const from = Number(o.local.last) + 1;
     socket.write(encodeFetch(from, o.to, o.chunkBytes));
     const f = await reader.next(o.timeoutMs);
     if (f.type === 'refused') {
-      throw haError(
-        HaErrorCode.CATCH_UP_UNAVAILABLE,
+      throw replicationError(
+        ReplicationErrorCode.CATCH_UP_UNAVAILABLE,
         `the source cannot send positions ${from}..${o.to}: ${f.text} (it holds ${f.sourceFirst}..${f.sourceLast})`,
         { from, to: o.to, reason: f.reason, sourceFirst: f.sourceFirst, sourceLast: f.sourceLast },
       );
@@ -320,8 +326,8 @@ export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<num
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed) {
       const err = (failed as PromiseRejectedResult).reason;
-      throw haError(
-        HaErrorCode.STOPPED,
+      throw replicationError(
+        ReplicationErrorCode.STOPPED,
         `appending caught-up records to the local log failed: ${isPlexusError(err) ? err.code : String(err)}`,
         {},
         err,
