@@ -53,6 +53,7 @@ import {
 import { type ReplicationCode, ReplicationErrorCode, replicationError, translateError } from './errors.js';
 import { markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
 import type { ReplicaDeps, ReplicaDriver, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
+import { ReadBarrier } from './read-barrier.js';
 import {
   CatchUpServer,
   decodeDescriptor,
@@ -75,7 +76,7 @@ export type { AppliedBatch, FollowerStatus, ReplicatedLogOptions, ReplicatedLogS
 const POSITION_WINDOW = 65_536;
 const MAX_RETAIN = 50_000;
 const defaultPromoteHint = (id: number): string => `promote it with promoteMember(${id})`;
-const noop = () => undefined;
+const _noop = () => undefined;
 
 export class Replica implements LogStorage {
   private readonly members = new Map<number, HaMember>();
@@ -148,9 +149,19 @@ export class Replica implements LogStorage {
   /** What waits on this member's leadership (pending appends, read barriers): each one's abort, run when it steps down. */
   private readonly onStepDown = new Set<(why: string) => void>();
   /** Read barriers: the ReadIndex round in flight, and the one gathering the reads that arrive meanwhile. */
-  private barrierRunning: Promise<bigint> | undefined;
-  private barrierQueued: Promise<bigint> | undefined;
-  private barrierRounds = 0;
+  private readonly barrier = new ReadBarrier({
+    checkLeader: () => {
+      this.checkOpen();
+      const role = this.node.status().role;
+      if (role !== 'leader') throw this.notLeader(`it is a ${role} and cannot confirm a leader read`);
+    },
+    confirmLeadership: () =>
+      this.untilStepDown(
+        this.driver.read(),
+        (why) => `${why} before a majority confirmed its leadership for this read; read at the leader`,
+      ),
+    lastPosition: () => this.local.last,
+  });
 
   private constructor(
     private readonly opts: ReplicatedLogOptions,
@@ -836,43 +847,12 @@ export class Replica implements LogStorage {
    * deposed leader that had not noticed), refuses with PLX_REPLICATION_NOT_LEADER.
    */
   readBarrier(): Promise<bigint> {
-    try {
-      this.checkOpen();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    const role = this.node.status().role;
-    if (role !== 'leader') return Promise.reject(this.notLeader(`it is a ${role} and cannot confirm a leader read`));
-    if (this.barrierQueued) return this.barrierQueued;
-    const before = this.barrierRunning;
-    const round: Promise<bigint> = (before ? before.then(noop, noop) : Promise.resolve())
-      .then(() => {
-        if (this.barrierQueued === round) this.barrierQueued = undefined;
-        this.barrierRunning = round;
-        return this.barrierRound();
-      })
-      .finally(() => {
-        if (this.barrierRunning === round) this.barrierRunning = undefined;
-      });
-    this.barrierQueued = round;
-    return round;
+    return this.barrier.wait();
   }
 
   /** ReadIndex rounds run so far (each one serves every read barrier that joined it). */
   get readBarrierRounds(): number {
-    return this.barrierRounds;
-  }
-
-  private async barrierRound(): Promise<bigint> {
-    this.checkOpen();
-    const role = this.node.status().role;
-    if (role !== 'leader') throw this.notLeader(`it is a ${role} and cannot confirm a leader read`);
-    this.barrierRounds++;
-    await this.untilStepDown(
-      this.driver.read(),
-      (why) => `${why} before a majority confirmed its leadership for this read; read at the leader`,
-    );
-    return this.local.last;
+    return this.barrier.rounds;
   }
 
   /**
