@@ -27,7 +27,6 @@ import { decodeEvfr, type EvfrFrame, encodeEvfr } from '../codec/evfr.js';
 import type { TimerHandle } from '../core/clock.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { Condition, type WaitOptions } from '../core/watermark.js';
-import { decodeConfChange } from '../raft/confchange.js';
 import { RaftNode } from '../raft/node.js';
 import type { Entry, Role, Snapshot, SoftState } from '../raft/types.js';
 import { conflictError, fencedError } from '../storage/errors.js';
@@ -39,7 +38,6 @@ import {
   concatFrames,
   decodeMeta,
   encodeCompactMarker,
-  encodeMeta,
   type FrameGroup,
   hex,
   hexBytes,
@@ -52,6 +50,7 @@ import {
 } from './entries.js';
 import { type ReplicationCode, ReplicationErrorCode, replicationError, translateError } from './errors.js';
 import { markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
+import { MembershipChanges } from './membership.js';
 import type { ReplicaDeps, ReplicaDriver, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
 import { ReadBarrier } from './read-barrier.js';
 import {
@@ -109,7 +108,7 @@ export class Replica implements LogStorage {
   private duplicates = 0;
   private failure: PlexusError | undefined;
   private closed = false;
-  private readonly confWaiters = new Map<number, { term: number; resolve(): void; reject(e: unknown): void }>();
+  private readonly membership: MembershipChanges;
   /** A snapshot install in progress (the apply path waits for it). */
   private installing: Promise<void> | undefined;
   private catchUpTarget: bigint | undefined;
@@ -175,6 +174,24 @@ export class Replica implements LogStorage {
     members: readonly HaMember[],
     descriptor: SnapshotDescriptor | undefined,
   ) {
+    this.membership = new MembershipChanges({
+      clock: deps.clock,
+      node: () => this.node,
+      propose: (data) => this.driver.propose(data),
+      whenAcceptingWrites: () => this.whenAcceptingWrites(),
+      checkOpen: () => this.checkOpen(),
+      notLeader: (why) => this.notLeader(why),
+      timeoutMs: opts.timeoutMs ?? 10_000,
+      promoteHint: opts.promoteHint ?? defaultPromoteHint,
+      removed: (id) => {
+        if (id !== this.opts.id) this.transport.removePeer(id);
+        this.members.delete(id);
+      },
+      added: (id) => {
+        const m = this.members.get(id);
+        if (m) this.dialPeer(m);
+      },
+    });
     for (const m of members) this.members.set(m.id, m);
     // Members known only from the snapshot (their membership records were compacted away).
     for (const m of descriptor?.members ?? []) if (!this.members.has(m.id)) this.members.set(m.id, m);
@@ -675,9 +692,7 @@ export class Replica implements LogStorage {
     await this.installing?.catch(() => undefined);
     await this.snapshotting;
     await this.writingBack;
-    for (const w of this.confWaiters.values())
-      w.reject(replicationError(ReplicationErrorCode.STOPPED, 'the member closed'));
-    this.confWaiters.clear();
+    this.membership.close();
     await this.transport.close();
     await this.raftStorage.close().catch(() => undefined);
     const files = [...this.local.segmentFiles];
@@ -774,66 +789,18 @@ export class Replica implements LogStorage {
    * Adds a member (leader only): replicates its addresses, adds it as a learner, waits until
    * it has caught up, then makes it a voter. Start the new member with `join: true` first.
    */
-  async addMember(member: HaMember, opts: { voter?: boolean; catchUpMs?: number } = {}): Promise<void> {
-    const m = checkMember(member);
-    await this.whenAcceptingWrites();
-    const conf = this.node.status().confState;
-    if (conf.voters.includes(m.id) || conf.learners.includes(m.id)) {
-      throw replicationError(ReplicationErrorCode.MEMBERSHIP, `member ${m.id} is already in the cluster`, { id: m.id });
-    }
-    await this.driver.propose(encodeMeta(m));
-    await this.confChange({ type: 'add-learner', nodeId: m.id });
-    if (opts.voter === false) return;
-    const end = this.deps.clock.now() + (opts.catchUpMs ?? 10_000);
-    for (;;) {
-      const s = this.node.status();
-      const p = s.progress?.get(m.id);
-      if (s.role !== 'leader') throw this.notLeader('leadership changed while adding a member');
-      if (p && p.match >= s.commit) break;
-      if (this.deps.clock.now() > end) {
-        throw replicationError(
-          ReplicationErrorCode.MEMBERSHIP,
-          `member ${m.id} did not catch up in time; it stays a learner: once it has caught up (start it if it is down), ${(this.opts.promoteHint ?? defaultPromoteHint)(m.id)}`,
-          { id: m.id, reason: 'behind', match: p?.match ?? 0, commit: s.commit },
-        );
-      }
-      await this.sleep(10);
-    }
-    await this.confChange({ type: 'add-voter', nodeId: m.id });
+  addMember(member: HaMember, opts: { voter?: boolean; catchUpMs?: number } = {}): Promise<void> {
+    return this.membership.add(member, opts);
   }
 
   /** Removes a member (leader only); a leader removing itself steps down once the change commits. */
-  async removeMember(id: number): Promise<void> {
-    await this.whenAcceptingWrites();
-    const conf = this.node.status().confState;
-    if (!conf.voters.includes(id) && !conf.learners.includes(id)) {
-      throw replicationError(ReplicationErrorCode.MEMBERSHIP, `member ${id} is not in the cluster`, { id });
-    }
-    if (conf.voters.length === 1 && conf.voters[0] === id) {
-      throw replicationError(ReplicationErrorCode.MEMBERSHIP, `member ${id} is the last voter and cannot be removed`, {
-        id,
-      });
-    }
-    await this.confChange({ type: 'remove-node', nodeId: id });
+  removeMember(id: number): Promise<void> {
+    return this.membership.remove(id);
   }
 
   /** Hands leadership to `to` (rolling upgrades: move it off a member before stopping it). Resolves once `to` leads. */
-  async transferLeadership(to: number, waitMs = 10_000): Promise<void> {
-    this.checkOpen();
-    const s = this.node.status();
-    if (s.role !== 'leader') throw this.notLeader('only the leader can hand over leadership');
-    if (!s.confState.voters.includes(to)) {
-      throw replicationError(ReplicationErrorCode.MEMBERSHIP, `member ${to} is not a voter`, { id: to });
-    }
-    if (to === s.id) return;
-    this.node.transferLeader(to);
-    const end = this.deps.clock.now() + waitMs;
-    while (this.node.status().lead !== to || this.node.status().term === s.term) {
-      if (this.deps.clock.now() > end) {
-        throw new PlexusError('PLX_RAFT_TIMEOUT', `leadership did not move to ${to} within ${waitMs} ms`, { to });
-      }
-      await this.sleep(10);
-    }
+  transferLeadership(to: number, waitMs = 10_000): Promise<void> {
+    return this.membership.transfer(to, waitMs);
   }
 
   /**
@@ -855,43 +822,9 @@ export class Replica implements LogStorage {
     return this.barrier.rounds;
   }
 
-  /**
-   * Makes learner `id` a voter (leader only), once it has every committed entry: waits up to
-   * `catchUpMs` (default 10,000) for that, then refuses with PLX_REPLICATION_MEMBERSHIP
-   * (`details.reason` `behind`). An id that is a voter (`details.reason` `voter`) or not a
-   * member (`unknown`) is refused at once.
-   */
-  async promoteMember(id: number, opts: { catchUpMs?: number } = {}): Promise<void> {
-    await this.whenAcceptingWrites();
-    const conf = this.node.status().confState;
-    if (conf.voters.includes(id)) {
-      throw replicationError(ReplicationErrorCode.MEMBERSHIP, `member ${id} is already a voter`, {
-        id,
-        reason: 'voter',
-      });
-    }
-    if (!conf.learners.includes(id)) {
-      throw replicationError(ReplicationErrorCode.MEMBERSHIP, `member ${id} is not in the cluster`, {
-        id,
-        reason: 'unknown',
-      });
-    }
-    const end = this.deps.clock.now() + (opts.catchUpMs ?? 10_000);
-    for (;;) {
-      const s = this.node.status();
-      const p = s.progress?.get(id);
-      if (s.role !== 'leader') throw this.notLeader('leadership changed while promoting a member');
-      if (p && p.match >= s.commit) break;
-      if (this.deps.clock.now() > end) {
-        throw replicationError(
-          ReplicationErrorCode.MEMBERSHIP,
-          `learner ${id} has not caught up (it has entries up to ${p?.match ?? 0}, the commit index is ${s.commit}); start it if it is down, wait, and promote it again`,
-          { id, reason: 'behind', match: p?.match ?? 0, commit: s.commit },
-        );
-      }
-      await this.sleep(10);
-    }
-    await this.confChange({ type: 'add-voter', nodeId: id });
+  /** Makes learner `id` a voter once it has caught up (MembershipChanges.promote). */
+  promoteMember(id: number, opts: { catchUpMs?: number } = {}): Promise<void> {
+    return this.membership.promote(id, opts);
   }
 
   /** Changes the address peers are dialled at (tests put proxies in front of members). */
@@ -1340,7 +1273,7 @@ export class Replica implements LogStorage {
     };
     try {
       for (const e of entries) {
-        if (e.type === 'conf-change') this.applyConfChange(e);
+        if (e.type === 'conf-change') this.membership.applied(e);
         else if (e.data.length === 0) {
           // a new leader's first entry
         } else if (isCompactMarker(e.data)) {
@@ -1442,53 +1375,6 @@ export class Replica implements LogStorage {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((r) => this.deps.clock.setTimeout(r, ms));
-  }
-
-  private applyConfChange(e: Entry): void {
-    const cc = decodeConfChange(e.data);
-    if (cc.type === 'remove-node') {
-      if (cc.nodeId !== this.opts.id) this.transport.removePeer(cc.nodeId);
-      this.members.delete(cc.nodeId);
-    } else {
-      const m = this.members.get(cc.nodeId);
-      if (m) this.dialPeer(m);
-    }
-    const w = this.confWaiters.get(e.index);
-    if (w) {
-      this.confWaiters.delete(e.index);
-      if (w.term === e.term) w.resolve();
-      else
-        w.reject(
-          new PlexusError('PLX_RAFT_PROPOSAL_LOST', 'leadership changed before the membership change committed'),
-        );
-    }
-  }
-
-  private confChange(cc: Parameters<RaftNode['proposeConfChange']>[0]): Promise<void> {
-    const { index, term } = this.node.proposeConfChange(cc);
-    const ms = this.opts.timeoutMs ?? 10_000;
-    return new Promise<void>((resolve, reject) => {
-      const timer = this.deps.clock.setTimeout(() => {
-        this.confWaiters.delete(index);
-        reject(
-          new PlexusError(
-            'PLX_RAFT_TIMEOUT',
-            `membership change ${cc.type} ${cc.nodeId} not committed within ${ms} ms`,
-          ),
-        );
-      }, ms);
-      this.confWaiters.set(index, {
-        term,
-        resolve: () => {
-          this.deps.clock.clearTimeout(timer);
-          resolve();
-        },
-        reject: (err) => {
-          this.deps.clock.clearTimeout(timer);
-          reject(err);
-        },
-      });
-    });
   }
 
   /** The EVFR frames of a committed entry (one per append it carries, laid end to end). */
