@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { parseAddMember, parseRemoveMember } from '../../ts/chronacta/cluster-api.js';
-import { followerReadBounds } from '../../ts/chronacta/ha/config.js';
+import { followerReadBounds } from '../../ts/chronacta/cluster-config.js';
 import { type ClusterFile, joinFiles, membershipFile } from '../../ts/chronacta/layout.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';

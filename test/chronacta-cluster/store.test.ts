@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { HaMember } from '../../ts/chronacta/ha/config.js';
+import type { HaMember } from '../../ts/chronacta/cluster-config.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import type { RecordedEvent } from '../../ts/chronacta/types.js';
 import { freePort } from '../helpers/ports.js';

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { parseTransferLeader, transferTarget } from '../../ts/chronacta/cluster-api.js';
-import type { ReplicatedLogStatus } from '../../ts/chronacta/ha/replicated-log.js';
+import type { ReplicatedLogStatus } from '../../ts/chronacta/cluster-log.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { until } from '../helpers/until.js';

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import type { ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
 import { clusterFiles, DEFAULT_GROUP_COMMIT_BYTES, writeClusterFiles } from '../../ts/chronacta/layout.js';
 import { migrateDataDir } from '../../ts/chronacta/migrate.js';
 import { type ChronactaServer, startServer } from '../../ts/chronacta/server.js';

@@ -10,8 +10,8 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { HaMember } from '../../ts/chronacta/ha/config.js';
-import { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import type { HaMember } from '../../ts/chronacta/cluster-config.js';
+import { openClusterLog, type ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import type { RecordedEvent } from '../../ts/chronacta/types.js';
 import { isPlexusError } from '../../ts/core/errors.js';
@@ -269,7 +269,7 @@ describe('compaction in cluster mode', () => {
     });
     const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-compact-join-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const fresh = await ReplicatedLog.open(opts(dir));
+    const fresh = await openClusterLog(opts(dir));
     cleanups.push(() => fresh.close());
     await leader.addMember(
       { id: 4, raftAddress: `127.0.0.1:${fresh.raftPort}`, advertise: '127.0.0.1:9004' },
@@ -288,7 +288,7 @@ describe('compaction in cluster mode', () => {
     cleanups.push(() => rmSync(seeded, { recursive: true, force: true }));
     cpSync(join(c.dirs.get(source) as string, 'log'), join(seeded, 'log'), { recursive: true });
     await c.restart(source);
-    const joined = await ReplicatedLog.open({
+    const joined = await openClusterLog({
       ...opts(seeded),
       id: 5,
       members: [...members, { id: 5, raftAddress: '127.0.0.1:0', advertise: '127.0.0.1:9005' }],

@@ -11,7 +11,7 @@ import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import type { ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
 import { until } from '../helpers/until.js';
 import { type Cluster, snapshot, startCluster, text } from './helpers.js';
 

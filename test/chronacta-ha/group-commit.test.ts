@@ -6,9 +6,10 @@
  * duplicates frame by frame.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { type AppliedBatch, type ReplicatedLog, SOLO_FRAME_BYTES } from '../../ts/chronacta/ha/replicated-log.js';
+import type { AppliedBatch, ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
+import { SOLO_FRAME_BYTES } from '../../ts/replication/replicated-log.js';
 import { until } from '../helpers/until.js';
 import { type Cluster, snapshot, startCluster, text } from './helpers.js';
 

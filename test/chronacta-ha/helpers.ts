@@ -6,8 +6,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { HaMember } from '../../ts/chronacta/ha/config.js';
-import { ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/ha/replicated-log.js';
+import type { HaMember } from '../../ts/chronacta/cluster-config.js';
+import { openClusterLog, type ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/cluster-log.js';
 import type { LogRecord } from '../../ts/storage/types.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { rng } from '../helpers/rng.js';
@@ -58,7 +58,7 @@ export async function startCluster(
   const ports = new Map<number, number>();
   const root = mkdtempSync(join(tmpdir(), 'plexus-ha-'));
   const open = (id: number, port = 0) =>
-    ReplicatedLog.open({
+    openClusterLog({
       id,
       dir: dirs.get(id) as string,
       members: members(n),

@@ -10,8 +10,8 @@
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CLEAN_MARKER } from '../../ts/chronacta/ha/local-tail.js';
-import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import type { ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
+import { CLEAN_MARKER } from '../../ts/replication/local-tail.js';
 import { until } from '../helpers/until.js';
 import { type Cluster, snapshot, startCluster } from './helpers.js';
 

@@ -6,7 +6,7 @@
  * partitions-processes.test.ts (and processes.test.ts kills a replicated-log member process).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import type { ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { until } from '../helpers/until.js';
 import { advertise, type Cluster, sleep, snapshot, startCluster, TICK_MS, text } from './helpers.js';

@@ -17,7 +17,7 @@ import { ROOT } from '../helpers/paths.js';
 import { until } from '../helpers/until.js';
 import { sleep } from './helpers.js';
 
-const MODULE = resolve(ROOT, 'dist/chronacta/ha/index.js');
+const MODULE = resolve(ROOT, 'dist/chronacta/cluster-log.js');
 const FIXTURE = resolve(ROOT, 'test/chronacta-ha/fixtures/member.mjs');
 
 interface Answer {

@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueMemberCertificate, type PemPair, readCa } from '../../ts/chronacta/ha/member-tls.js';
+import { issueMemberCertificate, type PemPair, readCa } from '../../ts/chronacta/member-tls.js';
 import { encodeRaftMessage } from '../../ts/codec/raft-wire.js';
 import type { Message } from '../../ts/raft/types.js';
 import { MAIN, startThree, type ThreeMembers } from '../chronacta-cluster/helpers.js';

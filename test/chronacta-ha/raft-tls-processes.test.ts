@@ -13,7 +13,7 @@ import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMemberCa, issueMemberCertificate, type PemPair, readCa } from '../../ts/chronacta/ha/member-tls.js';
+import { createMemberCa, issueMemberCertificate, type PemPair, readCa } from '../../ts/chronacta/member-tls.js';
 import { encodeRaftMessage } from '../../ts/codec/raft-wire.js';
 import type { Message } from '../../ts/raft/types.js';
 import { cli, MAIN, type ServeMember, startThree, type ThreeMembers } from '../chronacta-cluster/helpers.js';

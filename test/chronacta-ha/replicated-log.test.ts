@@ -7,9 +7,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseHaConfig } from '../../ts/chronacta/ha/config.js';
-import { createMemberCa, issueMemberCertificate, memberOfCertificate } from '../../ts/chronacta/ha/member-tls.js';
-import { type AppliedBatch, ReplicatedLog } from '../../ts/chronacta/ha/replicated-log.js';
+import { parseHaConfig } from '../../ts/chronacta/cluster-config.js';
+import { type AppliedBatch, openClusterLog, type ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
+import { createMemberCa, issueMemberCertificate, memberOfCertificate } from '../../ts/chronacta/member-tls.js';
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import type { RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
@@ -224,7 +224,7 @@ describe('replicated log', () => {
     const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-join-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const existing = leader.status().members;
-    const fourth = await ReplicatedLog.open({
+    const fourth = await openClusterLog({
       id: 4,
       dir,
       join: true,

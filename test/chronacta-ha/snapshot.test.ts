@@ -14,20 +14,8 @@ import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  CATCH_UP_HEADER_BYTES,
-  CATCH_UP_MAX_BODY,
-  CatchUpStream,
-  decodeCatchUp,
-  encodeFetch,
-  encodeHolding,
-  encodeQuery,
-  encodeRecords,
-  encodeRefused,
-} from '../../ts/chronacta/ha/catch-up-wire.js';
-import type { HaMember } from '../../ts/chronacta/ha/config.js';
-import { ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/ha/replicated-log.js';
-import { decodeDescriptor, encodeDescriptor, queryHolding } from '../../ts/chronacta/ha/snapshot.js';
+import type { HaMember } from '../../ts/chronacta/cluster-config.js';
+import { openClusterLog, type ReplicatedLog, type ReplicatedLogOptions } from '../../ts/chronacta/cluster-log.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { crc32c } from '../../ts/core/index.js';
 import { RaftTcpTransport } from '../../ts/raft-io/tcp-transport.js';
@@ -35,6 +23,20 @@ import type { LogRecord } from '../../ts/storage/types.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { ROOT } from '../helpers/paths.js';
 import { until } from '../helpers/until.js';
+import {
+  CATCH_UP_HEADER_BYTES,
+  CATCH_UP_MAX_BODY,
+  CatchUpStream,
+  decodeCatchUp,
+  decodeDescriptor,
+  encodeDescriptor,
+  encodeFetch,
+  encodeHolding,
+  encodeQuery,
+  encodeRecords,
+  encodeRefused,
+  queryHolding,
+} from './ha-codes.js';
 import { type Cluster, quiet, snapshot, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
@@ -142,7 +144,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     expect(leader.status().snapshotIndex).toBeGreaterThan(60);
     const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-join-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const fourth = await ReplicatedLog.open(
+    const fourth = await openClusterLog(
       joiner(dir, leader.status().members, new Map(c.ids.map((id) => [id, `127.0.0.1:${c.ports.get(id)}`]))),
     );
     cleanups.push(() => fourth.close());
@@ -175,7 +177,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     }
     const dir = mkdtempSync(join(tmpdir(), 'plexus-ha-snap-cut-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const fourth = await ReplicatedLog.open(
+    const fourth = await openClusterLog(
       joiner(dir, leader.status().members, new Map([...proxies].map(([id, p]) => [id, p.address])), {
         catchUpChunkBytes: 64,
       }),
@@ -221,7 +223,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const lid = idOf(c, leader);
     const opts = joiner(dir, leader.status().members, new Map([[lid, proxy.address]]), { catchUpChunkBytes: 64 });
-    let fourth = await ReplicatedLog.open(opts);
+    let fourth = await openClusterLog(opts);
     await leader.addMember(
       { id: 4, raftAddress: `127.0.0.1:${fourth.raftPort}`, advertise: '127.0.0.1:9004' },
       { voter: false },
@@ -229,7 +231,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     await until(() => fourth.status().recordsCaughtUp >= 10, { timeoutMs: 10_000, what: 'the transfer to start' });
     await fourth.close();
     proxy.heal();
-    fourth = await ReplicatedLog.open({ ...opts, listen: { host: '127.0.0.1', port: 0 } });
+    fourth = await openClusterLog({ ...opts, listen: { host: '127.0.0.1', port: 0 } });
     cleanups.push(() => fourth.close());
     expect(fourth.last).toBeGreaterThan(0n);
     expect(fourth.last).toBeLessThan(300n);
@@ -241,7 +243,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
     expect(all).toHaveLength(301);
   });
 
-  const DIST = resolve(ROOT, 'dist/chronacta/ha/index.js');
+  const DIST = resolve(ROOT, 'dist/chronacta/cluster-log.js');
   it.skipIf(!existsSync(DIST))(
     'a member SIGKILLed during a snapshot install is consistent on restart and completes it',
     async () => {
@@ -267,7 +269,7 @@ describe('replicated log: Raft snapshots and catch-up', () => {
       await killChild(child.proc);
       expect(child.proc.signalCode).toBe('SIGKILL');
       proxy.heal();
-      const fourth = await ReplicatedLog.open({ ...opts, dial: new Map([[lid, proxy.address]]) });
+      const fourth = await openClusterLog({ ...opts, dial: new Map([[lid, proxy.address]]) });
       cleanups.push(() => fourth.close());
       // The Raft log holds the snapshot; the local log holds a prefix of the records below it.
       expect(fourth.status().snapshotIndex).toBeGreaterThan(60);
@@ -289,9 +291,9 @@ function spawnMember(opts: ReplicatedLogOptions): {
   caughtUp(): number;
 } {
   const script = `
-    const { ReplicatedLog } = await import(${JSON.stringify(pathToFileURL(resolve(ROOT, 'dist/chronacta/ha/index.js')).href)});
+    const { openClusterLog } = await import(${JSON.stringify(pathToFileURL(resolve(ROOT, 'dist/chronacta/cluster-log.js')).href)});
     const o = JSON.parse(process.argv[1]);
-    const log = await ReplicatedLog.open({ ...o, dial: new Map(o.dial), logger: { warn() {}, error() {} } });
+    const log = await openClusterLog({ ...o, dial: new Map(o.dial), logger: { warn() {}, error() {} } });
     process.stdout.write(JSON.stringify({ port: log.raftPort }) + '\\n');
     setInterval(() => process.stdout.write(JSON.stringify({ caughtUp: log.status().recordsCaughtUp }) + '\\n'), 10);
   `;
@@ -411,7 +413,7 @@ describe('side streams on the Raft port', () => {
       { snapshotEveryBytes: 1.5 },
       { localWritebackMs: -5 },
     ]) {
-      const e = await ReplicatedLog.open({ ...base, ...bad }).catch((x) => x);
+      const e = await openClusterLog({ ...base, ...bad }).catch((x) => x);
       expect(isPlexusError(e, 'PLX_CHRONACTA_HA_BAD_CONFIG')).toBe(true);
     }
   });

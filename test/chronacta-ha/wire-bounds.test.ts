@@ -4,14 +4,14 @@
  * memory per connection; docs/raft-wire.md).
  */
 import { describe, expect, it } from 'vitest';
+import { encodeRaftMessage, RAFT_HEADER_BYTES, RaftMessageStream } from '../../ts/codec/raft-wire.js';
 import {
   CATCH_UP_HEADER_BYTES,
   CATCH_UP_MAX_REQUEST_BODY,
   CatchUpStream,
   encodeFetch,
   encodeRecords,
-} from '../../ts/chronacta/ha/catch-up-wire.js';
-import { encodeRaftMessage, RAFT_HEADER_BYTES, RaftMessageStream } from '../../ts/codec/raft-wire.js';
+} from './ha-codes.js';
 
 describe('bounded decoders', () => {
   it('a Raft stream refuses a header announcing more than its maximum body', () => {

@@ -64,7 +64,8 @@ describe('expectRefusal', () => {
 
   it('returns the PlexusError with the code, from a promise or a function', async () => {
     expect(
-      (await expectRefusal(Promise.reject(new PlexusError('PLX_CODEC_BAD_FORMAT', 'no')), 'PLX_CODEC_BAD_FORMAT')).message,
+      (await expectRefusal(Promise.reject(new PlexusError('PLX_CODEC_BAD_FORMAT', 'no')), 'PLX_CODEC_BAD_FORMAT'))
+        .message,
     ).toBe('no');
     expect((await expectRefusal(refuse, /^PLX_CODEC_/)).code).toBe('PLX_CODEC_BAD_FORMAT');
   });

@@ -20,6 +20,8 @@
 import { type PlexusCode, PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
 import type { PeerCredentials } from './client-auth.js';
+import { checkAddress, type FollowerReadBounds, followerReadBounds, type HaMember } from './cluster-config.js';
+import type { ReplicatedLog, ReplicatedLogStatus } from './cluster-log.js';
 import { badInput, ChronactaCode, chronactaError } from './errors.js';
 import {
   type CallContext,
@@ -30,9 +32,7 @@ import {
   GrpcStatus,
   routesOn,
 } from './grpc-server.js';
-import { checkAddress, type FollowerReadBounds, followerReadBounds, type HaMember } from './ha/config.js';
-import { HaErrorCode, haError } from './ha/errors.js';
-import type { ReplicatedLog, ReplicatedLogStatus } from './ha/replicated-log.js';
+import { HaErrorCode, haError } from './ha-errors.js';
 import { type ClusterFile, membershipFile, writeClusterFile } from './layout.js';
 import { methodDefinition, toBig, type WireLong } from './proto.js';
 import { LEADER_ADDRESS_KEY, toCallStatus } from './status.js';

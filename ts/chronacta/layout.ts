@@ -24,8 +24,8 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PlexusError } from '../core/errors.js';
 import { makeDirs, replaceFile } from '../storage/files.js';
+import { type HaMember, parseHaConfig } from './cluster-config.js';
 import { ChronactaCode, chronactaError } from './errors.js';
-import { type HaMember, parseHaConfig } from './ha/config.js';
 
 /** The data format this build writes and the highest it reads (node.json's `version`). */
 export const DATA_FORMAT = 2;

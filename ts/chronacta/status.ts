@@ -8,7 +8,7 @@ import { Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
 import { ChronactaCode, type ChronactaCodeName } from './errors.js';
 import type { CallStatus } from './grpc-server.js';
-import { HaErrorCode } from './ha/errors.js';
+import { HaErrorCode } from './ha-errors.js';
 
 export const CODE_KEY = 'plexus-code';
 export const DETAILS_KEY = 'plexus-details';

@@ -30,9 +30,9 @@ import {
   randomUuidBytes,
   tableOf,
 } from './batch.js';
+import { type AppliedBatch, openClusterLog, type ReplicatedLog, type ReplicatedLogOptions } from './cluster-log.js';
 import { ChronactaCode, chronactaError, fromStorage } from './errors.js';
-import { HaErrorCode, haError } from './ha/errors.js';
-import { type AppliedBatch, ReplicatedLog, type ReplicatedLogOptions } from './ha/replicated-log.js';
+import { HaErrorCode, haError } from './ha-errors.js';
 import { type PreparedDataDir, prepareDataDir } from './layout.js';
 import {
   bytesToUuid,
@@ -264,7 +264,7 @@ export class EventStore {
         });
       }
       if (opts.replication) {
-        replicated = await ReplicatedLog.open({
+        replicated = await openClusterLog({
           ...(opts.segmentBytes === undefined ? {} : { segmentBytes: opts.segmentBytes }),
           logger,
           ...opts.replication,
@@ -1083,7 +1083,7 @@ export class EventStore {
    * PLX_CHRONACTA_HA_NOT_LEADER naming the leader.
    */
   async addClusterMember(
-    member: import('./ha/config.js').HaMember,
+    member: import('./cluster-config.js').HaMember,
     opts: { readonly learner?: boolean; readonly catchUpMs?: number } = {},
   ): Promise<void> {
     const r = this.membershipLog();

@@ -105,7 +105,7 @@ export async function createClusterCa(cluster: string, opts: { notAfter?: Date }
 /**
  * Makes a self-signed Ed25519 CA named `commonName` (valid 10 years by default): its
  * certificate and PKCS #8 key, PEM. The cluster CA above and Chronacta's member CA
- * (ts/chronacta/ha/member-tls.ts) are made by it.
+ * (ts/chronacta/member-tls.ts) are made by it.
  */
 export async function createCa(
   commonName: string,

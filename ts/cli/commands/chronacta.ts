@@ -2,20 +2,9 @@ import { access, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ChronactaClient, type ReadConsistency } from '../../chronacta/client.js';
 import { clientSecurityFromFiles } from '../../chronacta/client-credentials.js';
+import { checkAddress, type HaMember } from '../../chronacta/cluster-config.js';
 import { findDataLogs, truncateDamagedTail } from '../../chronacta/data-dir-logs.js';
 import { ChronactaCode, chronactaError } from '../../chronacta/errors.js';
-import { checkAddress, type HaMember } from '../../chronacta/ha/config.js';
-import {
-  caPaths,
-  checkMemberCertificate,
-  createMemberCa,
-  issueMemberFiles,
-  loadMemberTls,
-  memberTlsPaths,
-  readCa,
-  writeCa,
-  writeMemberTls,
-} from '../../chronacta/ha/member-tls.js';
 import {
   clusterFiles,
   dataPaths,
@@ -27,6 +16,17 @@ import {
   writeClusterFiles,
 } from '../../chronacta/layout.js';
 import { DEFAULT_LIMITS, type GrpcLimits, LIMIT_RANGES } from '../../chronacta/limits.js';
+import {
+  caPaths,
+  checkMemberCertificate,
+  createMemberCa,
+  issueMemberFiles,
+  loadMemberTls,
+  memberTlsPaths,
+  readCa,
+  writeCa,
+  writeMemberTls,
+} from '../../chronacta/member-tls.js';
 import { migrateDataDir } from '../../chronacta/migrate.js';
 import { startServer } from '../../chronacta/server.js';
 import type { EventData, ExpectedVersion, RecordedEvent, SubscriptionTarget } from '../../chronacta/types.js';

@@ -18,9 +18,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChronactaClient } from '../../chronacta/client.js';
-import type { HaMember } from '../../chronacta/ha/config.js';
-import { createMemberCa, issueMemberFiles } from '../../chronacta/ha/member-tls.js';
+import type { HaMember } from '../../chronacta/cluster-config.js';
 import { clusterFiles, writeClusterFiles } from '../../chronacta/layout.js';
+import { createMemberCa, issueMemberFiles } from '../../chronacta/member-tls.js';
 import type { AppendResult, ClusterStatus } from '../../chronacta/types.js';
 import { freePorts } from '../../net/ports.js';
 

@@ -1,18 +1,16 @@
 /**
- * The membership of a replicated Chronacta cluster: each member's Raft id, the address its
- * Raft transport listens on (peers dial it) and the address clients reach its gRPC server
- * at (named in NOT_LEADER redirects). `parseHaConfig` checks a `cluster.json`-style object.
+ * Chronacta's cluster configuration (`cluster.json`, docs/chronacta-ha.md): a cluster id and
+ * its members as the replicated log knows them (ts/replication/config.ts), and the bounds of
+ * follower reads. Bad values are PLX_CHRONACTA_HA_BAD_CONFIG.
  */
-import { HaErrorCode, haError } from './errors.js';
+import {
+  checkAddress as checkReplicaAddress,
+  checkMember as checkReplicaMember,
+  type HaMember,
+} from '../replication/config.js';
+import { HaErrorCode, haError, withHaCodes } from './ha-errors.js';
 
-export interface HaMember {
-  /** Raft node id, 1 .. 2^53 - 1, never reused. */
-  readonly id: number;
-  /** host:port of the member's Raft transport. */
-  readonly raftAddress: string;
-  /** host:port clients use for the member's gRPC server. */
-  readonly advertise: string;
-}
+export type { HaMember } from '../replication/config.js';
 
 export interface HaConfig {
   readonly clusterId: string;
@@ -25,29 +23,11 @@ function badConfig(message: string, details: Record<string, unknown> = {}) {
   return haError(HaErrorCode.BAD_CONFIG, message, details);
 }
 
-export function checkAddress(what: string, a: unknown): string {
-  if (typeof a !== 'string' || a.length > 255) throw badConfig(`${what} must be a host:port string`, { address: a });
-  const i = a.lastIndexOf(':');
-  const port = Number(a.slice(i + 1));
-  if (i <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) {
-    throw badConfig(`${what} "${a}" is not host:port`, { address: a });
-  }
-  return a;
-}
+/** `checkAddress` of the replicated log, refusing with PLX_CHRONACTA_HA_BAD_CONFIG. */
+export const checkAddress: (what: string, a: unknown) => string = withHaCodes(checkReplicaAddress);
 
-export function checkMember(m: unknown): HaMember {
-  if (typeof m !== 'object' || m === null) throw badConfig('a member must be an object { id, raftAddress, advertise }');
-  const r = m as Record<string, unknown>;
-  const id = r.id;
-  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) {
-    throw badConfig(`member id ${String(id)} must be a positive whole number`, { id });
-  }
-  return {
-    id,
-    raftAddress: checkAddress(`member ${id} raftAddress`, r.raftAddress),
-    advertise: checkAddress(`member ${id} advertise`, r.advertise ?? r.raftAddress),
-  };
-}
+/** `checkMember` of the replicated log, refusing with PLX_CHRONACTA_HA_BAD_CONFIG. */
+export const checkMember: (m: unknown) => HaMember = withHaCodes(checkReplicaMember);
 
 /** Checks a parsed cluster configuration: a cluster id and 1 .. 64 members with distinct ids. */
 export function parseHaConfig(value: unknown): HaConfig {

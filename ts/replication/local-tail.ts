@@ -17,11 +17,11 @@
  */
 import { open, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isPlexusError } from '../../core/errors.js';
-import { type FileLog, openLog } from '../../storage/file-log.js';
-import { indexName, parseSegmentName, SEGMENT_HEADER_BYTES } from '../../storage/format.js';
-import type { StorageLogger } from '../../storage/types.js';
-import { verifyLog } from '../../storage/verify.js';
+import { isPlexusError } from '../core/errors.js';
+import { type FileLog, openLog } from '../storage/file-log.js';
+import { indexName, parseSegmentName, SEGMENT_HEADER_BYTES } from '../storage/format.js';
+import type { StorageLogger } from '../storage/types.js';
+import { verifyLog } from '../storage/verify.js';
 
 /** In the replicated log's directory: the local log was closed cleanly and fsynced. */
 export const CLEAN_MARKER = 'log.clean';

@@ -1,5 +1,6 @@
 /**
- * ReplicatedLog: the LogStorage seam of Chronacta's cluster mode (docs/chronacta-ha.md).
+ * ReplicatedLog: a LogStorage replicated over Raft (docs/replication.md); Chronacta's
+ * cluster mode runs on it (docs/chronacta-ha.md).
  *
  * Each member runs a Raft node (ts/raft) whose log is a FileRaftStorage under `<dir>/raft/`
  * (durable: fsynced before any message of the same Ready leaves), and keeps the committed
@@ -11,41 +12,47 @@
  * member applies committed entries in Raft order: decode the frame (checksums), check that it
  * continues the local log, append it with the same batch id and the frame's epoch as fencing
  * epoch. A frame already in the local log (same batch id at the same positions: a replay
- * after a restart) is skipped; anything else stops the member with PLX_CHRONACTA_HA_DIVERGED.
+ * after a restart) is skipped; anything else stops the member with PLX_REPLICATION_DIVERGED.
  *
  * Every `snapshotEvery` applied appends the member takes a Raft snapshot `snapshotRetain`
  * appends behind its applied index and compacts its Raft log before it. The snapshot's data is
- * a descriptor of the local log there (ts/chronacta/ha/snapshot.ts); a member that installs
+ * a descriptor of the local log there (ts/replication/snapshot.ts); a member that installs
  * one (far behind, new, or restarted with a local log that lost its tail) pulls the records it
  * lacks from a member that holds them over a catch-up stream, then goes on with the entries
  * after the snapshot. See docs/chronacta-ha.md, "Snapshots and catch-up".
  */
-import { randomBytes, randomInt } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { decodeEvfr, type EvfrFrame, encodeEvfr } from '../../codec/evfr.js';
-import { isPlexusError, PlexusError } from '../../core/errors.js';
-import { Condition, type WaitOptions } from '../../core/watermark.js';
-import { decodeConfChange } from '../../raft/confchange.js';
-import { RaftNode } from '../../raft/node.js';
-import type { Entry, Role, Snapshot, SoftState } from '../../raft/types.js';
-import { RaftDriver } from '../../raft-io/driver.js';
-import { FileRaftStorage } from '../../raft-io/file-storage.js';
-import { RaftTcpTransport, type RaftTlsOptions } from '../../raft-io/tcp-transport.js';
-import { conflictError, fencedError } from '../../storage/errors.js';
-import type { FileLog } from '../../storage/file-log.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  LogRecord,
-  LogStorage,
-  ReadOptions,
-  StorageLogger,
-} from '../../storage/types.js';
+import { decodeEvfr, type EvfrFrame, encodeEvfr } from '../codec/evfr.js';
+import type { TimerHandle } from '../core/clock.js';
+import { isPlexusError, PlexusError } from '../core/errors.js';
+import { Condition, type WaitOptions } from '../core/watermark.js';
+import { RaftNode } from '../raft/node.js';
+import type { Entry, Role, Snapshot, SoftState } from '../raft/types.js';
+import { conflictError, fencedError } from '../storage/errors.js';
+import type { FileLog } from '../storage/file-log.js';
+import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
 import { RefusedReason } from './catch-up-wire.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
-import { HaErrorCode, haError } from './errors.js';
+import {
+  concatFrames,
+  decodeMeta,
+  encodeCompactMarker,
+  type FrameGroup,
+  hex,
+  hexBytes,
+  isCompactMarker,
+  isMeta,
+  type Mark,
+  SOLO_FRAME_BYTES,
+  sameBytes,
+  splitAddress,
+} from './entries.js';
+import { type ReplicationCode, ReplicationErrorCode, replicationError, translateError } from './errors.js';
 import { markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
+import { MembershipChanges } from './membership.js';
+import type { ReplicaDeps, ReplicaDriver, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
+import { ReadBarrier } from './read-barrier.js';
 import {
   CatchUpServer,
   decodeDescriptor,
@@ -54,301 +61,23 @@ import {
   queryHolding,
   type SnapshotDescriptor,
 } from './snapshot.js';
+import {
+  type AppliedBatch,
+  type FollowerStatus,
+  FrameBatch,
+  type ReplicatedLogOptions,
+  type ReplicatedLogStatus,
+} from './types.js';
 
-export interface ReplicatedLogOptions {
-  /** This member's Raft id. */
-  readonly id: number;
-  /** Data directory: `raft/` (the Raft log) and `log/` (the committed records) go under it. */
-  readonly dir: string;
-  /**
-   * Every member known at start (this one included): the founding voters of a new cluster,
-   * or, with `join`, the members of the cluster being joined.
-   */
-  readonly members: readonly HaMember[];
-  /** Start as a new, empty member that the leader adds with `addMember` (no bootstrap). */
-  readonly join?: boolean;
-  /** Where the Raft transport listens. Default: host and port of this member's raftAddress. */
-  readonly listen?: { readonly host?: string; readonly port?: number };
-  /**
-   * Addresses to dial peers at, when they differ from their raftAddress (a proxy, a
-   * NAT). Default: each member's raftAddress.
-   */
-  readonly dial?: ReadonlyMap<number, string>;
-  /**
-   * Mutual TLS 1.3 between members (PEM key and certificate of this member, the CA that
-   * signs every member's certificate, and `peerId`, the member id a certificate names:
-   * `memberOfCertificate` of member-tls.ts); plain TCP when absent (docs/raft-wire.md).
-   * `plexus chronacta serve --cluster` always gives it (docs/chronacta-ha.md).
-   */
-  readonly tls?: RaftTlsOptions;
-  /**
-   * Called once when the member stops for good (a divergence, a failed write, a Raft state
-   * that cannot be persisted): `serve --cluster` exits with the error's code rather than
-   * run on as a member that does nothing.
-   */
-  readonly onFatal?: (err: PlexusError) => void;
-  /** Milliseconds per Raft tick. Default 100. */
-  readonly tickMs?: number;
-  /** Ticks before a follower campaigns (randomised up to twice this). Default 10. */
-  readonly electionTick?: number;
-  /** Ticks between heartbeats. Default 1. */
-  readonly heartbeatTick?: number;
-  /** How long an append waits for commitment before PLX_RAFT_TIMEOUT (outcome unknown). Default 10,000 ms. */
-  readonly timeoutMs?: number;
-  /**
-   * fsync mode of the local log of committed records. Default `never`: the Raft log is
-   * durable before anything is applied, so the local log is written without an fsync on the
-   * acknowledgement path and fsynced only before a Raft snapshot or a local compaction drops
-   * what it was derived from; after a power loss its lost or damaged tail is cut and re-applied
-   * from the Raft log on open. `batch` fsyncs every applied Ready as well. See
-   * docs/chronacta-ha.md, "Durability of the local log".
-   */
-  readonly localFsync?: 'batch' | 'never';
-  /**
-   * With localFsync `never`: how often (ms) the member writes its local log back to the disk
-   * in the background (one fsync through the thread pool, never on the acknowledgement path),
-   * so that a Raft snapshot, which needs the log durable, finds little left to write. Default
-   * 1000; 0 leaves write-back to the kernel.
-   */
-  readonly localWritebackMs?: number;
-  /** Segment size of both logs (tests use small ones). */
-  readonly segmentBytes?: number;
-  /**
-   * Take a Raft snapshot and compact the Raft log once this many appends were applied since
-   * the last snapshot (not counting the retained tail). Counted in appends, not Raft entries:
-   * one entry may carry several (group commit). Default 10,000; 0 never compacts.
-   */
-  readonly snapshotEvery?: number;
-  /**
-   * Group commit: appends that arrive while a Ready is written share one Raft entry of up to
-   * this many bytes of frames. Default 0 (off): one append per entry, the form every earlier
-   * version reads. Turn it on (131,072 is a good size) only once every member runs a version
-   * that applies several frames per entry (docs/evfr.md, "Several frames in one entry").
-   */
-  readonly groupCommitBytes?: number;
-  /**
-   * Appends kept in the Raft log below the applied index when compacting (the entries that
-   * carry them), so a follower a little behind gets entries rather than a snapshot. Default
-   * 5,000; at most 50,000.
-   */
-  readonly snapshotRetain?: number;
-  /**
-   * At most this many bytes of entries kept below the applied index when compacting, whatever
-   * `snapshotRetain` says: a snapshot rewrites the entries it keeps into the Raft journal, and
-   * they stay in memory. Default 8 MiB.
-   */
-  readonly snapshotRetainBytes?: number;
-  /**
-   * Also take a snapshot once this many bytes of entries were applied since the last one,
-   * before `snapshotEvery` appends (large batches). Default 64 MiB; 0: appends only.
-   */
-  readonly snapshotEveryBytes?: number;
-  /** Payload bytes per chunk of a catch-up transfer (a chunk always holds one record at least). Default 1 MiB, at most 32 MiB. */
-  readonly catchUpChunkBytes?: number;
-  /** How long a catch-up request waits for its chunk before the member tries again (elsewhere). Default 5,000 ms. */
-  readonly catchUpTimeoutMs?: number;
-  /** Source of uniform integers in [0, n) for election timeouts. Default: node:crypto randomInt. */
-  readonly random?: (n: number) => number;
-  readonly logger?: StorageLogger & { error?(message: string, details?: Record<string, unknown>): void };
-}
+export { SOLO_FRAME_BYTES } from './entries.js';
+export type { AppliedBatch, FollowerStatus, ReplicatedLogOptions, ReplicatedLogStatus } from './types.js';
 
-/** What an `onApply` listener receives: one committed batch, now in the local log. */
-export interface AppliedBatch {
-  /** The Raft entry it came in; 0 for records pulled below a snapshot (a batch may then arrive in parts). */
-  readonly raftIndex: number;
-  readonly first: bigint;
-  readonly last: bigint;
-  readonly batchId: Uint8Array;
-  readonly epoch: bigint;
-  /** The records' payloads in position order: `payloads[i]` is at `first + i`. */
-  readonly payloads: readonly Uint8Array[];
-  /** The same records with their positions, batch id and epoch (built when first read). */
-  readonly records: readonly LogRecord[];
-}
-
-/**
- * A batch applied from a committed entry's frame. Its `records` are made only when read: the
- * store applies from `payloads`, so a batch of 100 events costs no record object or position
- * per event on the apply path.
- */
-class FrameBatch implements AppliedBatch {
-  private built: LogRecord[] | undefined;
-  constructor(
-    readonly raftIndex: number,
-    readonly first: bigint,
-    readonly last: bigint,
-    readonly batchId: Uint8Array,
-    readonly epoch: bigint,
-    readonly payloads: readonly Uint8Array[],
-  ) {}
-
-  get records(): readonly LogRecord[] {
-    this.built ??= this.payloads.map((payload, i) => ({
-      position: this.first + BigInt(i),
-      batchId: this.batchId,
-      epoch: this.epoch,
-      payload,
-    }));
-    return this.built;
-  }
-}
-
-export interface FollowerStatus {
-  readonly id: number;
-  readonly match: number;
-  readonly next: number;
-  readonly state: string;
-  readonly learner: boolean;
-  /** Raft entries the follower lacks. */
-  readonly lagEntries: number;
-  /** Global positions the follower lacks (estimated from recent entries; exact in steady state). */
-  readonly lagPositions: number;
-}
-
-export interface ReplicatedLogStatus {
-  readonly id: number;
-  readonly role: Role;
-  /** The leader this member knows (0: none). */
-  readonly leader: number;
-  readonly leaderAddress: string | undefined;
-  readonly term: number;
-  /** Raft commit and applied indexes. */
-  readonly commit: number;
-  readonly applied: number;
-  /** The local log's last position (every committed batch applied here). */
-  readonly lastPosition: bigint;
-  readonly highestEpoch: bigint;
-  /** The leader accepts appends (it has applied every entry of earlier terms). */
-  readonly acceptingWrites: boolean;
-  readonly voters: readonly number[];
-  readonly learners: readonly number[];
-  readonly members: readonly HaMember[];
-  /** Frames applied to the local log, and frames skipped as already present. */
-  readonly appendEntriesApplied: number;
-  readonly duplicatesSkipped: number;
-  /** Raft entries this member proposed carrying appends, and the appends (frames) they carried: group commit. */
-  readonly appendGroupsProposed: number;
-  readonly appendsGrouped: number;
-  /** Set once the member stopped (divergence, failed local write). */
-  readonly failure: string | undefined;
-  /** Only on the leader: every other member's replication progress. */
-  readonly followers?: readonly FollowerStatus[];
-  /** The Raft index of the latest snapshot (1: the founding one; the Raft log starts after it). */
-  readonly snapshotIndex: number;
-  /** The local log's last position as of that snapshot (what a member installing it must hold first). */
-  readonly snapshotPosition: bigint;
-  /** Snapshots this member took (compactions of its Raft log) and installed since it started. */
-  readonly snapshotsTaken: number;
-  readonly snapshotsInstalled: number;
-  /** While a snapshot is being installed: the position the local log must reach first. */
-  readonly catchUpTarget: bigint | undefined;
-  /** Records this member pulled over catch-up streams, and records it sent to others. */
-  readonly recordsCaughtUp: number;
-  readonly recordsServed: number;
-}
-
-/** A membership record carried in a Raft entry: magic `PXHM`, then JSON. */
-const META_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x4d);
-const META_MAX = 4096;
 const POSITION_WINDOW = 65_536;
 const MAX_RETAIN = 50_000;
+const defaultPromoteHint = (id: number): string => `promote it with promoteMember(${id})`;
+const _noop = () => undefined;
 
-/** What the window remembers of the last frame at or below a Raft index. */
-/** `frames`: appends (EVFR frames) this member applied or skipped up to this entry since it opened. */
-type Mark = [index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint, frames: number];
-
-/**
- * Appends gathered for one Raft entry: their EVFR frames laid end to end (docs/evfr.md,
- * "Several frames in one entry"), proposed together, each append answered when it commits.
- */
-interface FrameGroup {
-  readonly term: number;
-  readonly first: number;
-  last: number;
-  batchId: Uint8Array;
-  readonly frames: Uint8Array[];
-  bytes: number;
-  /** A large append proposed as an entry of its own (SOLO_FRAME_BYTES). */
-  readonly solo: boolean;
-  readonly done: Promise<number>;
-  resolve(index: number): void;
-  reject(err: unknown): void;
-}
-
-/**
- * An append whose frame has at least this many bytes is proposed as an entry of its own, even
- * with group commit: it is a large entry already, so grouping saves little per event, and
- * laying it end to end with others would copy its bytes once more.
- */
-export const SOLO_FRAME_BYTES = 4096;
-
-function concatFrames(frames: readonly Uint8Array[], bytes: number): Uint8Array {
-  const out = new Uint8Array(bytes);
-  let at = 0;
-  for (const f of frames) {
-    out.set(f, at);
-    at += f.length;
-  }
-  return out;
-}
-
-/** A compaction record: magic `PXHC`, then the u64 position below which members may compact. */
-const COMPACT_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x43);
-
-function isCompactMarker(data: Uint8Array): boolean {
-  return data.length === 12 && COMPACT_MAGIC.every((b, i) => data[i] === b);
-}
-
-function encodeCompactMarker(below: number): Uint8Array {
-  const out = new Uint8Array(12);
-  out.set(COMPACT_MAGIC);
-  new DataView(out.buffer).setBigUint64(4, BigInt(below), true);
-  return out;
-}
-
-function isMeta(data: Uint8Array): boolean {
-  return data.length >= 4 && data[0] === 0x50 && data[1] === 0x58 && data[2] === 0x48 && data[3] === 0x4d;
-}
-
-function encodeMeta(member: HaMember): Uint8Array {
-  const json = new TextEncoder().encode(JSON.stringify({ op: 'member', member }));
-  const out = new Uint8Array(4 + json.length);
-  out.set(META_MAGIC);
-  out.set(json, 4);
-  return out;
-}
-
-function decodeMeta(data: Uint8Array): HaMember {
-  if (data.length > META_MAX)
-    throw haError(HaErrorCode.DIVERGED, `membership record of ${data.length} bytes is above ${META_MAX}`);
-  const v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(data.subarray(4))) as Record<string, unknown>;
-  if (v.op !== 'member') throw haError(HaErrorCode.DIVERGED, `unknown membership record op ${String(v.op)}`);
-  return checkMember(v.member);
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-function hex(b: Uint8Array): string {
-  return Buffer.from(b).toString('hex');
-}
-
-function hexBytes(h: string): Uint8Array {
-  return new Uint8Array(Buffer.from(h, 'hex'));
-}
-
-function splitAddress(a: string): { host: string; port: number } {
-  const i = a.lastIndexOf(':');
-  return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const noop = () => undefined;
-
-export class ReplicatedLog implements LogStorage {
+export class Replica implements LogStorage {
   private readonly members = new Map<number, HaMember>();
   private readonly dialOverride = new Map<number, string>();
   private readonly listeners = new Set<(b: AppliedBatch) => void>();
@@ -379,7 +108,7 @@ export class ReplicatedLog implements LogStorage {
   private duplicates = 0;
   private failure: PlexusError | undefined;
   private closed = false;
-  private readonly confWaiters = new Map<number, { term: number; resolve(): void; reject(e: unknown): void }>();
+  private readonly membership: MembershipChanges;
   /** A snapshot install in progress (the apply path waits for it). */
   private installing: Promise<void> | undefined;
   private catchUpTarget: bigint | undefined;
@@ -392,7 +121,7 @@ export class ReplicatedLog implements LogStorage {
   private appliedBytes = 0;
   private appliedBytesAtSnapshot = 0;
   /** The background write-back of the local log (localWritebackMs), and the one running. */
-  private writebackTimer: NodeJS.Timeout | undefined;
+  private writebackTimer: TimerHandle | undefined;
   private writingBack: Promise<void> | undefined;
   private writtenBackTo = -1;
   /** The last local position a sync of the local log covered (localFsync 'never'). */
@@ -419,21 +148,50 @@ export class ReplicatedLog implements LogStorage {
   /** What waits on this member's leadership (pending appends, read barriers): each one's abort, run when it steps down. */
   private readonly onStepDown = new Set<(why: string) => void>();
   /** Read barriers: the ReadIndex round in flight, and the one gathering the reads that arrive meanwhile. */
-  private barrierRunning: Promise<bigint> | undefined;
-  private barrierQueued: Promise<bigint> | undefined;
-  private barrierRounds = 0;
+  private readonly barrier = new ReadBarrier({
+    checkLeader: () => {
+      this.checkOpen();
+      const role = this.node.status().role;
+      if (role !== 'leader') throw this.notLeader(`it is a ${role} and cannot confirm a leader read`);
+    },
+    confirmLeadership: () =>
+      this.untilStepDown(
+        this.driver.read(),
+        (why) => `${why} before a majority confirmed its leadership for this read; read at the leader`,
+      ),
+    lastPosition: () => this.local.last,
+  });
 
   private constructor(
     private readonly opts: ReplicatedLogOptions,
+    private readonly deps: ReplicaDeps,
     private readonly node: RaftNode,
-    private readonly raftStorage: FileRaftStorage,
+    private readonly raftStorage: ReplicaRaftStorage,
     private readonly local: FileLog,
-    private readonly transport: RaftTcpTransport,
-    private readonly driver: RaftDriver,
+    private readonly transport: ReplicaTransport,
+    private readonly driver: ReplicaDriver,
     private readonly catchUp: CatchUpServer,
     members: readonly HaMember[],
     descriptor: SnapshotDescriptor | undefined,
   ) {
+    this.membership = new MembershipChanges({
+      clock: deps.clock,
+      node: () => this.node,
+      propose: (data) => this.driver.propose(data),
+      whenAcceptingWrites: () => this.whenAcceptingWrites(),
+      checkOpen: () => this.checkOpen(),
+      notLeader: (why) => this.notLeader(why),
+      timeoutMs: opts.timeoutMs ?? 10_000,
+      promoteHint: opts.promoteHint ?? defaultPromoteHint,
+      removed: (id) => {
+        if (id !== this.opts.id) this.transport.removePeer(id);
+        this.members.delete(id);
+      },
+      added: (id) => {
+        const m = this.members.get(id);
+        if (m) this.dialPeer(m);
+      },
+    });
     for (const m of members) this.members.set(m.id, m);
     // Members known only from the snapshot (their membership records were compacted away).
     for (const m of descriptor?.members ?? []) if (!this.members.has(m.id)) this.members.set(m.id, m);
@@ -452,16 +210,22 @@ export class ReplicatedLog implements LogStorage {
   }
 
   /** Opens (or creates) the member's data directory, starts its transport and Raft driver. */
-  static async open(opts: ReplicatedLogOptions): Promise<ReplicatedLog> {
+  static async open(opts: ReplicatedLogOptions, deps: ReplicaDeps): Promise<Replica> {
     const id = opts.id;
     if (!Number.isSafeInteger(id) || id < 1) {
-      throw haError(HaErrorCode.BAD_CONFIG, `member id ${String(id)} must be a positive whole number`);
+      throw replicationError(
+        ReplicationErrorCode.BAD_CONFIG,
+        `member id ${String(id)} must be a positive whole number`,
+      );
     }
     const members = (opts.members ?? []).map(checkMember);
     const self = members.find((m) => m.id === id);
-    if (!self) throw haError(HaErrorCode.BAD_CONFIG, `the member list does not include this member (${id})`, { id });
+    if (!self)
+      throw replicationError(ReplicationErrorCode.BAD_CONFIG, `the member list does not include this member (${id})`, {
+        id,
+      });
     if (new Set(members.map((m) => m.id)).size !== members.length) {
-      throw haError(HaErrorCode.BAD_CONFIG, 'member ids must be distinct');
+      throw replicationError(ReplicationErrorCode.BAD_CONFIG, 'member ids must be distinct');
     }
     for (const [, a] of opts.dial ?? []) checkAddress('dial address', a);
     const logOpts = opts.segmentBytes ? { segmentBytes: opts.segmentBytes } : {};
@@ -471,11 +235,11 @@ export class ReplicatedLog implements LogStorage {
     // leader's to the thread pool): its Ready waits for the write anyway, and the thread
     // pool's two wake-ups per write cost more CPU than the write itself.
     const journalOpts = { ...logOpts, ...quiet, inlineSyncWrites: true };
-    let raftStorage = await FileRaftStorage.open(raftDir, journalOpts);
+    let raftStorage = await deps.raft.openStorage(raftDir, journalOpts);
     if (raftStorage.lastIndex() === 0 && !opts.join) {
       // Nothing durable yet (a first start, or a crash before the bootstrap was synced).
       await raftStorage.close();
-      raftStorage = await FileRaftStorage.bootstrap(
+      raftStorage = await deps.raft.bootstrapStorage(
         raftDir,
         { voters: members.map((m) => m.id).sort((a, b) => a - b), learners: [] },
         new Uint8Array(0),
@@ -483,16 +247,19 @@ export class ReplicatedLog implements LogStorage {
       );
     }
     let local: FileLog | undefined;
-    let transport: RaftTcpTransport | undefined;
+    let transport: ReplicaTransport | undefined;
     try {
       const every = opts.snapshotEvery ?? 10_000;
       const retain = opts.snapshotRetain ?? 5_000;
       if (!Number.isSafeInteger(every) || every < 0) {
-        throw haError(HaErrorCode.BAD_CONFIG, `snapshotEvery ${String(every)} must be a whole number, 0 or more`);
+        throw replicationError(
+          ReplicationErrorCode.BAD_CONFIG,
+          `snapshotEvery ${String(every)} must be a whole number, 0 or more`,
+        );
       }
       if (!Number.isSafeInteger(retain) || retain < 0 || retain > MAX_RETAIN) {
-        throw haError(
-          HaErrorCode.BAD_CONFIG,
+        throw replicationError(
+          ReplicationErrorCode.BAD_CONFIG,
           `snapshotRetain ${String(retain)} must be a whole number in 0..${MAX_RETAIN}`,
         );
       }
@@ -501,19 +268,25 @@ export class ReplicatedLog implements LogStorage {
         ['snapshotEveryBytes', opts.snapshotEveryBytes],
       ] as const) {
         if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
-          throw haError(HaErrorCode.BAD_CONFIG, `${name} ${String(v)} must be a whole number of bytes, 0 or more`);
+          throw replicationError(
+            ReplicationErrorCode.BAD_CONFIG,
+            `${name} ${String(v)} must be a whole number of bytes, 0 or more`,
+          );
         }
       }
       const writebackMs = opts.localWritebackMs ?? 1000;
       if (!Number.isSafeInteger(writebackMs) || writebackMs < 0) {
-        throw haError(
-          HaErrorCode.BAD_CONFIG,
+        throw replicationError(
+          ReplicationErrorCode.BAD_CONFIG,
           `localWritebackMs ${String(writebackMs)} must be a whole number, 0 or more`,
         );
       }
       const chunk = opts.catchUpChunkBytes ?? 1024 * 1024;
       if (!Number.isSafeInteger(chunk) || chunk < 1 || chunk > 32 * 1024 * 1024) {
-        throw haError(HaErrorCode.BAD_CONFIG, `catchUpChunkBytes ${String(chunk)} must be a whole number in 1..32 MiB`);
+        throw replicationError(
+          ReplicationErrorCode.BAD_CONFIG,
+          `catchUpChunkBytes ${String(chunk)} must be a whole number in 1..32 MiB`,
+        );
       }
       const descriptor = decodeDescriptor(raftStorage.snapshot().data);
       // Without fsyncs (`never`), a power loss can leave damage before the local log's tail: it
@@ -525,7 +298,7 @@ export class ReplicatedLog implements LogStorage {
       const segmentsSyncedAtOpen: SyncedSegments = new Set();
       if ((opts.localFsync ?? 'never') === 'never')
         await syncLocalLog(join(opts.dir, 'log'), local.segmentFiles, segmentsSyncedAtOpen);
-      const holder: { log?: ReplicatedLog } = {};
+      const holder: { log?: Replica } = {};
       const localLog = local;
       const catchUp = new CatchUpServer(
         local,
@@ -533,7 +306,7 @@ export class ReplicatedLog implements LogStorage {
         opts.logger,
         () => holder.log?.durableLocalLast ?? localLog.last,
       );
-      const random = opts.random ?? ((n: number) => randomInt(n));
+      const random = deps.random;
       const node = new RaftNode({
         id,
         storage: raftStorage,
@@ -544,7 +317,7 @@ export class ReplicatedLog implements LogStorage {
         heartbeatTick: opts.heartbeatTick ?? 1,
       });
       const listen = opts.listen ?? splitAddress(self.raftAddress);
-      transport = await RaftTcpTransport.start({
+      transport = await deps.raft.startTransport({
         id,
         host: listen.host ?? '127.0.0.1',
         port: listen.port ?? 0,
@@ -556,7 +329,7 @@ export class ReplicatedLog implements LogStorage {
         ...(opts.logger ? { logger: opts.logger } : {}),
       });
       const rs = raftStorage;
-      const driver = new RaftDriver({
+      const driver = deps.raft.startDriver({
         node,
         // The driver stops when persisting fails; the wrapper records why, for status().
         storage: {
@@ -571,9 +344,9 @@ export class ReplicatedLog implements LogStorage {
           sync: () =>
             rs.sync().catch((err: unknown) => {
               const code = isPlexusError(err) ? err.code : String(err);
-              throw (holder.log as ReplicatedLog).fail(
-                haError(
-                  HaErrorCode.STOPPED,
+              throw (holder.log as Replica).fail(
+                replicationError(
+                  ReplicationErrorCode.STOPPED,
                   `persisting the Raft log failed (${code}); remove the cause and restart the member`,
                   { cause: code },
                   err,
@@ -584,8 +357,8 @@ export class ReplicatedLog implements LogStorage {
         send: (ms) => holder.log?.sendRaft(ms),
         flushSends: () => holder.log?.flushRaft(),
         applier: {
-          apply: (es) => (holder.log as ReplicatedLog).applyEntries(es),
-          restore: (s) => (holder.log as ReplicatedLog).restore(s),
+          apply: (es) => (holder.log as Replica).applyEntries(es),
+          restore: (s) => (holder.log as Replica).restore(s),
         },
         tickMs: opts.tickMs ?? 100,
         timeoutMs: opts.timeoutMs ?? 10_000,
@@ -594,10 +367,10 @@ export class ReplicatedLog implements LogStorage {
         onStop: (err) => {
           const code = isPlexusError(err) ? err.code : String(err);
           holder.log?.fail(
-            isPlexusError(err, HaErrorCode.STOPPED)
+            isPlexusError(err, ReplicationErrorCode.STOPPED)
               ? err
-              : haError(
-                  HaErrorCode.STOPPED,
+              : replicationError(
+                  ReplicationErrorCode.STOPPED,
                   `persisting the Raft state failed (${code}); remove the cause and restart the member`,
                   { cause: code },
                   err,
@@ -606,7 +379,7 @@ export class ReplicatedLog implements LogStorage {
         },
         ...(opts.logger ? { logger: opts.logger } : {}),
       });
-      const log = new ReplicatedLog(opts, node, raftStorage, local, transport, driver, catchUp, members, descriptor);
+      const log = new Replica(opts, deps, node, raftStorage, local, transport, driver, catchUp, members, descriptor);
       holder.log = log;
       log.syncedTo = syncedAtOpen;
       // Closed segments need no second fsync from the write-back.
@@ -670,14 +443,14 @@ export class ReplicatedLog implements LogStorage {
     if (!Array.isArray(payloads) || payloads.length === 0) {
       throw new PlexusError('PLX_STORAGE_BAD_INPUT', 'append needs at least one payload');
     }
-    const batchId = opts.batchId ?? new Uint8Array(randomBytes(16));
+    const batchId = opts.batchId ?? this.deps.randomBytes(16);
     if (!(batchId instanceof Uint8Array) || batchId.length !== 16) {
       throw new PlexusError('PLX_STORAGE_BAD_INPUT', 'batchId must be 16 bytes');
     }
     // Appends pass the leadership check one at a time, in call order, so positions follow call
     // order. With none waiting and this member accepting writes, the check passes at once.
     if (this.admitting > 0 || !this.acceptingWrites) {
-      const deadline = Date.now() + (this.opts.timeoutMs ?? 10_000);
+      const deadline = this.deps.clock.now() + (this.opts.timeoutMs ?? 10_000);
       this.admitting++;
       const turn = this.admission.then(() => this.whenAcceptingWrites(deadline));
       this.admission = turn.then(
@@ -799,8 +572,8 @@ export class ReplicatedLog implements LogStorage {
   /** Only a no-op is possible: committed records are never removed from a replicated log. */
   async truncateAfter(position: bigint): Promise<void> {
     if (position >= this.local.last) return;
-    throw haError(
-      HaErrorCode.UNSUPPORTED,
+    throw replicationError(
+      ReplicationErrorCode.UNSUPPORTED,
       `cannot remove committed records after ${position}: the replicated log holds ${this.local.last} committed positions`,
       { position, last: this.local.last },
     );
@@ -915,12 +688,11 @@ export class ReplicatedLog implements LogStorage {
     this.catchUp.close();
     await this.driver.stop();
     this.flushGroup();
-    clearInterval(this.writebackTimer);
+    if (this.writebackTimer !== undefined) this.deps.clock.clearTimeout(this.writebackTimer);
     await this.installing?.catch(() => undefined);
     await this.snapshotting;
     await this.writingBack;
-    for (const w of this.confWaiters.values()) w.reject(haError(HaErrorCode.STOPPED, 'the member closed'));
-    this.confWaiters.clear();
+    this.membership.close();
     await this.transport.close();
     await this.raftStorage.close().catch(() => undefined);
     const files = [...this.local.segmentFiles];
@@ -1017,64 +789,18 @@ export class ReplicatedLog implements LogStorage {
    * Adds a member (leader only): replicates its addresses, adds it as a learner, waits until
    * it has caught up, then makes it a voter. Start the new member with `join: true` first.
    */
-  async addMember(member: HaMember, opts: { voter?: boolean; catchUpMs?: number } = {}): Promise<void> {
-    const m = checkMember(member);
-    await this.whenAcceptingWrites();
-    const conf = this.node.status().confState;
-    if (conf.voters.includes(m.id) || conf.learners.includes(m.id)) {
-      throw haError(HaErrorCode.MEMBERSHIP, `member ${m.id} is already in the cluster`, { id: m.id });
-    }
-    await this.driver.propose(encodeMeta(m));
-    await this.confChange({ type: 'add-learner', nodeId: m.id });
-    if (opts.voter === false) return;
-    const end = Date.now() + (opts.catchUpMs ?? 10_000);
-    for (;;) {
-      const s = this.node.status();
-      const p = s.progress?.get(m.id);
-      if (s.role !== 'leader') throw this.notLeader('leadership changed while adding a member');
-      if (p && p.match >= s.commit) break;
-      if (Date.now() > end) {
-        throw haError(
-          HaErrorCode.MEMBERSHIP,
-          `member ${m.id} did not catch up in time; it stays a learner: once it has caught up (start it if it is down), promote it with \`plexus chronacta cluster promote --id ${m.id}\` (ClusterService.PromoteMember)`,
-          { id: m.id, reason: 'behind', match: p?.match ?? 0, commit: s.commit },
-        );
-      }
-      await sleep(10);
-    }
-    await this.confChange({ type: 'add-voter', nodeId: m.id });
+  addMember(member: HaMember, opts: { voter?: boolean; catchUpMs?: number } = {}): Promise<void> {
+    return this.membership.add(member, opts);
   }
 
   /** Removes a member (leader only); a leader removing itself steps down once the change commits. */
-  async removeMember(id: number): Promise<void> {
-    await this.whenAcceptingWrites();
-    const conf = this.node.status().confState;
-    if (!conf.voters.includes(id) && !conf.learners.includes(id)) {
-      throw haError(HaErrorCode.MEMBERSHIP, `member ${id} is not in the cluster`, { id });
-    }
-    if (conf.voters.length === 1 && conf.voters[0] === id) {
-      throw haError(HaErrorCode.MEMBERSHIP, `member ${id} is the last voter and cannot be removed`, { id });
-    }
-    await this.confChange({ type: 'remove-node', nodeId: id });
+  removeMember(id: number): Promise<void> {
+    return this.membership.remove(id);
   }
 
   /** Hands leadership to `to` (rolling upgrades: move it off a member before stopping it). Resolves once `to` leads. */
-  async transferLeadership(to: number, waitMs = 10_000): Promise<void> {
-    this.checkOpen();
-    const s = this.node.status();
-    if (s.role !== 'leader') throw this.notLeader('only the leader can hand over leadership');
-    if (!s.confState.voters.includes(to)) {
-      throw haError(HaErrorCode.MEMBERSHIP, `member ${to} is not a voter`, { id: to });
-    }
-    if (to === s.id) return;
-    this.node.transferLeader(to);
-    const end = Date.now() + waitMs;
-    while (this.node.status().lead !== to || this.node.status().term === s.term) {
-      if (Date.now() > end) {
-        throw new PlexusError('PLX_RAFT_TIMEOUT', `leadership did not move to ${to} within ${waitMs} ms`, { to });
-      }
-      await sleep(10);
-    }
+  transferLeadership(to: number, waitMs = 10_000): Promise<void> {
+    return this.membership.transfer(to, waitMs);
   }
 
   /**
@@ -1085,79 +811,20 @@ export class ReplicatedLog implements LogStorage {
    * and in the store. No clock is involved. Concurrent calls share rounds: a call joins the
    * round that has not started yet, so one round serves every read that arrived before it
    * began. A member that is not the leader, or steps down before the round completes (a
-   * deposed leader that had not noticed), refuses with PLX_CHRONACTA_HA_NOT_LEADER.
+   * deposed leader that had not noticed), refuses with PLX_REPLICATION_NOT_LEADER.
    */
   readBarrier(): Promise<bigint> {
-    try {
-      this.checkOpen();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    const role = this.node.status().role;
-    if (role !== 'leader') return Promise.reject(this.notLeader(`it is a ${role} and cannot confirm a leader read`));
-    if (this.barrierQueued) return this.barrierQueued;
-    const before = this.barrierRunning;
-    const round: Promise<bigint> = (before ? before.then(noop, noop) : Promise.resolve())
-      .then(() => {
-        if (this.barrierQueued === round) this.barrierQueued = undefined;
-        this.barrierRunning = round;
-        return this.barrierRound();
-      })
-      .finally(() => {
-        if (this.barrierRunning === round) this.barrierRunning = undefined;
-      });
-    this.barrierQueued = round;
-    return round;
+    return this.barrier.wait();
   }
 
   /** ReadIndex rounds run so far (each one serves every read barrier that joined it). */
   get readBarrierRounds(): number {
-    return this.barrierRounds;
+    return this.barrier.rounds;
   }
 
-  private async barrierRound(): Promise<bigint> {
-    this.checkOpen();
-    const role = this.node.status().role;
-    if (role !== 'leader') throw this.notLeader(`it is a ${role} and cannot confirm a leader read`);
-    this.barrierRounds++;
-    await this.untilStepDown(
-      this.driver.read(),
-      (why) => `${why} before a majority confirmed its leadership for this read; read at the leader`,
-    );
-    return this.local.last;
-  }
-
-  /**
-   * Makes learner `id` a voter (leader only), once it has every committed entry: waits up to
-   * `catchUpMs` (default 10,000) for that, then refuses with PLX_CHRONACTA_HA_MEMBERSHIP
-   * (`details.reason` `behind`). An id that is a voter (`details.reason` `voter`) or not a
-   * member (`unknown`) is refused at once.
-   */
-  async promoteMember(id: number, opts: { catchUpMs?: number } = {}): Promise<void> {
-    await this.whenAcceptingWrites();
-    const conf = this.node.status().confState;
-    if (conf.voters.includes(id)) {
-      throw haError(HaErrorCode.MEMBERSHIP, `member ${id} is already a voter`, { id, reason: 'voter' });
-    }
-    if (!conf.learners.includes(id)) {
-      throw haError(HaErrorCode.MEMBERSHIP, `member ${id} is not in the cluster`, { id, reason: 'unknown' });
-    }
-    const end = Date.now() + (opts.catchUpMs ?? 10_000);
-    for (;;) {
-      const s = this.node.status();
-      const p = s.progress?.get(id);
-      if (s.role !== 'leader') throw this.notLeader('leadership changed while promoting a member');
-      if (p && p.match >= s.commit) break;
-      if (Date.now() > end) {
-        throw haError(
-          HaErrorCode.MEMBERSHIP,
-          `learner ${id} has not caught up (it has entries up to ${p?.match ?? 0}, the commit index is ${s.commit}); start it if it is down, wait, and promote it again`,
-          { id, reason: 'behind', match: p?.match ?? 0, commit: s.commit },
-        );
-      }
-      await sleep(10);
-    }
-    await this.confChange({ type: 'add-voter', nodeId: id });
+  /** Makes learner `id` a voter once it has caught up (MembershipChanges.promote). */
+  promoteMember(id: number, opts: { catchUpMs?: number } = {}): Promise<void> {
+    return this.membership.promote(id, opts);
   }
 
   /** Changes the address peers are dialled at (tests put proxies in front of members). */
@@ -1173,7 +840,7 @@ export class ReplicatedLog implements LogStorage {
     this.gated = true;
   }
 
-  private sendRaft(ms: Parameters<RaftTcpTransport['send']>[0]): void {
+  private sendRaft(ms: Parameters<ReplicaTransport['send']>[0]): void {
     if (!this.gated) this.transport.send(ms);
   }
 
@@ -1181,7 +848,7 @@ export class ReplicatedLog implements LogStorage {
     this.transport.flush();
   }
 
-  private receive(m: Parameters<RaftDriver['receive']>[0]): void {
+  private receive(m: Parameters<ReplicaDriver['receive']>[0]): void {
     this.driver.receive(m);
   }
 
@@ -1195,9 +862,14 @@ export class ReplicatedLog implements LogStorage {
 
   private checkOpen(): void {
     if (this.failure) {
-      throw haError(HaErrorCode.STOPPED, `member ${this.opts.id} stopped: ${this.failure.message}`, {}, this.failure);
+      throw replicationError(
+        ReplicationErrorCode.STOPPED,
+        `member ${this.opts.id} stopped: ${this.failure.message}`,
+        {},
+        this.failure,
+      );
     }
-    if (this.closed) throw haError(HaErrorCode.STOPPED, `member ${this.opts.id} is closed`);
+    if (this.closed) throw replicationError(ReplicationErrorCode.STOPPED, `member ${this.opts.id} is closed`);
   }
 
   private notLeader(why: string): PlexusError {
@@ -1206,15 +878,19 @@ export class ReplicatedLog implements LogStorage {
     const addr = this.members.get(leader)?.advertise;
     const where =
       leader === 0 ? 'no leader is known yet; retry shortly' : `send it to the leader, member ${leader} at ${addr}`;
-    return haError(HaErrorCode.NOT_LEADER, `member ${this.opts.id} does not take writes (${why}): ${where}`, {
-      leader,
-      leaderAddress: addr,
-      term: s.term,
-    });
+    return replicationError(
+      ReplicationErrorCode.NOT_LEADER,
+      `member ${this.opts.id} does not take writes (${why}): ${where}`,
+      {
+        leader,
+        leaderAddress: addr,
+        term: s.term,
+      },
+    );
   }
 
   /** Resolves once this member is a leader that has applied every entry of earlier terms. */
-  private async whenAcceptingWrites(end = Date.now() + (this.opts.timeoutMs ?? 10_000)): Promise<void> {
+  private async whenAcceptingWrites(end = this.deps.clock.now() + (this.opts.timeoutMs ?? 10_000)): Promise<void> {
     if (this.acceptingWrites) return;
     for (;;) {
       this.checkOpen();
@@ -1223,14 +899,14 @@ export class ReplicatedLog implements LogStorage {
       if (this.readyTerm === s.term) return;
       this.observeLeadership();
       if (this.readyTerm === s.term) return;
-      if (Date.now() > end) {
-        throw haError(
-          HaErrorCode.NOT_READY,
+      if (this.deps.clock.now() > end) {
+        throw replicationError(
+          ReplicationErrorCode.NOT_READY,
           `leader ${s.id} has not applied the entries of earlier terms yet (applied ${this.raftApplied}, needs ${this.barrierIndex}); retry`,
           { applied: this.raftApplied, needs: this.barrierIndex },
         );
       }
-      await this.readiness.wait({ timeoutMs: end - Date.now() + 1 });
+      await this.readiness.wait({ timeoutMs: end - this.deps.clock.now() + 1 });
     }
   }
 
@@ -1267,7 +943,7 @@ export class ReplicatedLog implements LogStorage {
   }
 
   /**
-   * Settles with `p`, or rejects with PLX_CHRONACTA_HA_NOT_LEADER (`message(why)`) as soon as
+   * Settles with `p`, or rejects with PLX_REPLICATION_NOT_LEADER (`message(why)`) as soon as
    * this member stops leading, whichever comes first.
    */
   private untilStepDown<T>(
@@ -1279,7 +955,7 @@ export class ReplicatedLog implements LogStorage {
     // reaches softState (and the abort below) with the Ready that reports it.
     const refuse = (why: string) => {
       const e = this.notLeader(message(why));
-      return haError(e.code, e.message, { ...e.details, ...details });
+      return replicationError(e.code as ReplicationCode, e.message, { ...e.details, ...details });
     };
     return new Promise<T>((resolve, reject) => {
       const abort = (why: string) => reject(refuse(why));
@@ -1358,9 +1034,13 @@ export class ReplicatedLog implements LogStorage {
     }
     if (d.index !== s.metadata.index || d.term !== s.metadata.term) {
       throw this.fail(
-        haError(HaErrorCode.DIVERGED, `a snapshot at ${s.metadata.index} carries a descriptor of index ${d.index}`, {
-          index: s.metadata.index,
-        }),
+        replicationError(
+          ReplicationErrorCode.DIVERGED,
+          `a snapshot at ${s.metadata.index} carries a descriptor of index ${d.index}`,
+          {
+            index: s.metadata.index,
+          },
+        ),
       );
     }
     await this.startInstall(d, true);
@@ -1397,7 +1077,7 @@ export class ReplicatedLog implements LogStorage {
         await this.catchUpRound(d.lastPosition);
         if (this.local.last > before) wait = 20;
         else if (this.local.last < target) {
-          await sleep(wait);
+          await this.sleep(wait);
           wait = Math.min(wait * 2, 1000);
         }
       }
@@ -1408,8 +1088,8 @@ export class ReplicatedLog implements LogStorage {
       const [rec] = await this.local.read(target, { maxCount: 1, maxBytes: 1 });
       if (!rec || rec.position !== target || hex(rec.batchId) !== d.lastBatchId) {
         throw this.fail(
-          haError(
-            HaErrorCode.DIVERGED,
+          replicationError(
+            ReplicationErrorCode.DIVERGED,
             `the local log holds batch ${rec ? hex(rec.batchId) : 'none'} at position ${target} where the snapshot at Raft index ${d.index} has ${d.lastBatchId}: the replicas diverged; the member stops`,
             { index: d.index, position: d.lastPosition },
           ),
@@ -1466,12 +1146,15 @@ export class ReplicatedLog implements LogStorage {
         });
         return;
       } catch (err) {
-        if (isPlexusError(err) && err.code === HaErrorCode.STOPPED) throw err;
-        if (isPlexusError(err, HaErrorCode.CATCH_UP_UNAVAILABLE) && err.details.reason === RefusedReason.COMPACTED) {
+        if (isPlexusError(err) && err.code === ReplicationErrorCode.STOPPED) throw err;
+        if (
+          isPlexusError(err, ReplicationErrorCode.CATCH_UP_UNAVAILABLE) &&
+          err.details.reason === RefusedReason.COMPACTED
+        ) {
           compacted++;
         }
-        if (Date.now() - this.lastCatchUpWarning > 1000) {
-          this.lastCatchUpWarning = Date.now();
+        if (this.deps.clock.now() - this.lastCatchUpWarning > 1000) {
+          this.lastCatchUpWarning = this.deps.clock.now();
           this.opts.logger?.warn('replicated log: catch-up from a member failed; trying again', {
             id: this.opts.id,
             source: id,
@@ -1487,8 +1170,8 @@ export class ReplicatedLog implements LogStorage {
     }
     if (order.length > 0 && compacted === order.length) {
       throw this.fail(
-        haError(
-          HaErrorCode.CATCH_UP_UNAVAILABLE,
+        replicationError(
+          ReplicationErrorCode.CATCH_UP_UNAVAILABLE,
           `member ${this.opts.id} needs positions ${this.local.last + 1n}..${to}, which every other member compacted away; stop it, copy log/ (and the store's archive/) of a stopped member into its data directory, leave raft/ empty and start it with join again`,
           { from: this.local.last + 1n, to },
         ),
@@ -1590,7 +1273,7 @@ export class ReplicatedLog implements LogStorage {
     };
     try {
       for (const e of entries) {
-        if (e.type === 'conf-change') this.applyConfChange(e);
+        if (e.type === 'conf-change') this.membership.applied(e);
         else if (e.data.length === 0) {
           // a new leader's first entry
         } else if (isCompactMarker(e.data)) {
@@ -1605,10 +1288,14 @@ export class ReplicatedLog implements LogStorage {
             m = decodeMeta(e.data);
           } catch (err) {
             throw this.fail(
-              haError(HaErrorCode.DIVERGED, `committed entry ${e.index} is a membership record that does not decode`, {
-                index: e.index,
-                reason: String(err),
-              }),
+              replicationError(
+                ReplicationErrorCode.DIVERGED,
+                `committed entry ${e.index} is a membership record that does not decode`,
+                {
+                  index: e.index,
+                  reason: String(err),
+                },
+              ),
             );
           }
           this.members.set(m.id, m);
@@ -1659,9 +1346,11 @@ export class ReplicatedLog implements LogStorage {
   private startWriteback(): void {
     const ms = this.opts.localWritebackMs ?? 1000;
     if ((this.opts.localFsync ?? 'never') !== 'never' || ms === 0) return;
-    this.writebackTimer = setInterval(() => {
+    const round = () => {
+      if (this.closed) return;
+      this.writebackTimer = this.deps.clock.setTimeout(round, ms);
       const tail = this.localTail;
-      if (this.writingBack !== undefined || this.closed || tail === this.writtenBackTo) return;
+      if (this.writingBack !== undefined || tail === this.writtenBackTo) return;
       const p = this.syncLocal()
         .then(
           () => {
@@ -1680,55 +1369,12 @@ export class ReplicatedLog implements LogStorage {
           if (this.writingBack === p) this.writingBack = undefined;
         });
       this.writingBack = p;
-    }, ms);
-    this.writebackTimer.unref();
+    };
+    this.writebackTimer = this.deps.clock.setTimeout(round, ms);
   }
 
-  private applyConfChange(e: Entry): void {
-    const cc = decodeConfChange(e.data);
-    if (cc.type === 'remove-node') {
-      if (cc.nodeId !== this.opts.id) this.transport.removePeer(cc.nodeId);
-      this.members.delete(cc.nodeId);
-    } else {
-      const m = this.members.get(cc.nodeId);
-      if (m) this.dialPeer(m);
-    }
-    const w = this.confWaiters.get(e.index);
-    if (w) {
-      this.confWaiters.delete(e.index);
-      if (w.term === e.term) w.resolve();
-      else
-        w.reject(
-          new PlexusError('PLX_RAFT_PROPOSAL_LOST', 'leadership changed before the membership change committed'),
-        );
-    }
-  }
-
-  private confChange(cc: Parameters<RaftNode['proposeConfChange']>[0]): Promise<void> {
-    const { index, term } = this.node.proposeConfChange(cc);
-    const ms = this.opts.timeoutMs ?? 10_000;
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.confWaiters.delete(index);
-        reject(
-          new PlexusError(
-            'PLX_RAFT_TIMEOUT',
-            `membership change ${cc.type} ${cc.nodeId} not committed within ${ms} ms`,
-          ),
-        );
-      }, ms);
-      this.confWaiters.set(index, {
-        term,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        reject: (err) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      });
-    });
+  private sleep(ms: number): Promise<void> {
+    return new Promise((r) => this.deps.clock.setTimeout(r, ms));
   }
 
   /** The EVFR frames of a committed entry (one per append it carries, laid end to end). */
@@ -1750,9 +1396,13 @@ export class ReplicatedLog implements LogStorage {
       return frames;
     } catch (err) {
       throw this.fail(
-        haError(HaErrorCode.DIVERGED, `committed entry ${e.index} is not a valid EVFR frame: ${String(err)}`, {
-          index: e.index,
-        }),
+        replicationError(
+          ReplicationErrorCode.DIVERGED,
+          `committed entry ${e.index} is not a valid EVFR frame: ${String(err)}`,
+          {
+            index: e.index,
+          },
+        ),
       );
     }
   }
@@ -1772,8 +1422,8 @@ export class ReplicatedLog implements LogStorage {
         // A failed local write (disk full, I/O error, fencing): stop replicating here.
         const code = isPlexusError(err) ? err.code : String(err);
         throw this.fail(
-          haError(
-            HaErrorCode.STOPPED,
+          replicationError(
+            ReplicationErrorCode.STOPPED,
             `applying entry ${e.index} (positions ${frame.first}..${frame.last}) to the local log failed: ${code}; remove the cause and restart the member`,
             { index: e.index, cause: code },
             err,
@@ -1805,8 +1455,8 @@ export class ReplicatedLog implements LogStorage {
       return;
     }
     throw this.fail(
-      haError(
-        HaErrorCode.DIVERGED,
+      replicationError(
+        ReplicationErrorCode.DIVERGED,
         `committed entry ${e.index} carries positions ${frame.first}..${frame.last} (batch ${hex(frame.batchId)}) but the local log ends at ${last}${frame.first > last + 1 ? ' (a gap)' : ' with other records there'}: the replicas diverged; the member stops`,
         { index: e.index, first: frame.first, last: frame.last, localLast: last, batchId: hex(frame.batchId) },
       ),
@@ -1830,10 +1480,11 @@ export class ReplicatedLog implements LogStorage {
       this.failure = err;
       this.readiness.notify();
       const log = this.opts.logger;
-      const details = { id: this.opts.id, code: err.code, ...err.details };
+      const shown = translateError(err, this.opts.errorCodes) as PlexusError;
+      const details = { id: this.opts.id, code: shown.code, ...err.details };
       if (log?.error) log.error(`replicated log: member stops: ${err.message}`, details);
       else if (log) log.warn(`replicated log: member stops: ${err.message}`, details);
-      else process.stderr.write(`plexus chronacta-ha: member ${this.opts.id} stops: ${err.message}\n`);
+      else process.stderr.write(`plexus replicated log: member ${this.opts.id} stops: ${err.message}\n`);
       if (this.opts.onFatal) {
         const f = this.opts.onFatal;
         queueMicrotask(() => f(err));

@@ -22,9 +22,10 @@
  * before any body byte is read or held; every count and length in the body is checked
  * against the bytes left before anything is allocated; payloads are views into the input.
  */
-import { PlexusError } from '../../core/errors.js';
-import { crc32c } from '../../core/index.js';
-import type { LogRecord } from '../../storage/types.js';
+import { PlexusError } from '../core/errors.js';
+import { crc32c } from '../core/index.js';
+import type { LogRecord } from '../storage/types.js';
+import { ReplicationErrorCode } from './errors.js';
 
 export const CATCH_UP_HEADER_BYTES = 16;
 export const CATCH_UP_VERSION = 1;
@@ -71,7 +72,7 @@ export type CatchUpFrame =
   | { readonly type: 'holding'; readonly first: number; readonly last: number; readonly durable: number };
 
 function bad(message: string, details: Record<string, unknown> = {}): PlexusError {
-  return new PlexusError('PLX_CHRONACTA_HA_BAD_FRAME', `catch-up stream: ${message}; the stream is closed`, details);
+  return new PlexusError(ReplicationErrorCode.BAD_FRAME, `catch-up stream: ${message}; the stream is closed`, details);
 }
 
 function frame(type: number, body: Uint8Array): Uint8Array {
@@ -150,7 +151,7 @@ function position(dv: DataView, at: number, what: string): number {
 
 /**
  * Decodes one frame at the start of `bytes`: `incomplete` with the bytes needed to go on, or
- * the frame and the bytes it took. Refusals throw PLX_CHRONACTA_HA_BAD_FRAME.
+ * the frame and the bytes it took. Refusals throw PLX_REPLICATION_BAD_FRAME.
  */
 export function decodeCatchUp(
   bytes: Uint8Array,

@@ -4,9 +4,9 @@
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { encodeRecords, encodeRefused } from '../../ts/chronacta/ha/catch-up-wire.js';
-import { queryHolding } from '../../ts/chronacta/ha/snapshot.js';
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
+import { encodeRecords, encodeRefused } from '../../ts/replication/catch-up-wire.js';
+import { queryHolding } from '../../ts/replication/snapshot.js';
 import { freePort } from '../helpers/ports.js';
 
 const servers: Server[] = [];
@@ -41,17 +41,17 @@ async function refusal(p: Promise<unknown>): Promise<PlexusError> {
 }
 
 describe('queryHolding', () => {
-  it('refuses an answer of another type than HOLDING (PLX_CHRONACTA_HA_BAD_FRAME, reason type)', async () => {
+  it('refuses an answer of another type than HOLDING (PLX_REPLICATION_BAD_FRAME, reason type)', async () => {
     const client = await pair((s) => s.once('data', () => s.write(encodeRefused(1n, 5n, 1, 'compacted'))));
     const e = await refusal(queryHolding(client, 5000));
-    expect(e.code).toBe('PLX_CHRONACTA_HA_BAD_FRAME');
+    expect(e.code).toBe('PLX_REPLICATION_BAD_FRAME');
     expect(e.details.reason).toBe('type');
   });
 
   it('refuses a RECORDS frame sent in answer to a QUERY', async () => {
     const client = await pair((s) => s.once('data', () => s.write(encodeRecords(1n, 1n, []))));
     const e = await refusal(queryHolding(client, 5000));
-    expect(e.code).toBe('PLX_CHRONACTA_HA_BAD_FRAME');
+    expect(e.code).toBe('PLX_REPLICATION_BAD_FRAME');
   });
 
   it('a stream closed before the answer is PLX_RAFT_TRANSPORT_UNREACHABLE, reason closed', async () => {

@@ -12,8 +12,8 @@
  * resumes from the local log's last position, on any source.
  */
 import type { Socket } from 'node:net';
-import { isPlexusError, PlexusError } from '../../core/errors.js';
-import type { LogRecord, LogStorage } from '../../storage/types.js';
+import { isPlexusError, PlexusError } from '../core/errors.js';
+import type { LogRecord, LogStorage } from '../storage/types.js';
 import {
   CATCH_UP_MAX_REQUEST_BODY,
   type CatchUpFrame,
@@ -26,7 +26,7 @@ import {
   RefusedReason,
 } from './catch-up-wire.js';
 import { checkMember, type HaMember } from './config.js';
-import { HaErrorCode, haError } from './errors.js';
+import { ReplicationErrorCode, replicationError } from './errors.js';
 
 /** Magic `PXHS` and version 1, then JSON. */
 const DESCRIPTOR_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x53);
@@ -52,13 +52,19 @@ export function encodeDescriptor(d: SnapshotDescriptor): Uint8Array {
   out.set(DESCRIPTOR_MAGIC);
   out.set(json, 4);
   if (out.length > DESCRIPTOR_MAX) {
-    throw haError(HaErrorCode.BAD_CONFIG, `a snapshot descriptor of ${out.length} bytes is above ${DESCRIPTOR_MAX}`);
+    throw replicationError(
+      ReplicationErrorCode.BAD_CONFIG,
+      `a snapshot descriptor of ${out.length} bytes is above ${DESCRIPTOR_MAX}`,
+    );
   }
   return out;
 }
 
 function corrupt(why: string): Error {
-  return haError(HaErrorCode.DIVERGED, `the Raft snapshot's data is not a replicated-log descriptor: ${why}`);
+  return replicationError(
+    ReplicationErrorCode.DIVERGED,
+    `the Raft snapshot's data is not a replicated-log descriptor: ${why}`,
+  );
 }
 
 /** Decodes snapshot data; `undefined` for the empty data of a founding snapshot. */
@@ -216,7 +222,9 @@ export class CatchUpServer {
             this.stats.fetches++;
             answer = await this.answer(f.from, f.to, f.maxBytes);
           } else
-            throw haError(HaErrorCode.BAD_FRAME, `a ${f.type} frame from a member that catches up`, { reason: 'type' });
+            throw replicationError(ReplicationErrorCode.BAD_FRAME, `a ${f.type} frame from a member that catches up`, {
+              reason: 'type',
+            });
           if (socket.destroyed) return;
           // Wait for the socket to drain before the next request: one chunk in flight per stream.
           if (!socket.write(answer)) await new Promise((r) => socket.once('drain', r));
@@ -284,25 +292,31 @@ export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<num
   const reader = new FrameReader(socket);
   let appended = 0;
   while (o.local.last < BigInt(o.to)) {
-    if (o.stopped?.()) throw haError(HaErrorCode.STOPPED, 'the member closed during a catch-up');
+    if (o.stopped?.()) throw replicationError(ReplicationErrorCode.STOPPED, 'the member closed during a catch-up');
     const from = Number(o.local.last) + 1;
     socket.write(encodeFetch(from, o.to, o.chunkBytes));
     const f = await reader.next(o.timeoutMs);
     if (f.type === 'refused') {
-      throw haError(
-        HaErrorCode.CATCH_UP_UNAVAILABLE,
+      throw replicationError(
+        ReplicationErrorCode.CATCH_UP_UNAVAILABLE,
         `the source cannot send positions ${from}..${o.to}: ${f.text} (it holds ${f.sourceFirst}..${f.sourceLast})`,
         { from, to: o.to, reason: f.reason, sourceFirst: f.sourceFirst, sourceLast: f.sourceLast },
       );
     }
     if (f.type !== 'records' || f.records.length === 0)
-      throw haError(HaErrorCode.BAD_FRAME, 'the source answered a fetch with no records', { reason: 'type' });
+      throw replicationError(ReplicationErrorCode.BAD_FRAME, 'the source answered a fetch with no records', {
+        reason: 'type',
+      });
     let expect = BigInt(from);
     for (const r of f.records) {
       if (r.position !== expect || r.position > BigInt(o.to)) {
-        throw haError(HaErrorCode.BAD_FRAME, `the source sent position ${r.position} where ${expect} was due`, {
-          reason: 'position',
-        });
+        throw replicationError(
+          ReplicationErrorCode.BAD_FRAME,
+          `the source sent position ${r.position} where ${expect} was due`,
+          {
+            reason: 'position',
+          },
+        );
       }
       expect++;
     }
@@ -328,8 +342,8 @@ export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<num
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed) {
       const err = (failed as PromiseRejectedResult).reason;
-      throw haError(
-        HaErrorCode.STOPPED,
+      throw replicationError(
+        ReplicationErrorCode.STOPPED,
         `appending caught-up records to the local log failed: ${isPlexusError(err) ? err.code : String(err)}`,
         {},
         err,
@@ -355,7 +369,9 @@ export async function queryHolding(socket: Socket, timeoutMs: number): Promise<H
   socket.write(encodeQuery());
   const f = await reader.next(timeoutMs);
   if (f.type !== 'holding')
-    throw haError(HaErrorCode.BAD_FRAME, `the member answered a QUERY with a ${f.type} frame`, { reason: 'type' });
+    throw replicationError(ReplicationErrorCode.BAD_FRAME, `the member answered a QUERY with a ${f.type} frame`, {
+      reason: 'type',
+    });
   return { first: f.first, last: f.last, durable: f.durable };
 }
 

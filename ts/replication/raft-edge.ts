@@ -1,0 +1,82 @@
+/**
+ * What a replica needs from ts/raft beyond the pure core (docs/replication.md, "Seams"): its
+ * Raft storage on disk, its Raft transport and the driver that runs the Ready loop. The
+ * replicated log takes them as `ReplicaRaft`, with its clock, timers and randomness, in
+ * `ReplicaDeps`; `tcpRaft` is the real one (files, TCP/TLS), the one place in the replicated
+ * log that constructs FileRaftStorage, RaftTcpTransport and RaftDriver. A simulation passes
+ * its own (simulated disk and network on a ManualClock).
+ */
+import { randomBytes, randomInt } from 'node:crypto';
+import { type ClockTimers, systemClock } from '../core/clock.js';
+import type { Snapshot } from '../raft/types.js';
+import { RaftDriver, type RaftDriverOptions } from '../raft-io/driver.js';
+import { FileRaftStorage } from '../raft-io/file-storage.js';
+import { RaftTcpTransport, type RaftTransportOptions } from '../raft-io/tcp-transport.js';
+import type { FileLogOptions } from '../storage/file-log.js';
+
+/** The Raft storage of a replica: what its node reads and its driver writes, and compaction. */
+export type ReplicaRaftStorage = Pick<
+  FileRaftStorage,
+  | 'initialState'
+  | 'entries'
+  | 'term'
+  | 'firstIndex'
+  | 'lastIndex'
+  | 'snapshot'
+  | 'append'
+  | 'setHardState'
+  | 'applySnapshot'
+  | 'compact'
+  | 'sync'
+  | 'setInlineSyncWrites'
+  | 'close'
+>;
+
+/** The Raft transport of a replica: messages, catch-up streams, peers' addresses. */
+export type ReplicaTransport = Pick<
+  RaftTcpTransport,
+  'port' | 'send' | 'flush' | 'openStream' | 'setPeer' | 'removePeer' | 'close'
+>;
+
+/** The Ready loop of a replica's Raft node. */
+export type ReplicaDriver = Pick<RaftDriver, 'start' | 'stop' | 'propose' | 'read' | 'receive' | 'wake'>;
+
+export interface ReplicaRaft {
+  openStorage(dir: string, opts: FileLogOptions): Promise<ReplicaRaftStorage>;
+  bootstrapStorage(
+    dir: string,
+    confState: Snapshot['metadata']['confState'],
+    data: Uint8Array,
+    opts: FileLogOptions,
+  ): Promise<ReplicaRaftStorage>;
+  startTransport(opts: RaftTransportOptions): Promise<ReplicaTransport>;
+  startDriver(opts: RaftDriverOptions): ReplicaDriver;
+}
+
+/** Everything a replica takes from outside itself. */
+export interface ReplicaDeps {
+  readonly clock: ClockTimers;
+  /** Uniform integers in [0, n) (election timeouts). */
+  readonly random: (n: number) => number;
+  /** `n` random bytes (batch ids of appends that bring none). */
+  readonly randomBytes: (n: number) => Uint8Array;
+  readonly raft: ReplicaRaft;
+}
+
+/** Raft on files and TCP/TLS. */
+export const tcpRaft: ReplicaRaft = {
+  openStorage: (dir, opts) => FileRaftStorage.open(dir, opts),
+  bootstrapStorage: (dir, confState, data, opts) => FileRaftStorage.bootstrap(dir, confState, data, opts),
+  startTransport: (opts) => RaftTcpTransport.start(opts),
+  startDriver: (opts) => new RaftDriver(opts),
+};
+
+/** The real dependencies: wall time, node:crypto randomness, Raft on files and TCP/TLS. */
+export function realReplicaDeps(over: Partial<ReplicaDeps> = {}): ReplicaDeps {
+  return {
+    clock: over.clock ?? systemClock,
+    random: over.random ?? ((n: number) => randomInt(n)),
+    randomBytes: over.randomBytes ?? ((n: number) => new Uint8Array(randomBytes(n))),
+    raft: over.raft ?? tcpRaft,
+  };
+}
