@@ -27,8 +27,8 @@ import {
   type CallStatus,
   frame,
   type GrpcMethod,
+  type GrpcRoutes,
   GrpcStatus,
-  routesOn,
 } from './grpc-server.js';
 import { checkAddress, type FollowerReadBounds, followerReadBounds, type HaMember } from './ha/config.js';
 import { HaErrorCode, haError } from './ha/errors.js';
@@ -365,11 +365,9 @@ class FollowerReadGate {
 
 /**
  * Installs the membership methods, the read-consistency gate and the cluster.json
- * reconciliation on the gRPC server this process runs on `port` for `store` (cluster mode).
+ * reconciliation on the gRPC server whose `routes` are given, for `store` (cluster mode).
  */
-export function attachClusterApi(port: number, store: EventStore, opts: ClusterApiOptions = {}): ClusterApi {
-  const routes = routesOn(port);
-  if (!routes) throw haError(HaErrorCode.BAD_CONFIG, `no gRPC server of this process listens on port ${port}`);
+export function attachClusterApi(routes: GrpcRoutes, store: EventStore, opts: ClusterApiOptions = {}): ClusterApi {
   if (!store.clusterStatus()) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
   const bounds = followerReadBounds(opts);
   const gate = new FollowerReadGate(store, bounds, opts.peer ?? (() => ({})));

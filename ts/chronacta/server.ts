@@ -399,7 +399,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   if (replication) {
     try {
       const r = options.replication ?? {};
-      clusterApi = attachClusterApi(port, store, {
+      clusterApi = attachClusterApi(grpcServer.routes, store, {
         ...(r.tickMs !== undefined ? { tickMs: r.tickMs } : {}),
         ...(r.electionTick !== undefined ? { electionTick: r.electionTick } : {}),
         ...(options.maxReadLag !== undefined ? { maxReadLag: options.maxReadLag } : {}),
