@@ -29,8 +29,8 @@ import {
   type CallStatus,
   frame,
   type GrpcMethod,
+  type GrpcRoutes,
   GrpcStatus,
-  routesOn,
 } from './grpc-server.js';
 import { HaErrorCode, haError } from './ha-errors.js';
 import { type ClusterFile, membershipFile, writeClusterFile } from './layout.js';
@@ -363,57 +363,84 @@ class FollowerReadGate {
   }
 }
 
-/**
- * Installs the membership methods, the read-consistency gate and the cluster.json
- * reconciliation on the gRPC server this process runs on `port` for `store` (cluster mode).
- */
-export function attachClusterApi(port: number, store: EventStore, opts: ClusterApiOptions = {}): ClusterApi {
-  const routes = routesOn(port);
-  if (!routes) throw haError(HaErrorCode.BAD_CONFIG, `no gRPC server of this process listens on port ${port}`);
-  if (!store.clusterStatus()) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
-  const bounds = followerReadBounds(opts);
-  const gate = new FollowerReadGate(store, bounds, opts.peer ?? (() => ({})));
-  const status = () => store.clusterStatus() as ReplicatedLogStatus;
-  /** Resolves when this member's leadership or readiness changes, or after `ms`. */
-  const readinessChanged = (ms: number) => replicatedLogOf(store).readinessChanged({ timeoutMs: ms });
-  const log = replicatedLogOf(store);
-  /** One election timeout and a half: how long a deposed leader may take to learn who leads. */
-  const electionMs = (opts.tickMs ?? 100) * (opts.electionTick ?? 10) * 1.5;
+/** Keeps cluster.json up to date with the membership this member applied. */
+class ClusterFileKeeper {
+  /** The file as last written (or as the store opened it). */
+  current: ClusterFile;
+  private writing: Promise<void> = Promise.resolve();
+  private readonly timer: NodeJS.Timeout;
 
-  // ---- cluster.json
-  let file: ClusterFile = store.prepared.cluster;
-  let writing: Promise<void> = Promise.resolve();
-  const reconcile = (): Promise<void> => {
-    writing = writing.then(async () => {
+  constructor(
+    private readonly store: EventStore,
+    private readonly logger: ClusterApiOptions['logger'],
+    reconcileMs: number,
+  ) {
+    this.current = store.prepared.cluster;
+    this.timer = setInterval(() => void this.reconcile(), reconcileMs);
+    this.timer.unref();
+    void this.reconcile();
+  }
+
+  /** Rewrites cluster.json when the applied membership differs from it; resolves once written. */
+  reconcile(): Promise<void> {
+    const store = this.store;
+    this.writing = this.writing.then(async () => {
       const s = store.clusterStatus();
       if (!s) return;
-      const next = membershipFile(file, s);
+      const next = membershipFile(this.current, s);
       if (!next) return;
       await writeClusterFile(store.dataDir, next);
-      file = next;
+      this.current = next;
     });
-    writing = writing.catch((e: unknown) =>
-      opts.logger?.warn('chronacta: cannot rewrite cluster.json', { error: String(e) }),
+    this.writing = this.writing.catch((e: unknown) =>
+      this.logger?.warn('chronacta: cannot rewrite cluster.json', { error: String(e) }),
     );
-    return writing;
-  };
-  const timer = setInterval(() => void reconcile(), opts.reconcileMs ?? 200);
-  timer.unref();
-  void reconcile();
+    return this.writing;
+  }
 
-  // ---- membership
-  let changing = false;
-  const membership = async <T>(
+  close(): void {
+    clearInterval(this.timer);
+  }
+}
+
+/** What the cluster API's parts use of the member. */
+interface ClusterApiDeps {
+  readonly routes: GrpcRoutes;
+  readonly store: EventStore;
+  readonly log: ReplicatedLog;
+  readonly file: ClusterFileKeeper;
+}
+
+/** The membership methods (ClusterService): one change at a time, on the leader only. */
+class MembershipApi {
+  private changing = false;
+  private readonly routes: GrpcRoutes;
+  private readonly store: EventStore;
+  private readonly log: ReplicatedLog;
+  private readonly file: ClusterFileKeeper;
+
+  constructor(deps: ClusterApiDeps) {
+    this.routes = deps.routes;
+    this.store = deps.store;
+    this.log = deps.log;
+    this.file = deps.file;
+  }
+
+  private status(): ReplicatedLogStatus {
+    return this.store.clusterStatus() as ReplicatedLogStatus;
+  }
+
+  private async membership<T>(
     what: string,
     fn: (s: ReplicatedLogStatus) => Promise<T>,
     refusal = 'change the membership',
-  ): Promise<T> => {
-    const s = status();
+  ): Promise<T> {
+    const s = this.status();
     if (s.role !== 'leader') throw notLeader(s, refusal);
-    if (changing) {
+    if (this.changing) {
       throw apiError(ClusterApiCode.CHANGE_PENDING, `another membership change is running; retry ${what} after it`);
     }
-    changing = true;
+    this.changing = true;
     try {
       return await fn(s);
     } catch (e) {
@@ -428,21 +455,25 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
       }
       throw e;
     } finally {
-      changing = false;
+      this.changing = false;
     }
-  };
-  const reply = (s: ReplicatedLogStatus) => ({
-    members: s.members.map((m) => ({ id: String(m.id), address: m.advertise, raftAddress: m.raftAddress })),
-    voters: s.voters.map(String),
-    learners: s.learners.map(String),
-    term: String(s.term),
-  });
-  const unary = (
+  }
+
+  private reply(s: ReplicatedLogStatus) {
+    return {
+      members: s.members.map((m) => ({ id: String(m.id), address: m.advertise, raftAddress: m.raftAddress })),
+      voters: s.voters.map(String),
+      learners: s.learners.map(String),
+      term: String(s.term),
+    };
+  }
+
+  private unary(
     name: 'AddMember' | 'RemoveMember' | 'PromoteMember' | 'TransferLeader',
     fn: (request: Buffer) => Promise<object>,
-  ) => {
+  ): void {
     const def = methodDefinition('ClusterService', name);
-    routes.set(def.path, {
+    this.routes.set(def.path, {
       kind: 'unary',
       handle: async (request: Buffer) => {
         try {
@@ -452,163 +483,197 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
         }
       },
     });
-  };
-  unary('AddMember', async (request) => {
-    const { member: m, learner, catchUpMs: catchUp } = parseAddMember(request);
-    return membership(`adding member ${m.id}`, async (s) => {
-      if (s.voters.includes(m.id) || s.learners.includes(m.id)) {
-        throw apiError(ClusterApiCode.DUPLICATE_ID, `member ${m.id} is already in the cluster; pick another id`, {
-          id: m.id,
-        });
-      }
-      await reconcile();
-      if ((file.removed ?? []).includes(String(m.id))) {
-        throw apiError(
-          ClusterApiCode.DUPLICATE_ID,
-          `member ${m.id} was removed from this cluster and ids are never reused; pick another id`,
-          { id: m.id },
-        );
-      }
-      for (const o of s.members) {
-        for (const a of [m.raftAddress, m.advertise]) {
-          if (o.raftAddress === a || o.advertise === a) {
-            throw apiError(ClusterApiCode.BAD_ADDRESS, `address ${a} is already used by member ${o.id}`, {
-              address: a,
-              id: o.id,
-            });
-          }
-        }
-      }
-      await store.addClusterMember(m, {
-        learner,
-        ...(catchUp > 0 ? { catchUpMs: catchUp } : {}),
-      });
-      await reconcile();
-      return reply(status());
-    });
-  });
-  unary('RemoveMember', async (request) => {
-    const id = parseRemoveMember(request);
-    return membership(`removing member ${id}`, async (s) => {
-      if (!s.voters.includes(id) && !s.learners.includes(id)) {
-        throw apiError(
-          ClusterApiCode.UNKNOWN_ID,
-          `member ${id} is not in the cluster (members: ${[...s.voters, ...s.learners].join(', ')})`,
-          {
-            id,
-          },
-        );
-      }
-      if (s.voters.length === 1 && s.voters[0] === id) {
-        throw apiError(
-          ClusterApiCode.LAST_VOTER,
-          `member ${id} is the last voter; add another voter before removing it`,
-          {
-            id,
-          },
-        );
-      }
-      await store.removeClusterMember(id);
-      await reconcile();
-      return reply(status());
-    });
-  });
+  }
 
-  unary('PromoteMember', async (request) => {
-    const { id, catchUpMs } = parsePromoteMember(request);
-    return membership(`promoting member ${id}`, async (s) => {
-      if (s.voters.includes(id)) {
-        throw apiError(ClusterApiCode.NOT_LEARNER, `member ${id} is already a voter; only a learner is promoted`, {
-          id,
-        });
-      }
-      if (!s.learners.includes(id)) {
-        throw apiError(
-          ClusterApiCode.UNKNOWN_ID,
-          `member ${id} is not in the cluster (members: ${[...s.voters, ...s.learners].join(', ')}); add it first`,
-          { id },
-        );
-      }
-      try {
-        await log.promoteMember(id, { catchUpMs });
-      } catch (e) {
-        if (e instanceof PlexusError && e.code === HaErrorCode.MEMBERSHIP && e.details.reason === 'behind') {
-          throw apiError(ClusterApiCode.LEARNER_BEHIND, `${e.message} (waited ${catchUpMs} ms)`, {
-            ...e.details,
-            catchUpMs,
+  /** Installs the four methods on the server's routes. */
+  install(): void {
+    this.unary('AddMember', async (request) => {
+      const { member: m, learner, catchUpMs: catchUp } = parseAddMember(request);
+      return this.membership(`adding member ${m.id}`, async (s) => {
+        if (s.voters.includes(m.id) || s.learners.includes(m.id)) {
+          throw apiError(ClusterApiCode.DUPLICATE_ID, `member ${m.id} is already in the cluster; pick another id`, {
+            id: m.id,
           });
         }
-        throw e;
-      }
-      await reconcile();
-      return reply(status());
-    });
-  });
-  unary('TransferLeader', async (request) => {
-    const { to, timeoutMs } = parseTransferLeader(request);
-    return membership(
-      'the leadership transfer',
-      async (s) => {
-        const members = [...s.voters, ...s.learners];
-        if (to !== 0 && !members.includes(to)) {
+        await this.file.reconcile();
+        if ((this.file.current.removed ?? []).includes(String(m.id))) {
           throw apiError(
-            ClusterApiCode.UNKNOWN_ID,
-            `member ${to} is not in the cluster (voters: ${s.voters.join(', ')})`,
-            { id: to },
+            ClusterApiCode.DUPLICATE_ID,
+            `member ${m.id} was removed from this cluster and ids are never reused; pick another id`,
+            { id: m.id },
           );
         }
-        if (to !== 0 && !s.voters.includes(to)) {
-          throw apiError(
-            ClusterApiCode.NOT_VOTER,
-            `member ${to} is a learner and cannot lead; promote it first (voters: ${s.voters.join(', ')})`,
-            { id: to },
-          );
-        }
-        const target = to === 0 ? transferTarget(s) : to;
-        if (target === undefined) {
-          throw apiError(
-            ClusterApiCode.NO_TRANSFER_TARGET,
-            `member ${s.id} is the only voter: there is no one to hand leadership to; add a voter first`,
-            { id: s.id },
-          );
-        }
-        if (target !== s.id) {
-          try {
-            await log.transferLeadership(target, timeoutMs);
-          } catch (e) {
-            if (e instanceof PlexusError && e.code === 'PLX_RAFT_TIMEOUT') {
-              throw apiError(
-                ClusterApiCode.TRANSFER_TIMEOUT,
-                `member ${target} did not take over leadership within ${timeoutMs} ms (is it up and reachable?); member ${status().leader || 'none'} leads now; retry, or pick another voter`,
-                { id: target, timeoutMs, leader: status().leader },
-              );
+        for (const o of s.members) {
+          for (const a of [m.raftAddress, m.advertise]) {
+            if (o.raftAddress === a || o.advertise === a) {
+              throw apiError(ClusterApiCode.BAD_ADDRESS, `address ${a} is already used by member ${o.id}`, {
+                address: a,
+                id: o.id,
+              });
             }
-            throw e;
           }
         }
-        const now = status();
-        const address = now.members.find((m) => m.id === target)?.advertise ?? '';
-        return {
-          leaderId: String(target),
-          leaderAddress: address,
-          term: String(now.term),
-          previousLeaderId: String(s.id),
-        };
-      },
-      'hand over leadership',
-    );
-  });
+        await this.store.addClusterMember(m, {
+          learner,
+          ...(catchUp > 0 ? { catchUpMs: catchUp } : {}),
+        });
+        await this.file.reconcile();
+        return this.reply(this.status());
+      });
+    });
+    this.unary('RemoveMember', async (request) => {
+      const id = parseRemoveMember(request);
+      return this.membership(`removing member ${id}`, async (s) => {
+        if (!s.voters.includes(id) && !s.learners.includes(id)) {
+          throw apiError(
+            ClusterApiCode.UNKNOWN_ID,
+            `member ${id} is not in the cluster (members: ${[...s.voters, ...s.learners].join(', ')})`,
+            {
+              id,
+            },
+          );
+        }
+        if (s.voters.length === 1 && s.voters[0] === id) {
+          throw apiError(
+            ClusterApiCode.LAST_VOTER,
+            `member ${id} is the last voter; add another voter before removing it`,
+            {
+              id,
+            },
+          );
+        }
+        await this.store.removeClusterMember(id);
+        await this.file.reconcile();
+        return this.reply(this.status());
+      });
+    });
 
-  // ---- read consistency
-  const readyMs = opts.leaderReadyMs ?? 10_000;
+    this.unary('PromoteMember', async (request) => {
+      const { id, catchUpMs } = parsePromoteMember(request);
+      return this.membership(`promoting member ${id}`, async (s) => {
+        if (s.voters.includes(id)) {
+          throw apiError(ClusterApiCode.NOT_LEARNER, `member ${id} is already a voter; only a learner is promoted`, {
+            id,
+          });
+        }
+        if (!s.learners.includes(id)) {
+          throw apiError(
+            ClusterApiCode.UNKNOWN_ID,
+            `member ${id} is not in the cluster (members: ${[...s.voters, ...s.learners].join(', ')}); add it first`,
+            { id },
+          );
+        }
+        try {
+          await this.log.promoteMember(id, { catchUpMs });
+        } catch (e) {
+          if (e instanceof PlexusError && e.code === HaErrorCode.MEMBERSHIP && e.details.reason === 'behind') {
+            throw apiError(ClusterApiCode.LEARNER_BEHIND, `${e.message} (waited ${catchUpMs} ms)`, {
+              ...e.details,
+              catchUpMs,
+            });
+          }
+          throw e;
+        }
+        await this.file.reconcile();
+        return this.reply(this.status());
+      });
+    });
+    this.unary('TransferLeader', async (request) => {
+      const { to, timeoutMs } = parseTransferLeader(request);
+      return this.membership(
+        'the leadership transfer',
+        async (s) => {
+          const members = [...s.voters, ...s.learners];
+          if (to !== 0 && !members.includes(to)) {
+            throw apiError(
+              ClusterApiCode.UNKNOWN_ID,
+              `member ${to} is not in the cluster (voters: ${s.voters.join(', ')})`,
+              { id: to },
+            );
+          }
+          if (to !== 0 && !s.voters.includes(to)) {
+            throw apiError(
+              ClusterApiCode.NOT_VOTER,
+              `member ${to} is a learner and cannot lead; promote it first (voters: ${s.voters.join(', ')})`,
+              { id: to },
+            );
+          }
+          const target = to === 0 ? transferTarget(s) : to;
+          if (target === undefined) {
+            throw apiError(
+              ClusterApiCode.NO_TRANSFER_TARGET,
+              `member ${s.id} is the only voter: there is no one to hand leadership to; add a voter first`,
+              { id: s.id },
+            );
+          }
+          if (target !== s.id) {
+            try {
+              await this.log.transferLeadership(target, timeoutMs);
+            } catch (e) {
+              if (e instanceof PlexusError && e.code === 'PLX_RAFT_TIMEOUT') {
+                throw apiError(
+                  ClusterApiCode.TRANSFER_TIMEOUT,
+                  `member ${target} did not take over leadership within ${timeoutMs} ms (is it up and reachable?); member ${this.status().leader || 'none'} leads now; retry, or pick another voter`,
+                  { id: target, timeoutMs, leader: this.status().leader },
+                );
+              }
+              throw e;
+            }
+          }
+          const now = this.status();
+          const address = now.members.find((m) => m.id === target)?.advertise ?? '';
+          return {
+            leaderId: String(target),
+            leaderAddress: address,
+            term: String(now.term),
+            previousLeaderId: String(s.id),
+          };
+        },
+        'hand over leadership',
+      );
+    });
+  }
+}
+
+/**
+ * Read consistency: a `leader` read passes a barrier (ReadIndex) on the leader, a `follower`
+ * read the follower-read gate; the read methods and subscriptions are wrapped to admit them.
+ */
+class ReadConsistency {
+  private readonly routes: GrpcRoutes;
+  private readonly store: EventStore;
+  private readonly log: ReplicatedLog;
+
+  constructor(
+    deps: ClusterApiDeps,
+    private readonly gate: FollowerReadGate,
+    /** One election timeout and a half: how long a deposed leader may take to learn who leads. */
+    private readonly electionMs: number,
+    /** How long a new leader may take to apply the entries of earlier terms before it serves reads. */
+    private readonly readyMs: number,
+  ) {
+    this.routes = deps.routes;
+    this.store = deps.store;
+    this.log = deps.log;
+  }
+
+  private status(): ReplicatedLogStatus {
+    return this.store.clusterStatus() as ReplicatedLogStatus;
+  }
+
+  /** Resolves when this member's leadership or readiness changes, or after `ms`. */
+  private readinessChanged(ms: number): Promise<unknown> {
+    return this.log.readinessChanged({ timeoutMs: ms });
+  }
+
   /**
    * A `leader` read's barrier: ReadIndex on the replicated log. A member that steps down
    * meanwhile refuses with NOT_LEADER, naming the new leader once it has heard from it (within
    * about an election timeout), so the client reads there.
    */
-  const barrier = async (): Promise<bigint> => {
+  private async barrier(): Promise<bigint> {
     try {
-      return await log.readBarrier();
+      return await this.log.readBarrier();
     } catch (e) {
       if (e instanceof PlexusError && (e.code === 'PLX_RAFT_TIMEOUT' || e.code === 'PLX_RAFT_PROPOSAL_LOST')) {
         throw chronactaError(
@@ -618,31 +683,33 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
         );
       }
       if (!(e instanceof PlexusError && e.code === HaErrorCode.NOT_LEADER)) throw e;
-      throw await knownLeader(e);
+      throw await this.knownLeader(e);
     }
-  };
+  }
+
   /**
    * A NOT_LEADER refusal that names no leader (this member just stepped down, or has not heard
    * from the new leader yet): waits up to about an election timeout to learn who leads, and
    * then names it, so the client goes there; otherwise the refusal as it is.
    */
-  const knownLeader = async (e: PlexusError): Promise<PlexusError> => {
+  private async knownLeader(e: PlexusError): Promise<PlexusError> {
     if (typeof e.details.leaderAddress === 'string' && e.details.leaderAddress !== '') return e;
-    const end = Date.now() + electionMs;
-    let s = status();
+    const end = Date.now() + this.electionMs;
+    let s = this.status();
     while ((s.leader === 0 || s.role === 'leader') && Date.now() < end && !s.failure) {
       await new Promise((r) => setTimeout(r, 10));
-      s = status();
+      s = this.status();
     }
     if (s.role === 'leader' || s.leader === 0 || !s.leaderAddress) return e;
     return notLeader(s, 'serve leader reads');
-  };
-  const admit = async (ctx: CallContext): Promise<void> => {
+  }
+
+  private async admit(ctx: CallContext): Promise<void> {
     const mode = ctx.header(READ_CONSISTENCY_HEADER);
-    let s = status();
+    let s = this.status();
     if (mode === undefined) {
       ctx.setTrailer(READ_SERVED_BY_TRAILER, s.role === 'leader' ? 'leader' : 'local');
-      ctx.setTrailer(APPLIED_POSITION_TRAILER, String(store.lastPosition));
+      ctx.setTrailer(APPLIED_POSITION_TRAILER, String(this.store.lastPosition));
       return;
     }
     if (mode !== 'leader' && mode !== 'follower') {
@@ -653,75 +720,95 @@ export function attachClusterApi(port: number, store: EventStore, opts: ClusterA
     }
     if (s.role === 'leader') {
       // A new leader serves reads once it has applied every entry of earlier terms.
-      const end = Date.now() + readyMs;
+      const end = Date.now() + this.readyMs;
       while (!s.acceptingWrites && s.role === 'leader' && Date.now() < end) {
-        await readinessChanged(end - Date.now());
-        s = status();
+        await this.readinessChanged(end - Date.now());
+        s = this.status();
       }
       if (s.role === 'leader' && s.acceptingWrites) {
         // A leader read is linearizable: confirmed by a majority (ReadIndex) and applied here first.
-        if (mode === 'leader') await barrier();
+        if (mode === 'leader') await this.barrier();
         ctx.setTrailer(READ_SERVED_BY_TRAILER, 'leader');
-        ctx.setTrailer(APPLIED_POSITION_TRAILER, String(store.lastPosition));
+        ctx.setTrailer(APPLIED_POSITION_TRAILER, String(this.store.lastPosition));
         return;
       }
       if (s.role === 'leader') {
         throw haError(HaErrorCode.NOT_READY, `leader ${s.id} has not applied the entries of earlier terms yet; retry`);
       }
     }
-    if (mode === 'leader') throw await knownLeader(notLeader(s, 'serve leader reads'));
-    const applied = await gate.admit(s);
+    if (mode === 'leader') throw await this.knownLeader(notLeader(s, 'serve leader reads'));
+    const applied = await this.gate.admit(s);
     ctx.setTrailer(READ_SERVED_BY_TRAILER, 'follower');
     ctx.setTrailer(APPLIED_POSITION_TRAILER, String(applied));
-  };
-  for (const name of ['ReadStream', 'ReadAll']) {
-    const path = methodDefinition('EventStore', name).path;
-    const inner = routes.get(path);
-    if (inner?.kind !== 'unary') continue;
-    const gated: GrpcMethod = {
-      kind: 'unary',
-      handle: async (request, ctx) => {
-        try {
-          await admit(ctx);
-        } catch (e) {
-          throw failure(e);
-        }
-        return inner.handle(request, ctx);
-      },
-    };
-    routes.set(path, gated);
-  }
-  // A subscription with a consistency header starts its catch-up only once admitted the same way.
-  const subscribePath = methodDefinition('EventStore', 'Subscribe').path;
-  const subscribe = routes.get(subscribePath);
-  if (subscribe?.kind === 'stream') {
-    routes.set(subscribePath, {
-      kind: 'stream',
-      handle: (request, call) => {
-        if (call.header(READ_CONSISTENCY_HEADER) === undefined) {
-          subscribe.handle(request, call);
-          return;
-        }
-        admit(call).then(
-          () => {
-            if (call.cancelled) return;
-            try {
-              subscribe.handle(request, call);
-            } catch (e) {
-              call.end(statusFor(e));
-            }
-          },
-          (e: unknown) => call.end(statusFor(e)),
-        );
-      },
-    });
   }
 
+  /** Wraps the read methods and Subscribe of the server's routes with the admission. */
+  install(): void {
+    for (const name of ['ReadStream', 'ReadAll']) {
+      const path = methodDefinition('EventStore', name).path;
+      const inner = this.routes.get(path);
+      if (inner?.kind !== 'unary') continue;
+      const gated: GrpcMethod = {
+        kind: 'unary',
+        handle: async (request, ctx) => {
+          try {
+            await this.admit(ctx);
+          } catch (e) {
+            throw failure(e);
+          }
+          return inner.handle(request, ctx);
+        },
+      };
+      this.routes.set(path, gated);
+    }
+    // A subscription with a consistency header starts its catch-up only once admitted the same way.
+    const subscribePath = methodDefinition('EventStore', 'Subscribe').path;
+    const subscribe = this.routes.get(subscribePath);
+    if (subscribe?.kind === 'stream') {
+      this.routes.set(subscribePath, {
+        kind: 'stream',
+        handle: (request, call) => {
+          if (call.header(READ_CONSISTENCY_HEADER) === undefined) {
+            subscribe.handle(request, call);
+            return;
+          }
+          this.admit(call).then(
+            () => {
+              if (call.cancelled) return;
+              try {
+                subscribe.handle(request, call);
+              } catch (e) {
+                call.end(statusFor(e));
+              }
+            },
+            (e: unknown) => call.end(statusFor(e)),
+          );
+        },
+      });
+    }
+  }
+}
+
+/**
+ * Installs the membership methods, the read-consistency gate and the cluster.json
+ * reconciliation on the gRPC server whose `routes` are given, for `store` (cluster mode).
+ */
+export function attachClusterApi(routes: GrpcRoutes, store: EventStore, opts: ClusterApiOptions = {}): ClusterApi {
+  if (!store.clusterStatus()) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
+  const bounds = followerReadBounds(opts);
+  const gate = new FollowerReadGate(store, bounds, opts.peer ?? (() => ({})));
+  const log = replicatedLogOf(store);
+  const file = new ClusterFileKeeper(store, opts.logger, opts.reconcileMs ?? 200);
+  const deps: ClusterApiDeps = { routes, store, log, file };
+  new MembershipApi(deps).install();
+  /** One election timeout and a half: how long a deposed leader may take to learn who leads. */
+  const electionMs = (opts.tickMs ?? 100) * (opts.electionTick ?? 10) * 1.5;
+  new ReadConsistency(deps, gate, electionMs, opts.leaderReadyMs ?? 10_000).install();
   return {
     bounds,
-    reconcile,
+    reconcile: () => file.reconcile(),
     close() {
-      clearInterval(timer);
+      file.close();
       gate.close();
     },
   };

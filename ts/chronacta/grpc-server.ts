@@ -20,8 +20,8 @@
  * - An unknown path ends with UNIMPLEMENTED.
  * - A handler reads the request's metadata (`header`) and adds trailing metadata to an OK
  *   reply (`setTrailer`); a rejection with a `CallFailure` ends the call with its status as is.
- * - The methods of a running server can be added or wrapped (`routes`, `routesOn(port)`):
- *   a composition root extends a server that another module started.
+ * - The methods of a running server can be added or wrapped (`routes`): a composition root
+ *   that started the server passes its routes to the module that extends it.
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
@@ -138,17 +138,6 @@ export interface GrpcServer {
 const PREFIX = 5;
 /** A response larger than this goes out in pieces of this size, so a stalled client shows. */
 const PIECE = 64 * 1024;
-
-/** The servers this process runs, by port (see `routesOn`). */
-const running = new Map<number, GrpcRoutes>();
-
-/**
- * The methods of the server this process runs on `port` (undefined: none). Lets the code
- * that started a product's server through another module add methods to it.
- */
-export function routesOn(port: number): GrpcRoutes | undefined {
-  return running.get(port);
-}
 
 /** A message with its 5-byte gRPC prefix (not compressed). */
 export function frame(message: Uint8Array): Uint8Array {
@@ -341,7 +330,6 @@ export async function startGrpcServer(
     });
   });
   const bound = (server.address() as AddressInfo).port;
-  running.set(bound, routes);
   const sweeper = setInterval(
     () => sweep(bounds, limits, sessions, connOf),
     Math.max(
@@ -358,7 +346,6 @@ export async function startGrpcServer(
     load: () => ({ connections: load.connections, bufferedBytes: load.buffered, streamingCalls: load.streaming }),
     close(graceMs = 2000) {
       clearInterval(sweeper);
-      if (running.get(bound) === routes) running.delete(bound);
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           for (const s of sessions) s.destroy();

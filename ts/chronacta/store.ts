@@ -9,18 +9,21 @@
  * applying every record of the archive and the log in position order.
  *
  * Readers see acknowledged changes only: reads and subscriptions stop at `lastPosition`,
- * which moves past an append only once it is durable and applied, in log order.
+ * which moves past an append only once it is durable and applied, in log order. *
+ * This file holds opening, the write pipeline and cluster membership; the rest is split by
+ * concern: store-apply.ts (the one apply path every committed change takes: replay, own
+ * appends and stream changes, replicated batches), store-reads.ts (reads by stream and by
+ * position), store-compaction.ts (archiving closed segments), store-checks.ts (expected
+ * versions and idempotency conflicts) and store-log.ts (decoding the log's records).
  */
 import { randomUUID } from 'node:crypto';
-import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
-import { Condition, Watermark } from '../core/watermark.js';
+import { Condition } from '../core/watermark.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
 import { RECORD_HEADER_BYTES as LOG_RECORD_GAP } from '../storage/format.js';
-import { isSegmented, logSegments } from '../storage/segmented.js';
-import type { FsyncMode, LogRecord, LogStorage, SegmentInfo, StorageLogger } from '../storage/types.js';
-import { ArchiveGen, genDirName, readPointer, removeOtherGenerations, writePointer } from './archive.js';
+import type { FsyncMode, LogStorage, StorageLogger } from '../storage/types.js';
+import { ArchiveGen, genDirName, readPointer, removeOtherGenerations } from './archive.js';
 import {
   checkTable,
   EncodedBatch,
@@ -36,18 +39,19 @@ import { HaErrorCode, haError } from './ha-errors.js';
 import { type PreparedDataDir, prepareDataDir } from './layout.js';
 import {
   bytesToUuid,
-  decodeEntry,
   type Entry,
   encodeEntry,
   encodeStreamMeta,
-  followsInAppend,
   RecordKind,
-  redact,
   type StreamMeta,
-  streamBytesOf,
   uuidToBytes,
 } from './record.js';
-import { type StoreState as State, StoreState, type StreamHead, type StreamState } from './state.js';
+import { type StoreState as State, StoreState, type StreamHead } from './state.js';
+import { ApplyPath, type OwnBatch } from './store-apply.js';
+import { checkExpected, idempotencyConflict } from './store-checks.js';
+import { Compactor } from './store-compaction.js';
+import { corrupt, replay, sameBytes, stderrWarnings } from './store-log.js';
+import { StoreReader } from './store-reads.js';
 import type {
   AppendOptions,
   AppendResult,
@@ -64,15 +68,7 @@ import type {
   TruncateOptions,
   TruncateResult,
 } from './types.js';
-import {
-  checkBig,
-  checkCount,
-  checkDirection,
-  checkExpectedVersion,
-  checkKey,
-  checkStream,
-  checkTypes,
-} from './validate.js';
+import { checkBig, checkExpectedVersion, checkKey, checkStream } from './validate.js';
 import type { AppendReply, AppendWire } from './wire.js';
 
 const utf8 = new TextEncoder();
@@ -107,15 +103,6 @@ export interface StoreOptions {
 }
 
 export const DEFAULT_IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
-/** Records a filtered read looks at per call, at most. */
-const SCAN_BUDGET = 4096;
-/** Records fetched from the log per read call. */
-const CHUNK = 512;
-/**
- * A read stops once the data and metadata of its events reach this (it always returns at
- * least one event), so a response and a subscription page stay bounded in bytes.
- */
-export const READ_BYTE_BUDGET = 4 * 1024 * 1024;
 
 interface Overlay {
   head: StreamHead;
@@ -129,63 +116,14 @@ interface PendingKey {
   readonly settled: Promise<unknown>;
 }
 
-interface Decoded {
-  readonly entry: Entry;
-  readonly batchId: Uint8Array;
-  readonly payload: Uint8Array;
-}
-
-const stderrWarnings: StorageLogger = {
-  warn(message, details) {
-    process.stderr.write(`plexus chronacta: ${message}${details ? ` ${JSON.stringify(details, big)}` : ''}\n`);
-  },
-};
-
-function big(_k: string, v: unknown): unknown {
-  return typeof v === 'bigint' ? String(v) : v;
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
-
-export function toRecorded(e: Entry, batchId: Uint8Array): RecordedEvent {
-  return {
-    stream: e.stream,
-    version: BigInt(e.version),
-    position: BigInt(e.position),
-    id: bytesToUuid(e.id),
-    type: e.type,
-    data: e.data,
-    metadata: e.metadata,
-    recordedMs: e.recordedMs,
-    batchId: bytesToUuid(batchId),
-  };
-}
-
-function describeExpected(v: ExpectedVersion): string {
-  return typeof v === 'bigint' ? `version ${v}` : v;
-}
-
-/** Whether a stream at `head` meets `expected` (a hard-deleted stream is refused before this). */
-export function meetsExpectation(head: StreamHead, expected: ExpectedVersion): boolean {
-  switch (expected) {
-    case 'any':
-      return true;
-    case 'no_stream':
-      return head.lastVersion < 0 || head.deleted === 'soft';
-    case 'exists':
-      return head.lastVersion >= 0 && head.deleted === 'none';
-    default:
-      return BigInt(head.lastVersion) === expected;
-  }
-}
-
 export class EventStore {
   private readonly state: State;
   private readonly overlay = new Map<string, Overlay>();
   private readonly pendingKeys = new Map<string, PendingKey>();
-  private readonly listeners = new Set<(ev: RecordedEvent, entry: Entry) => void>();
+  /** The one path every committed change takes into the indexes, the subscribers and the watermark. */
+  private readonly apply: ApplyPath;
+  private readonly reader: StoreReader;
+  private readonly compactor: Compactor;
   /** Last position counting every accepted append, durable or not. */
   private pendingLast: number;
   /** Bumped when a failed append voids every change accepted after the last durable one. */
@@ -195,8 +133,6 @@ export class EventStore {
   private compacting: Promise<CompactionReport> | undefined;
   private closing: Promise<void> | undefined;
   private failure: PlexusError | undefined;
-  /** `lastPosition`, raised as records are applied: what reads wait on instead of polling. */
-  private readonly applied: Watermark;
   /** Notified when this store fails or closes (a leader's wait for readiness re-checks then). */
   private readonly changed = new Condition();
   private readonly clock: () => number;
@@ -214,14 +150,28 @@ export class EventStore {
     private readonly log: LogStorage,
     archive: ArchiveGen,
     state: State,
+    apply: ApplyPath,
     private readonly opts: StoreOptions,
   ) {
     this.state = state;
     this.archive = archive;
     this.pendingLast = state.last;
-    this.applied = new Watermark(BigInt(state.last));
+    this.apply = apply;
     this.lastAssignedMs = state.lastRecordedMs;
     this.clock = opts.clock ?? Date.now;
+    this.reader = new StoreReader({ state, log, archive: () => this.archive, observer: opts.observer });
+    this.compactor = new Compactor({
+      prepared,
+      log,
+      state,
+      clock: this.clock,
+      fsync: opts.fsync,
+      logger: opts.logger,
+      archive: () => this.archive,
+      setArchive: (a) => {
+        this.archive = a;
+      },
+    });
   }
 
   /** Opens (or makes) the store in `opts.dataDir`, rebuilding its indexes from the archive and the log. */
@@ -240,6 +190,7 @@ export class EventStore {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'idempotencyTtlMs must be a number from 0');
     }
     const state = new StoreState(ttl);
+    const apply = new ApplyPath(state);
     const pointer = await readPointer(prepared.paths.archive);
     await removeOtherGenerations(prepared.paths.archive, pointer.generation);
     let archiveLog: FileLog | undefined;
@@ -260,7 +211,7 @@ export class EventStore {
             throw corrupt('archive', d.entry.position, 'out of order');
           }
           globals.push(d.entry.position);
-          state.apply(d.entry, d.batchId);
+          apply.replayed(d);
         });
       }
       if (opts.replication) {
@@ -294,14 +245,14 @@ export class EventStore {
       await replay(log, from, (d) => {
         if (d.entry.position !== expect) throw corrupt('log', expect, `the record names position ${d.entry.position}`);
         expect++;
-        state.apply(d.entry, d.batchId);
+        apply.replayed(d);
       });
       if (Number(log.last) >= from && state.last !== Number(log.last)) {
         throw corrupt('log', Number(log.last), 'the indexes end elsewhere than the log');
       }
       if (state.last < Number(log.last)) state.last = Number(log.last);
       state.expireKeys(opts.clock?.() ?? Date.now());
-      const store = new EventStore(prepared, log, new ArchiveGen(pointer, archiveLog, globals), state, opts);
+      const store = new EventStore(prepared, log, new ArchiveGen(pointer, archiveLog, globals), state, apply, opts);
       if (replicated) {
         store.replicated = replicated;
         unhook?.();
@@ -369,8 +320,7 @@ export class EventStore {
 
   /** Called with every durable, visible entry in position order; returns the unsubscribe. */
   onCommit(listener: (ev: RecordedEvent, entry: Entry) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.apply.onCommit(listener);
   }
 
   /** The head an expected-version check sees: counting every accepted change. */
@@ -430,74 +380,15 @@ export class EventStore {
     return this.replicated?.status();
   }
 
-  /**
-   * Cluster mode: the one apply path. Every member, the leader included, applies each
-   * committed batch here once it is in its local log, in position order; the leader's own
-   * appends resolve only after this ran for them.
-   */
+  /** Cluster mode: applies a batch the replicated log committed (ApplyPath.committed). */
   private applyReplicated(batch: AppliedBatch): void {
     if (this.failure || this.closing) return;
-    const payloads = batch.payloads;
-    const first = Number(batch.first);
-    for (let i = 0; i < payloads.length; i++) {
-      const payload = payloads[i] as Uint8Array;
-      let d: Decoded;
-      try {
-        d = decodePayload(payload, first + i, batch.batchId);
-      } catch (e) {
-        this.failure = fromStorage(e, 'applying a replicated record');
-        this.changed.notify();
-        this.published();
-        return;
-      }
-      const p = d.entry.position;
-      if (p <= this.state.last) continue; // already applied while the indexes were rebuilt
-      if (p !== this.state.last + 1) {
-        this.failure = corrupt('replicated log', p, `expected position ${this.state.last + 1}`);
-        this.changed.notify();
-        this.published();
-        return;
-      }
-      const e = d.entry;
-      if (
-        e.kind === RecordKind.EVENT &&
-        e.indexInBatch === 0 &&
-        e.batchSize > 1 &&
-        i + e.batchSize <= payloads.length &&
-        this.listeners.size === 0
-      ) {
-        // A whole append: the events after its first are checked from their headers and
-        // indexed as one run, without decoding their strings.
-        const name = streamBytesOf(payload);
-        let n = 1;
-        while (n < e.batchSize && followsInAppend(payloads[i + n] as Uint8Array, e, name, n)) n++;
-        if (n === e.batchSize) {
-          this.state.applyAppend(e.stream, e.version, p, n, e.recordedMs, d.batchId, e.idempotency);
-          if (e.recordedMs > this.lastAssignedMs) this.lastAssignedMs = e.recordedMs;
-          i += n - 1;
-          continue;
-        }
-      }
-      this.state.apply(d.entry, d.batchId);
-      if (d.entry.recordedMs > this.lastAssignedMs) this.lastAssignedMs = d.entry.recordedMs;
-      if (this.listeners.size > 0) {
-        const ev = toRecorded(d.entry, d.batchId);
-        for (const l of this.listeners) {
-          try {
-            l(ev, d.entry);
-          } catch {
-            // A listener's failure is its own; the commit stands.
-          }
-        }
-      }
-    }
+    this.apply.committed(batch.payloads, Number(batch.first), batch.batchId, (failure) => {
+      this.failure = failure;
+      this.changed.notify();
+    });
+    if (this.failure) return;
     if (this.pendingLast < this.state.last) this.pendingLast = this.state.last;
-    this.published();
-  }
-
-  /** Releases the waiters for positions applied by now. */
-  private published(): void {
-    this.applied.advance(BigInt(this.state.last));
   }
 
   /**
@@ -505,7 +396,7 @@ export class EventStore {
    * when `timeoutMs` passes first.
    */
   whenApplied(position: bigint, timeoutMs: number): Promise<boolean> {
-    return this.applied.wait(position, { timeoutMs });
+    return this.apply.applied.wait(position, { timeoutMs });
   }
 
   // ------------------------------------------------------------------ appends
@@ -576,7 +467,7 @@ export class EventStore {
       }
     }
     const head = this.head(name);
-    this.checkExpected(name, head, expected);
+    checkExpected(name, head, expected);
     const first = this.pendingLast + 1;
     const firstVersion = head.lastVersion + 1;
     const recordedMs = this.recordedNow();
@@ -597,9 +488,14 @@ export class EventStore {
     const started = performance.now();
     const batchId = randomUuidBytes();
     const idem = key !== undefined && fp !== undefined ? { key, fingerprint: fp } : undefined;
-    const done = this.submit(encoded, first, batchId, heads, () =>
-      this.state.applyAppend(name, firstVersion, first, count, recordedMs, batchId, idem),
-    );
+    const done = this.submit(encoded, first, batchId, heads, {
+      kind: 'append',
+      stream: name,
+      firstVersion,
+      count,
+      recordedMs,
+      idempotency: idem,
+    });
     if (key !== undefined && fp !== undefined) {
       // Settles (never rejects) once the append is applied or failed; retries wait for it.
       const settled = done.then(
@@ -627,42 +523,17 @@ export class EventStore {
   }
 
   private recordedNow(): number {
-    const now = Math.max(Math.floor(this.clock()), this.lastAssignedMs);
+    // Cluster mode: at least the latest time applied, which other leaders may have assigned.
+    const now = Math.max(Math.floor(this.clock()), this.lastAssignedMs, this.state.lastRecordedMs);
     this.lastAssignedMs = now;
     return now;
   }
 
-  private checkExpected(stream: string, head: StreamHead, expected: ExpectedVersion): void {
-    if (head.deleted === 'hard') {
-      throw chronactaError(
-        ChronactaCode.STREAM_DELETED,
-        `stream "${stream}" was deleted hard (tombstoned); it takes no more events`,
-        { stream },
-      );
-    }
-    if (meetsExpectation(head, expected)) return;
-    const actual =
-      head.lastVersion < 0
-        ? 'the stream does not exist'
-        : head.deleted === 'soft'
-          ? `the stream is deleted (its last version was ${head.lastVersion})`
-          : `its last version is ${head.lastVersion}`;
-    throw chronactaError(
-      ChronactaCode.WRONG_EXPECTED_VERSION,
-      `stream "${stream}": expected ${describeExpected(expected)}, but ${actual}; read the stream and retry`,
-      {
-        stream,
-        expected: typeof expected === 'bigint' ? expected : expected,
-        actual: BigInt(head.lastVersion),
-        deleted: head.deleted,
-      },
-    );
-  }
-
   /**
    * The write pipeline: encoded entries -> one log batch -> (durable) apply and publish.
-   * Resolves once applied. `heads` are the stream heads the batch leaves; `apply` applies
-   * the batch's entries to the indexes (state.ts), in log order with every other batch.
+   * Resolves once applied. `heads` are the stream heads the batch leaves; `own` says what
+   * the batch's entries are, for the apply path (store-apply.ts) to apply them to the
+   * indexes without decoding, in log order with every other batch.
    * A batch laid out with the log's record gaps goes down through `appendFramed`.
    */
   private submit(
@@ -670,7 +541,7 @@ export class EventStore {
     first: number,
     batchId: Uint8Array,
     heads: Map<string, StreamHead>,
-    apply: () => void,
+    own: OwnBatch,
   ): Promise<void> {
     if (first !== this.pendingLast + 1) throw new Error('entries do not start after the pending last position');
     const gen = this.gen;
@@ -693,7 +564,7 @@ export class EventStore {
     return appended.then(
       () => {
         if (replicated) {
-          // Applied and published by applyReplicated before the replicated log resolved.
+          // Applied and published through applyReplicated before the replicated log resolved.
           for (const s of heads.keys()) {
             const o = this.overlay.get(s);
             if (o && o.gen === gen && --o.refs === 0) this.overlay.delete(s);
@@ -708,25 +579,11 @@ export class EventStore {
           }
           return;
         }
-        apply();
-        this.published();
         for (const s of heads.keys()) {
           const o = this.overlay.get(s);
           if (o && o.gen === gen && --o.refs === 0) this.overlay.delete(s);
         }
-        if (this.listeners.size > 0) {
-          for (const p of batch.payloads) {
-            const e = decodeEntry(p);
-            const ev = toRecorded(e, batchId);
-            for (const l of this.listeners) {
-              try {
-                l(ev, e);
-              } catch {
-                // A listener's failure is its own; the commit stands.
-              }
-            }
-          }
-        }
+        this.apply.own(own, batch.payloads, first, batchId);
       },
       (e: unknown) => {
         if (gen === this.gen) {
@@ -756,7 +613,7 @@ export class EventStore {
     }
     if (this.replicated) await this.leaderReady(this.replicated);
     const head = this.head(name);
-    this.checkExpected(name, head, expected);
+    checkExpected(name, head, expected);
     if (!opts.hard && head.lastVersion < 0) {
       throw chronactaError(ChronactaCode.STREAM_NOT_FOUND, `stream "${name}" does not exist; nothing to delete`, {
         stream: name,
@@ -788,7 +645,7 @@ export class EventStore {
       throw chronactaError(ChronactaCode.BAD_INPUT, 'give maxCount, maxAgeMs or beforeVersion');
     }
     let head = this.head(name);
-    this.checkExpected(name, head, expected);
+    checkExpected(name, head, expected);
     if (head.lastVersion < 0) {
       throw chronactaError(ChronactaCode.STREAM_NOT_FOUND, `stream "${name}" does not exist; nothing to truncate`, {
         stream: name,
@@ -798,27 +655,13 @@ export class EventStore {
     let tb = s?.truncateBefore ?? 0;
     if (before !== undefined) tb = Math.max(tb, before);
     if (maxCount !== undefined) tb = Math.max(tb, head.lastVersion + 1 - maxCount);
-    if (maxAgeMs !== undefined && s) tb = Math.max(tb, await this.firstVersionSince(s, this.clock() - maxAgeMs));
+    if (maxAgeMs !== undefined && s) tb = Math.max(tb, await this.reader.firstVersionSince(s, this.clock() - maxAgeMs));
     head = this.head(name);
-    this.checkExpected(name, head, expected);
+    checkExpected(name, head, expected);
     tb = Math.min(tb, head.lastVersion + 1);
     const meta: StreamMeta = { truncateBefore: tb, deleted: head.deleted, lastVersion: head.lastVersion };
     const position = await this.writeMeta(name, '$truncated', meta, head);
     return { position: BigInt(position), truncateBefore: BigInt(tb) };
-  }
-
-  /** The first version of `s` recorded at or after `since` (binary search over its live versions). */
-  private async firstVersionSince(s: StreamState, since: number): Promise<number> {
-    let lo = Math.max(s.truncateBefore, s.base);
-    let hi = s.lastVersion + 1;
-    while (lo < hi) {
-      const mid = Math.floor((lo + hi) / 2);
-      const p = this.state.positionOf(s, mid);
-      const rec = p === 0 ? undefined : (await this.readPositions([p]))[0];
-      if (!rec || rec.entry.recordedMs < since) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
   }
 
   private async writeMeta(name: string, type: string, meta: StreamMeta, head: StreamHead): Promise<number> {
@@ -844,9 +687,7 @@ export class EventStore {
     ]);
     try {
       const batchId = uuidToBytes(randomUUID());
-      await this.submit(EncodedBatch.of(encodeEntry(entry)), position, batchId, heads, () =>
-        this.state.apply(entry, batchId),
-      );
+      await this.submit(EncodedBatch.of(encodeEntry(entry)), position, batchId, heads, { kind: 'entry', entry });
     } catch (e) {
       throw fromStorage(e, `changing stream "${name}"`);
     }
@@ -855,223 +696,14 @@ export class EventStore {
 
   // ------------------------------------------------------------------ reads
 
-  async readStream(stream: string, opts: ReadStreamOptions = {}): Promise<ReadStreamResult> {
+  readStream(stream: string, opts: ReadStreamOptions = {}): Promise<ReadStreamResult> {
     this.checkOpen();
-    const started = performance.now();
-    const name = checkStream(stream, { system: true });
-    const direction = checkDirection(opts.direction);
-    const from = checkBig(opts.fromVersion, 'fromVersion');
-    const max = checkCount(opts.maxCount);
-    const types = checkTypes(opts.types);
-    const s = this.state.streams.get(name);
-    if (s?.deleted === 'hard') {
-      throw chronactaError(ChronactaCode.STREAM_DELETED, `stream "${name}" was deleted hard (tombstoned)`, {
-        stream: name,
-      });
-    }
-    if (!s || s.lastVersion < 0) {
-      return { stream: name, events: [], lastVersion: -1n, nextVersion: undefined, end: true, deleted: false };
-    }
-    const low = Math.max(s.truncateBefore, s.base);
-    const last = s.lastVersion;
-    const step = direction === 'forwards' ? 1 : -1;
-    const events: RecordedEvent[] = [];
-    let v = direction === 'forwards' ? Math.max(from ?? 0, low) : Math.min(from ?? last, last);
-    let scanned = 0;
-    const inRange = () => (direction === 'forwards' ? v <= last : v >= low);
-    let bytes = 0;
-    while (inRange() && events.length < max && bytes < READ_BYTE_BUDGET && scanned < SCAN_BUDGET) {
-      const want = types ? CHUNK : Math.min(CHUNK, max - events.length);
-      const versions: number[] = [];
-      const positions: number[] = [];
-      for (; inRange() && versions.length < want; v += step) {
-        const p = this.state.positionOf(s, v);
-        if (p === 0) continue;
-        versions.push(v);
-        positions.push(p);
-      }
-      const recs = await this.readPositions(positions, READ_BYTE_BUDGET - bytes);
-      // Where to go on: after the chunk, or at the first version not taken.
-      if (recs.length < versions.length) v = versions[recs.length] as number;
-      for (let i = 0; i < recs.length; i++) {
-        if (events.length === max || bytes >= READ_BYTE_BUDGET) {
-          v = versions[i] as number;
-          break;
-        }
-        scanned++;
-        const r = recs[i];
-        if (!r || !this.state.visible(r.entry)) continue;
-        if (types && !types.has(r.entry.type)) continue;
-        events.push(toRecorded(r.entry, r.batchId));
-        bytes += r.entry.data.length + r.entry.metadata.length;
-      }
-    }
-    // A soft delete (or a truncation) can land while the read runs: drop what it removed.
-    const kept = events.filter((e) => Number(e.version) >= s.truncateBefore && s.deleted !== 'hard');
-    const end = !inRange();
-    this.opts.observer?.read?.('stream', kept.length, (performance.now() - started) / 1000);
-    return {
-      stream: name,
-      events: kept,
-      lastVersion: BigInt(last),
-      nextVersion: end ? undefined : BigInt(v),
-      end,
-      deleted: s.deleted === 'soft',
-    };
+    return this.reader.readStream(stream, opts);
   }
 
-  async readAll(opts: ReadAllOptions = {}): Promise<ReadAllResult> {
+  readAll(opts: ReadAllOptions = {}): Promise<ReadAllResult> {
     this.checkOpen();
-    const started = performance.now();
-    const direction = checkDirection(opts.direction);
-    const from = checkBig(opts.fromPosition, 'fromPosition');
-    const max = checkCount(opts.maxCount);
-    const types = checkTypes(opts.types);
-    if (opts.streamPrefix !== undefined && typeof opts.streamPrefix !== 'string') {
-      throw chronactaError(ChronactaCode.BAD_INPUT, 'streamPrefix must be a string');
-    }
-    const prefix = opts.streamPrefix ?? '';
-    const last = this.state.last;
-    const events: RecordedEvent[] = [];
-    let scanned = 0;
-    let p = direction === 'forwards' ? Math.max(from ?? 1, 1) : Math.min(from ?? last, last);
-    const inRange = () => (direction === 'forwards' ? p <= last : p >= 1);
-    let bytes = 0;
-    while (inRange() && events.length < max && bytes < READ_BYTE_BUDGET && scanned < SCAN_BUDGET) {
-      const want = Math.min(CHUNK, types || prefix ? CHUNK : max - events.length);
-      const recs = await this.readRange(p, direction, direction === 'forwards' ? last : 1, want);
-      if (recs.length === 0) {
-        p = direction === 'forwards' ? last + 1 : 0;
-        break;
-      }
-      let stopped = false;
-      for (const r of recs) {
-        const e = r.entry;
-        if (events.length === max || bytes >= READ_BYTE_BUDGET) {
-          p = e.position;
-          stopped = true;
-          break;
-        }
-        scanned++;
-        p = direction === 'forwards' ? e.position + 1 : e.position - 1;
-        if (!this.state.visible(e)) continue;
-        if (prefix && !e.stream.startsWith(prefix)) continue;
-        if (types && !types.has(e.type)) continue;
-        events.push(toRecorded(e, r.batchId));
-        bytes += e.data.length + e.metadata.length;
-      }
-      if (stopped) break;
-    }
-    const end = !inRange();
-    this.opts.observer?.read?.('all', events.length, (performance.now() - started) / 1000);
-    return {
-      events,
-      nextPosition: BigInt(direction === 'forwards' ? p : Math.max(p, 0)),
-      end,
-      lastPosition: BigInt(last),
-    };
-  }
-
-  /**
-   * Records from global position `from` in `direction` up to `bound` (inclusive), at most
-   * `max`, from the archive and the log. Retries once a compaction moved records under it.
-   */
-  private async readRange(
-    from: number,
-    direction: 'forwards' | 'backwards',
-    bound: number,
-    max: number,
-  ): Promise<Decoded[]> {
-    for (let attempt = 0; ; attempt++) {
-      const arc = this.archive.acquire();
-      try {
-        const recs: LogRecord[] = [];
-        if (direction === 'forwards') {
-          if (from < arc.cutoff) recs.push(...(await arc.readUp(from, Math.min(bound, arc.cutoff - 1), max)));
-          const start = Math.max(from, arc.cutoff);
-          if (recs.length < max && start <= bound) {
-            recs.push(
-              ...(await this.log.read(BigInt(start), { maxCount: Math.min(max - recs.length, bound - start + 1) })),
-            );
-          }
-        } else {
-          if (from >= arc.cutoff) {
-            const lo = Math.max(bound, arc.cutoff);
-            recs.push(...(await this.log.readBackward(BigInt(from), { maxCount: Math.min(max, from - lo + 1) })));
-          }
-          const top = Math.min(from, arc.cutoff - 1);
-          if (recs.length < max && top >= bound) recs.push(...(await arc.readDown(bound, top, max - recs.length)));
-        }
-        return recs.map(decodeRecord);
-      } catch (e) {
-        if (attempt < 3 && isPlexusError(e, 'PLX_STORAGE_COMPACTED')) continue;
-        throw fromStorage(e, `reading from position ${from}`);
-      } finally {
-        arc.release();
-      }
-    }
-  }
-
-  /**
-   * The records at global positions `ps` (ascending or descending), in that order, with
-   * undefined where none is stored. Stops early, after at least one record, once the
-   * payloads reach `byteBudget`: the result is then a prefix of `ps`.
-   */
-  private async readPositions(
-    ps: readonly number[],
-    byteBudget = Number.POSITIVE_INFINITY,
-  ): Promise<(Decoded | undefined)[]> {
-    for (let attempt = 0; ; attempt++) {
-      const arc = this.archive.acquire();
-      try {
-        const out: (Decoded | undefined)[] = [];
-        let bytes = 0;
-        while (out.length < ps.length && (out.length === 0 || bytes < byteBudget)) {
-          const i = out.length;
-          const p = ps[i] as number;
-          const archived = p < arc.cutoff;
-          const k = archived ? arc.indexOf(p) : 0;
-          if (archived && k < 0) {
-            out.push(undefined);
-            continue;
-          }
-          // A run of positions stored one after the other, in the order asked for.
-          const step = ps[i + 1] === p - 1 ? -1 : 1;
-          let n = 1;
-          while (
-            i + n < ps.length &&
-            ps[i + n] === p + n * step &&
-            (archived ? arc.globals[k + n * step] === p + n * step : p + n * step >= arc.cutoff)
-          ) {
-            n++;
-          }
-          const opts = { maxCount: n, maxBytes: Math.max(0, byteBudget - bytes) };
-          let recs: LogRecord[];
-          if (archived) {
-            const log = arc.log as FileLog;
-            recs = step > 0 ? await log.read(BigInt(k + 1), opts) : await log.readBackward(BigInt(k + 1), opts);
-          } else {
-            recs = step > 0 ? await this.log.read(BigInt(p), opts) : await this.log.readBackward(BigInt(p), opts);
-          }
-          if (recs.length === 0) {
-            out.push(undefined);
-            continue;
-          }
-          for (const r of recs) {
-            const d = decodeRecord(r);
-            if (d.entry.position !== ps[out.length]) throw corrupt('log', d.entry.position, 'not the record asked for');
-            out.push(d);
-            bytes += r.payload.length;
-          }
-        }
-        return out;
-      } catch (e) {
-        if (attempt < 3 && isPlexusError(e, 'PLX_STORAGE_COMPACTED')) continue;
-        throw fromStorage(e, 'reading events');
-      } finally {
-        arc.release();
-      }
-    }
+    return this.reader.readAll(opts);
   }
 
   // ------------------------------------------------------------------ cluster membership
@@ -1128,7 +760,7 @@ export class EventStore {
     this.checkWritable();
     const r = this.replicated;
     if (!this.compacting) {
-      this.compacting = (r ? this.runClusterCompaction(r, true) : this.runCompaction()).finally(() => {
+      this.compacting = (r ? this.runClusterCompaction(r, true) : this.compactor.runCompaction()).finally(() => {
         this.compacting = undefined;
       });
     }
@@ -1154,145 +786,9 @@ export class EventStore {
   }
 
   private async runClusterCompaction(r: ReplicatedLog, agree: boolean): Promise<CompactionReport> {
-    const wanted = this.compactionCutoff();
+    const wanted = this.compactor.compactionCutoff();
     const agreed = agree ? await r.agreeCompaction(BigInt(wanted)) : r.compactionLimit;
-    return this.runCompaction(Math.min(wanted, Number(agreed)));
-  }
-
-  /** Below the log's open (last) segment and at most one past the last record applied. */
-  private compactionCutoff(): number {
-    const segments = this.segments();
-    const tailBase = segments.length > 0 ? Number((segments[segments.length - 1] as SegmentInfo).first) : 1;
-    return Math.min(tailBase, this.state.last + 1);
-  }
-
-  /** The log's segments, oldest first: FileLog's, or in cluster mode the replicated log's local FileLog's. */
-  private segments(): SegmentInfo[] {
-    return isSegmented(this.log) ? logSegments(this.log) : [];
-  }
-
-  private async runCompaction(limit = Number.POSITIVE_INFINITY): Promise<CompactionReport> {
-    const paths = this.prepared.paths;
-    const old = this.archive;
-    const segments = this.segments();
-    const bases = segments.map((s) => Number(s.first));
-    const cutoff = Math.min(this.compactionCutoff(), limit);
-    if (cutoff <= old.cutoff) {
-      return { cutoff: BigInt(old.cutoff), kept: 0, dropped: 0, bytesBefore: 0, bytesAfter: 0 };
-    }
-    // The space the compacted range takes now: the closed segments below the cutoff and the old archive.
-    let bytesBefore = await dirBytes(join(paths.archive, genDirName(old.pointer.generation)));
-    for (let i = 0; i + 1 < segments.length; i++) {
-      if ((bases[i + 1] as number) <= cutoff) {
-        bytesBefore += await stat(join(paths.log, (segments[i] as SegmentInfo).file)).then(
-          (x) => x.size,
-          () => 0,
-        );
-      }
-    }
-    // What readers cannot see now: a prefix of each stream's versions, fixed for this run.
-    const hidden = new Map<string, { truncateBefore: number; hard: boolean }>();
-    for (const s of this.state.streams.values()) {
-      if (s.truncateBefore > 0 || s.deleted === 'hard') {
-        hidden.set(s.name, { truncateBefore: s.truncateBefore, hard: s.deleted === 'hard' });
-      }
-    }
-    const now = this.clock();
-    const generation = old.pointer.generation + 1;
-    const dir = join(paths.archive, genDirName(generation));
-    await rm(dir, { recursive: true, force: true });
-    const archiveLog = await openLog(dir, {
-      fsync: this.opts.fsync ?? 'batch',
-      logger: this.opts.logger ?? stderrWarnings,
-    });
-    const globals: number[] = [];
-    let kept = 0;
-    let dropped = 0;
-    const arc = old.acquire();
-    try {
-      let batch: Uint8Array[] = [];
-      let batchId: Uint8Array | undefined;
-      let pending: Promise<unknown>[] = [];
-      const flush = async (force: boolean) => {
-        if (batch.length > 0 && batchId) {
-          const appended = archiveLog.append(batch, { batchId });
-          appended.catch(() => {}); // awaited below; handled here so a failure is never unobserved
-          pending.push(appended);
-        }
-        batch = [];
-        batchId = undefined;
-        if (force || pending.length >= 256) {
-          await Promise.all(pending);
-          pending = [];
-        }
-      };
-      let p = 1;
-      while (p < cutoff) {
-        const recs =
-          p < arc.cutoff
-            ? await arc.readUp(p, arc.cutoff - 1, CHUNK)
-            : await this.log.read(BigInt(p), { maxCount: Math.min(CHUNK, cutoff - p) });
-        if (recs.length === 0) {
-          if (p < arc.cutoff) {
-            p = arc.cutoff;
-            continue;
-          }
-          break;
-        }
-        for (const r of recs) {
-          const d = decodeRecord(r);
-          const e = d.entry;
-          p = e.position + 1;
-          let payload: Uint8Array | undefined = d.payload;
-          if (e.kind === RecordKind.EVENT || e.kind === RecordKind.REDACTED) {
-            const h = hidden.get(e.stream);
-            const gone =
-              e.kind === RecordKind.REDACTED || (h !== undefined && (h.hard || e.version < h.truncateBefore));
-            if (gone) {
-              payload =
-                e.idempotency && this.state.keyAlive(e.recordedMs, now)
-                  ? e.kind === RecordKind.REDACTED
-                    ? d.payload
-                    : encodeEntry(redact(e))
-                  : undefined;
-            }
-          }
-          if (!batchId || !sameBytes(batchId, d.batchId)) {
-            await flush(false);
-            batchId = d.batchId;
-          }
-          if (payload === undefined) {
-            dropped++;
-            continue;
-          }
-          kept++;
-          batch.push(payload);
-          globals.push(e.position);
-        }
-      }
-      await flush(true);
-    } catch (e) {
-      await archiveLog.close().catch(() => {});
-      throw fromStorage(e, 'compacting');
-    } finally {
-      arc.release();
-    }
-    const pointer = { generation, cutoff };
-    await writePointer(paths.archive, pointer);
-    this.archive = new ArchiveGen(pointer, archiveLog, globals);
-    old.retire(() => {
-      void (async () => {
-        await old.log?.close().catch(() => {});
-        // Only the retired generation: by the time its last reader is gone, a later compaction
-        // may have made the generation after this run's, which is the one readers use then.
-        await rm(join(paths.archive, genDirName(old.pointer.generation)), { recursive: true, force: true }).catch(
-          () => {},
-        );
-      })();
-    });
-    await this.log.compactBefore(BigInt(cutoff));
-    const bytesAfter = await dirBytes(dir);
-    return { cutoff: BigInt(cutoff), kept, dropped, bytesBefore, bytesAfter };
+    return this.compactor.runCompaction(Math.min(wanted, Number(agreed)));
   }
 
   // ------------------------------------------------------------------ close
@@ -1312,65 +808,4 @@ export class EventStore {
     }
     return this.closing;
   }
-}
-
-function decodeRecord(r: LogRecord): Decoded {
-  return decodePayload(r.payload, Number(r.position), r.batchId);
-}
-
-/** `decodeRecord` of a record given by its parts (`position` only names it in errors). */
-function decodePayload(payload: Uint8Array, position: number, batchId: Uint8Array): Decoded {
-  let entry: Entry;
-  try {
-    entry = decodeEntry(payload);
-  } catch (e) {
-    throw corrupt('log', position, (e as Error).message);
-  }
-  return { entry, batchId, payload };
-}
-
-function corrupt(where: string, position: number, what: string): PlexusError {
-  return chronactaError(ChronactaCode.CORRUPT, `the ${where} is damaged at position ${position}: ${what}`, {
-    position,
-  });
-}
-
-function idempotencyConflict(key: string, stream: string): PlexusError {
-  return chronactaError(
-    ChronactaCode.IDEMPOTENCY_CONFLICT,
-    `idempotency key "${key}" was used for a different append (stream "${stream}" or other events); use a new key for a new append`,
-    { key, stream },
-  );
-}
-
-/** Applies `fn` to every record of `log` from `from`, in order. */
-async function replay(log: LogStorage, from: number, fn: (d: Decoded) => void): Promise<void> {
-  if (log.last < BigInt(from)) return;
-  let p = BigInt(Math.max(from, Number(log.first) || 1));
-  for (;;) {
-    const recs = await log.read(p, { maxCount: 4096 });
-    if (recs.length === 0) return;
-    for (const r of recs) fn(decodeRecord(r));
-    p = (recs[recs.length - 1] as LogRecord).position + 1n;
-  }
-}
-
-async function dirBytes(dir: string): Promise<number> {
-  let total = 0;
-  let names: import('node:fs').Dirent[];
-  try {
-    names = await readdir(dir, { withFileTypes: true });
-  } catch {
-    return 0;
-  }
-  for (const d of names) {
-    const p = join(dir, d.name);
-    if (d.isDirectory()) total += await dirBytes(p);
-    else
-      total += await stat(p).then(
-        (s) => s.size,
-        () => 0,
-      );
-  }
-  return total;
 }

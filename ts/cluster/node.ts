@@ -332,57 +332,8 @@ async function launch(
   const isAuthority = cfg.self === cfg.authority;
 
   // The journal first: a layout that does not fit is refused before any socket opens.
-  let open: (shard: number) => Promise<LogStorage>;
-  let nodeLog: MultiplexedLog | undefined;
-  /** With `per-node`: the shards whose journals this node's store holds (it takes them back). */
-  const journalsHeld = new Set<number>();
-  let holds = (s: number) => journalsHeld.has(s);
-  let storeHost: StoreHost | undefined;
   let wire!: Http2Wire;
-  if (layout === 'shared') {
-    if (cfg.self === storeHostId) {
-      const sharedDir = cfg.sharedDir ?? join(cfg.dataDir, 'shared');
-      await ensureDir(sharedDir);
-      const sh = new StoreHost(sharedDir, meta.shardCount, cfg.fsync ?? 'batch');
-      storeHost = sh;
-      cleanups.push(() => sh.close());
-    }
-    open = async (shard) =>
-      storeHost
-        ? RemoteLog.open(shard, (body) => (storeHost as StoreHost).handle(cfg.self, body))
-        : RemoteLog.open(shard, (body) => wire.call(storeHostId, body));
-  } else {
-    const journalDir = join(cfg.dataDir, 'journal');
-    // The single-node journal layout (`journal.meta`): a single-node directory with per-shard
-    // stores keeps them; a new one gets one node-wide log (group commit across shards).
-    const j = await openJournal(journalDir, { shardCount: meta.shardCount });
-    await j.close();
-    if ((await journalStoreMode(journalDir)) === 'node') {
-      const nl = await MultiplexedLog.open(
-        join(journalDir, NODE_LOG_DIR),
-        { fsync: cfg.fsync ?? 'batch' },
-        cfg.journalLanes ?? DEFAULT_NODE_LOG_LANES,
-      );
-      nodeLog = nl;
-      cleanups.push(() => nl.close());
-      holds = (s) => nl.holds(s);
-      open = async (shard) => nl.shard(shard);
-    } else {
-      for (let s = 0; s < meta.shardCount; s++) {
-        const d = shardDir(journalDir, s);
-        if (!existsSync(d)) continue;
-        const log = await openLog(d, { fsync: cfg.fsync ?? 'batch' });
-        if (log.last > 0n) journalsHeld.add(s);
-        await log.close();
-      }
-      open = async (shard) => {
-        const d = shardDir(journalDir, shard);
-        await mkdir(d, { recursive: true });
-        journalsHeld.add(shard);
-        return openLog(d, { fsync: cfg.fsync ?? 'batch' });
-      };
-    }
-  }
+  const { open, nodeLog, holds, storeHost } = await openJournals(cfg, meta, layout, storeHostId, cleanups, () => wire);
   const deadLog = await openLog(join(cfg.dataDir, DEAD_LETTER_LOG), { fsync: 'batch' });
   cleanups.push(() => deadLog.close());
   const dead = new DeadLetters(deadLog);
@@ -475,25 +426,7 @@ async function launch(
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
     ...(opts.charts ? { charts: opts.charts } : {}),
     ...(opts.onMacrostep ? { onMacrostep: opts.onMacrostep } : {}),
-    onStop: async () => {
-      if (layout === 'shared') {
-        // A shared store needs no shipping: hand every shard over so another node takes it now.
-        // Bounded: when the authority is gone already, the leases simply expire.
-        let timer: NodeJS.Timeout | undefined;
-        const handOver = (async () => {
-          await m.drain();
-          for (const l of m.held()) await m.release(l.shard, l.epoch);
-          await m.leave();
-        })().catch(() => {});
-        await Promise.race([handOver, new Promise((r) => (timer = setTimeout(r, 3000)))]);
-        clearTimeout(timer);
-      }
-      await m.close();
-      host?.close();
-      await wire.close();
-      await storeHost?.close();
-      await deadLog.close();
-    },
+    onStop: () => stopNode({ layout, membership: m, host, wire, storeHost, deadLog }),
   });
   if (nodeLog !== undefined) {
     // The node log outlives the shard views the journal closes.
@@ -504,17 +437,7 @@ async function launch(
       await nl.close();
     };
   }
-  // The authority's node may still be starting: retry joining for a while.
-  const joinBy = Date.now() + 30_000;
-  for (;;) {
-    try {
-      await m.join();
-      break;
-    } catch (e) {
-      if ((e as { code?: string }).code !== ClusterCode.UNAVAILABLE || Date.now() > joinBy) throw e;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  await joinWithRetry(m);
   const stopClaiming = startClaiming(
     m,
     meta.shardCount,
@@ -530,4 +453,125 @@ async function launch(
     await stop();
   };
   return cn;
+}
+
+/** A node's shard journals, as its layout keeps them. */
+interface NodeJournals {
+  readonly open: (shard: number) => Promise<LogStorage>;
+  /** The node-wide log, when the journal layout keeps one. */
+  readonly nodeLog: MultiplexedLog | undefined;
+  /** Whether this node's own store holds a shard's journal (it takes such shards back). */
+  readonly holds: (shard: number) => boolean;
+  /** The shared store, when this node hosts it. */
+  readonly storeHost: StoreHost | undefined;
+}
+
+/**
+ * Opens the journals of `layout`: the shared store (hosted here, or reached through the
+ * wire `wire()` gives once it is up), the node-wide log, or one log per shard. Whatever it
+ * opens is added to `cleanups`.
+ */
+async function openJournals(
+  cfg: ClusterNodeConfig,
+  meta: ClusterMeta,
+  layout: 'shared' | 'per-node',
+  storeHostId: string,
+  cleanups: (() => Promise<void> | void)[],
+  wire: () => Http2Wire,
+): Promise<NodeJournals> {
+  let open: (shard: number) => Promise<LogStorage>;
+  let nodeLog: MultiplexedLog | undefined;
+  /** With `per-node`: the shards whose journals this node's store holds (it takes them back). */
+  const journalsHeld = new Set<number>();
+  let holds = (s: number) => journalsHeld.has(s);
+  let storeHost: StoreHost | undefined;
+  if (layout === 'shared') {
+    if (cfg.self === storeHostId) {
+      const sharedDir = cfg.sharedDir ?? join(cfg.dataDir, 'shared');
+      await ensureDir(sharedDir);
+      const sh = new StoreHost(sharedDir, meta.shardCount, cfg.fsync ?? 'batch');
+      storeHost = sh;
+      cleanups.push(() => sh.close());
+    }
+    open = async (shard) =>
+      storeHost
+        ? RemoteLog.open(shard, (body) => (storeHost as StoreHost).handle(cfg.self, body))
+        : RemoteLog.open(shard, (body) => wire().call(storeHostId, body));
+  } else {
+    const journalDir = join(cfg.dataDir, 'journal');
+    // The single-node journal layout (`journal.meta`): a single-node directory with per-shard
+    // stores keeps them; a new one gets one node-wide log (group commit across shards).
+    const j = await openJournal(journalDir, { shardCount: meta.shardCount });
+    await j.close();
+    if ((await journalStoreMode(journalDir)) === 'node') {
+      const nl = await MultiplexedLog.open(
+        join(journalDir, NODE_LOG_DIR),
+        { fsync: cfg.fsync ?? 'batch' },
+        cfg.journalLanes ?? DEFAULT_NODE_LOG_LANES,
+      );
+      nodeLog = nl;
+      cleanups.push(() => nl.close());
+      holds = (s) => nl.holds(s);
+      open = async (shard) => nl.shard(shard);
+    } else {
+      for (let s = 0; s < meta.shardCount; s++) {
+        const d = shardDir(journalDir, s);
+        if (!existsSync(d)) continue;
+        const log = await openLog(d, { fsync: cfg.fsync ?? 'batch' });
+        if (log.last > 0n) journalsHeld.add(s);
+        await log.close();
+      }
+      open = async (shard) => {
+        const d = shardDir(journalDir, shard);
+        await mkdir(d, { recursive: true });
+        journalsHeld.add(shard);
+        return openLog(d, { fsync: cfg.fsync ?? 'batch' });
+      };
+    }
+  }
+  return { open, nodeLog, holds, storeHost };
+}
+
+/** What a node closes when it stops, after its runtime stopped. */
+interface NodeParts {
+  readonly layout: 'shared' | 'per-node';
+  readonly membership: StaticMembership;
+  readonly host: LeaseAuthority | undefined;
+  readonly wire: Http2Wire;
+  readonly storeHost: StoreHost | undefined;
+  readonly deadLog: LogStorage;
+}
+
+async function stopNode({ layout, membership, host, wire, storeHost, deadLog }: NodeParts): Promise<void> {
+  if (layout === 'shared') {
+    // A shared store needs no shipping: hand every shard over so another node takes it now.
+    // Bounded: when the authority is gone already, the leases simply expire.
+    let timer: NodeJS.Timeout | undefined;
+    const handOver = (async () => {
+      await membership.drain();
+      for (const l of membership.held()) await membership.release(l.shard, l.epoch);
+      await membership.leave();
+    })().catch(() => {});
+    await Promise.race([handOver, new Promise((r) => (timer = setTimeout(r, 3000)))]);
+    clearTimeout(timer);
+  }
+  await membership.close();
+  host?.close();
+  await wire.close();
+  await storeHost?.close();
+  await deadLog.close();
+}
+
+/** Joins through `membership`; the authority's node may still be starting: retries for a while. */
+async function joinWithRetry(membership: StaticMembership): Promise<void> {
+  const joinBy = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await membership.join();
+      break;
+    } catch (e) {
+      if ((e as { code?: string }).code !== ClusterCode.UNAVAILABLE || Date.now() > joinBy) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 }
