@@ -2,13 +2,14 @@
  * Snapshots, catch-up and compaction cutoffs of a replica (docs/chronacta-ha.md, "Snapshots
  * and catch-up"): when to take a Raft snapshot and where (`snapshotEvery`/`snapshotRetain`,
  * counted in appends, and their byte limits); installing a received or stored snapshot, which
- * pulls the records the local log lacks from other members over catch-up streams (snapshot.ts);
- * and the cutoff below which the leader
+ * pulls the records the local log lacks from other members over catch-up streams (snapshot.ts),
+ * retrying on the one retry policy (ts/core/retry.ts); and the cutoff below which the leader
  * may agree that members drop records (what every member has applied and keeps on disk).
  */
 import type { Socket } from 'node:net';
 import type { ClockTimers } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
+import { delay, RetryPolicy } from '../core/retry.js';
 import type { RaftNode } from '../raft/node.js';
 import type { Entry, Snapshot } from '../raft/types.js';
 import type { FileLog } from '../storage/file-log.js';
@@ -21,6 +22,12 @@ import type { ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
 import type { ReplicaSignals, ReplicaState } from './replica-state.js';
 import { decodeDescriptor, encodeDescriptor, fetchRecords, queryHolding, type SnapshotDescriptor } from './snapshot.js';
 import type { AppliedBatch, ReplicatedLogOptions } from './types.js';
+
+/**
+ * Between catch-up rounds that brought nothing: 20 ms, doubling up to 1 s, back to 20 ms after
+ * a round that brought records. No jitter: the rounds already go to every source in turn.
+ */
+export const CATCH_UP_RETRY = new RetryPolicy({ baseMs: 20, capMs: 1000, factor: 2, jitter: 'none' });
 
 export interface SnapshotsDeps extends ReplicaSignals {
   readonly opts: ReplicatedLogOptions;
@@ -190,15 +197,15 @@ export class Snapshots {
     const target = BigInt(d.lastPosition);
     if (local.last < target) {
       this.catchUpTarget = target;
-      let wait = 20;
+      const backoff = CATCH_UP_RETRY.start(this.deps.clock);
       while (local.last < target) {
         this.deps.checkOpen();
         const before = local.last;
         await this.catchUpRound(d.lastPosition);
-        if (local.last > before) wait = 20;
+        if (local.last > before) backoff.reset();
         else if (local.last < target) {
-          await this.sleep(wait);
-          wait = Math.min(wait * 2, 1000);
+          // No maxAttempts and no deadline: next() always gives a delay.
+          await delay(backoff.next() as number, this.deps.clock);
         }
       }
       this.catchUpTarget = undefined;
@@ -298,10 +305,6 @@ export class Snapshots {
         ),
       );
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((r) => this.deps.clock.setTimeout(r, ms));
   }
 
   // ---- taking snapshots ----
