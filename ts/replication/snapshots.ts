@@ -104,7 +104,7 @@ export class Snapshots {
         let socket: Socket | undefined;
         try {
           socket = await this.deps.transport.openStream(id, timeoutMs);
-          const h = await queryHolding(socket, timeoutMs);
+          const h = await queryHolding(socket, timeoutMs, this.deps.clock);
           const durable = BigInt(h.durable);
           if (durable > (this.holding.get(id) ?? -1n)) this.holding.set(id, durable);
         } catch {
@@ -253,6 +253,7 @@ export class Snapshots {
           to,
           chunkBytes: opts.catchUpChunkBytes ?? 1024 * 1024,
           timeoutMs,
+          timers: clock,
           stopped: () => state.stopped,
           onChunk: (runs) => {
             // The records are in the local log now: listeners see them as applied batches.
