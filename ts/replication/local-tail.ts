@@ -17,6 +17,7 @@
  */
 import { open, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { ClockTimers, TimerHandle } from '../core/clock.js';
 import { isPlexusError } from '../core/errors.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
 import { indexName, parseSegmentName, SEGMENT_HEADER_BYTES } from '../storage/format.js';
@@ -151,4 +152,106 @@ export async function markCleanClose(dir: string, files: readonly string[]): Pro
   await writeFile(marker, 'closed cleanly; the local log is fsynced\n');
   await fsyncPath(marker);
   await fsyncPath(dir);
+}
+
+export interface LocalDurabilityOptions {
+  /** The replicated log's directory (the local log is `<dir>/log/`). */
+  readonly dir: string;
+  readonly localFsync: 'always' | 'batch' | 'never';
+  /** The background write-back's period (0: off). */
+  readonly writebackMs: number;
+  readonly id: number;
+  readonly logger?: StorageLogger;
+}
+
+export interface LocalDurabilityDeps {
+  readonly clock: ClockTimers;
+  readonly local: Pick<FileLog, 'last' | 'segmentFiles'>;
+  /** The local log's last position counting appends issued and not yet acknowledged. */
+  localTail(): number;
+  /** The member closed: the write-back stops. */
+  closed(): boolean;
+}
+
+/**
+ * How far a member's local log is durable with localFsync 'never': the syncs before a Raft
+ * snapshot or a compaction (`sync`), the background write-back every localWritebackMs
+ * (`startWriteback`), and the last position they covered (`durableLast`).
+ */
+export class LocalDurability {
+  /** The last local position a sync of the local log covered. */
+  syncedTo = 0n;
+  /** Closed local segments fsynced since they were closed. */
+  readonly syncedSegments: SyncedSegments = new Set();
+  private writebackTimer: TimerHandle | undefined;
+  private writingBack: Promise<void> | undefined;
+  private writtenBackTo = -1;
+
+  constructor(
+    private readonly opts: LocalDurabilityOptions,
+    private readonly deps: LocalDurabilityDeps,
+  ) {}
+
+  /**
+   * The last local position this member keeps through a crash or a power loss: everything
+   * written with localFsync 'always' or 'batch', what the last sync covered with 'never' (all
+   * of it when the background write-back is off: such a member promises nothing more).
+   */
+  get durableLast(): bigint {
+    const last = this.deps.local.last;
+    if (this.opts.localFsync !== 'never' || this.opts.writebackMs === 0) return last;
+    // biome-ignore lint/complexity/useMathMinMax: bigint operands, which Math.min does not take
+    return this.syncedTo < last ? this.syncedTo : last;
+  }
+
+  /** localFsync 'never': makes the local log durable as far as it is written. */
+  async sync(): Promise<void> {
+    if (this.opts.localFsync !== 'never') return;
+    const local = this.deps.local;
+    const upTo = local.last;
+    await syncLocalLog(join(this.opts.dir, 'log'), local.segmentFiles, this.syncedSegments);
+    if (upTo > this.syncedTo) this.syncedTo = upTo;
+  }
+
+  /** localFsync 'never' and localWritebackMs > 0: writes the local log back every localWritebackMs. */
+  startWriteback(): void {
+    const ms = this.opts.writebackMs;
+    if (this.opts.localFsync !== 'never' || ms === 0) return;
+    const clock = this.deps.clock;
+    const round = () => {
+      if (this.deps.closed()) return;
+      this.writebackTimer = clock.setTimeout(round, ms);
+      const tail = this.deps.localTail();
+      if (this.writingBack !== undefined || tail === this.writtenBackTo) return;
+      const p = this.sync()
+        .then(
+          () => {
+            this.writtenBackTo = tail;
+          },
+          (err: unknown) => {
+            // A segment removed by a compaction meanwhile: the next round writes back what is there.
+            if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+            this.opts.logger?.warn('replicated log: background write-back of the local log failed', {
+              id: this.opts.id,
+              error: String(err),
+            });
+          },
+        )
+        .finally(() => {
+          if (this.writingBack === p) this.writingBack = undefined;
+        });
+      this.writingBack = p;
+    };
+    this.writebackTimer = clock.setTimeout(round, ms);
+  }
+
+  /** Stops the write-back's timer. */
+  stopWriteback(): void {
+    if (this.writebackTimer !== undefined) this.deps.clock.clearTimeout(this.writebackTimer);
+  }
+
+  /** The write-back running now, if any. */
+  running(): Promise<void> | undefined {
+    return this.writingBack;
+  }
 }

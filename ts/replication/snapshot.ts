@@ -12,6 +12,7 @@
  * resumes from the local log's last position, on any source.
  */
 import type { Socket } from 'node:net';
+import { systemClock, type Timers } from '../core/clock.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import type { LogRecord, LogStorage } from '../storage/types.js';
 import {
@@ -115,6 +116,7 @@ class FrameReader {
   constructor(
     private readonly socket: Socket,
     maxBody?: number,
+    private readonly timers: Timers = systemClock,
   ) {
     this.decoder = new CatchUpStream(maxBody);
     socket.on('data', (chunk: Buffer) => {
@@ -141,7 +143,7 @@ class FrameReader {
     if (f) return Promise.resolve(f);
     if (this.error !== undefined) return Promise.reject(this.error);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = this.timers.setTimeout(() => {
         this.waiter = undefined;
         reject(
           new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', `no answer within ${timeoutMs} ms`, { reason: 'timeout' }),
@@ -149,11 +151,11 @@ class FrameReader {
       }, timeoutMs);
       this.waiter = {
         resolve: (x) => {
-          clearTimeout(timer);
+          this.timers.clearTimeout(timer);
           resolve(x);
         },
         reject: (e) => {
-          clearTimeout(timer);
+          this.timers.clearTimeout(timer);
           reject(e);
         },
       };
@@ -276,6 +278,8 @@ export interface FetchOptions {
   readonly to: number;
   readonly chunkBytes: number;
   readonly timeoutMs: number;
+  /** The timers of the answer timeout (default systemClock). */
+  readonly timers?: Timers;
   /** Called after each chunk is durable in the local log, with its runs (one batch id and epoch each) in order. */
   readonly onChunk?: (runs: readonly (readonly LogRecord[])[]) => void;
   /** Checked between chunks: stop when it says so. */
@@ -289,7 +293,7 @@ export interface FetchOptions {
  * continue the local log.
  */
 export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<number> {
-  const reader = new FrameReader(socket);
+  const reader = new FrameReader(socket, undefined, o.timers);
   let appended = 0;
   while (o.local.last < BigInt(o.to)) {
     if (o.stopped?.()) throw replicationError(ReplicationErrorCode.STOPPED, 'the member closed during a catch-up');
@@ -364,8 +368,8 @@ export interface Holding {
 }
 
 /** Asks the member at the other end of an open catch-up stream where its local log stands. */
-export async function queryHolding(socket: Socket, timeoutMs: number): Promise<Holding> {
-  const reader = new FrameReader(socket);
+export async function queryHolding(socket: Socket, timeoutMs: number, timers?: Timers): Promise<Holding> {
+  const reader = new FrameReader(socket, undefined, timers);
   socket.write(encodeQuery());
   const f = await reader.next(timeoutMs);
   if (f.type !== 'holding')

@@ -1,0 +1,171 @@
+/**
+ * The units a replica is built from, each driven alone through its dependencies: the apply
+ * path on a real local log (files with fsync), the catch-up retry policy, and the catch-up
+ * stream's answer timeout on an injected ManualClock over a real loopback connection.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { encodeEvfr } from '../../ts/codec/evfr.js';
+import { ManualClock } from '../../ts/core/clock.js';
+import type { PlexusError } from '../../ts/core/errors.js';
+import type { Entry } from '../../ts/raft/types.js';
+import { ApplyPath } from '../../ts/replication/apply.js';
+import { ReplicaState } from '../../ts/replication/replica-state.js';
+import { fetchRecords, queryHolding } from '../../ts/replication/snapshot.js';
+import { CATCH_UP_RETRY } from '../../ts/replication/snapshots.js';
+import type { AppliedBatch } from '../../ts/replication/types.js';
+import { type FileLog, openLog } from '../../ts/storage/file-log.js';
+import { freePort } from '../helpers/ports.js';
+import { refusal } from '../helpers/refusal.js';
+
+const dirs: string[] = [];
+const logs: FileLog[] = [];
+const servers: Server[] = [];
+const sockets: Socket[] = [];
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+  for (const l of logs.splice(0)) await l.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function localLog(): Promise<FileLog> {
+  const d = mkdtempSync(join(tmpdir(), 'plexus-replica-units-'));
+  dirs.push(d);
+  const log = await openLog(d, { fsync: 'batch' });
+  logs.push(log);
+  return log;
+}
+
+const text = (s: string) => new TextEncoder().encode(s);
+
+function frameEntry(index: number, first: number, batch: number, payloads: string[]): Entry {
+  const data = encodeEvfr({
+    batchId: new Uint8Array(16).fill(batch),
+    first,
+    epoch: 1n,
+    records: payloads.map(text),
+  });
+  return { index, term: 1, type: 'normal', data };
+}
+
+function applyPath(local: FileLog, state: ReplicaState) {
+  const batches: AppliedBatch[] = [];
+  const failures: PlexusError[] = [];
+  let appliedCalls = 0;
+  const path = new ApplyPath({
+    state,
+    local,
+    fail: (e) => {
+      failures.push(e);
+      return e;
+    },
+    checkOpen: () => undefined,
+    installing: () => undefined,
+    confChange: () => undefined,
+    memberRecord: (m) => state.members.set(m.id, m),
+    compactionAgreed: () => undefined,
+    notify: (b) => batches.push(b),
+    applied: () => {
+      appliedCalls++;
+    },
+  });
+  return { path, batches, failures, applied: () => appliedCalls };
+}
+
+describe('ApplyPath', () => {
+  it('appends committed frames to the local log, moves the applied watermark and skips replays', async () => {
+    const local = await localLog();
+    const state = new ReplicaState();
+    const a = applyPath(local, state);
+    await a.path.apply([frameEntry(2, 1, 1, ['a', 'b']), frameEntry(3, 3, 2, ['c'])]);
+    expect(local.last).toBe(3n);
+    expect(state.raftApplied).toBe(3);
+    expect(state.localTail).toBe(3);
+    expect(a.batches.map((b) => [b.first, b.last])).toEqual([
+      [1n, 2n],
+      [3n, 3n],
+    ]);
+    expect(a.applied()).toBe(1);
+    expect(state.positions.positionAt(3)).toBe(3);
+    expect(state.positions.positionAt(2)).toBe(2);
+    // A replay of the same entries (a restart): skipped, counted, nothing appended twice.
+    await a.path.apply([frameEntry(2, 1, 1, ['a', 'b'])]);
+    expect(a.path.duplicates).toBe(1);
+    expect(a.path.appliedFrames).toBe(2);
+    expect(local.last).toBe(3n);
+    expect(a.failures).toEqual([]);
+  });
+
+  it('stops the member on a frame that leaves a gap (PLX_REPLICATION_DIVERGED)', async () => {
+    const local = await localLog();
+    const state = new ReplicaState();
+    const a = applyPath(local, state);
+    const e = await refusal(a.path.apply([frameEntry(2, 5, 1, ['x'])]));
+    expect(e.code).toBe('PLX_REPLICATION_DIVERGED');
+    expect(a.failures).toHaveLength(1);
+    expect(state.raftApplied).toBe(0);
+    expect(local.last).toBe(0n);
+  });
+});
+
+describe('catch-up retry policy', () => {
+  it('waits 20 ms doubling up to 1 s without jitter, and from 20 ms again after a reset', () => {
+    const clock = new ManualClock();
+    const b = CATCH_UP_RETRY.start(clock);
+    const seq = Array.from({ length: 9 }, () => b.next());
+    expect(seq).toEqual([20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+    b.reset();
+    expect(b.next()).toBe(20);
+  });
+});
+
+/** A loopback server that never answers; a client socket connected to it. */
+async function silentPeer(): Promise<Socket> {
+  const server = createServer((s) => {
+    sockets.push(s);
+  });
+  servers.push(server);
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  const client = connect(port, '127.0.0.1');
+  sockets.push(client);
+  await new Promise<void>((r, j) => client.once('connect', r).once('error', j));
+  return client;
+}
+
+describe('catch-up stream timeouts on the injected clock', () => {
+  it('queryHolding times out when the manual clock passes the timeout, not before', async () => {
+    const clock = new ManualClock();
+    const client = await silentPeer();
+    let settled = false;
+    const p = queryHolding(client, 60_000, clock).finally(() => {
+      settled = true;
+    });
+    expect(clock.pending()).toBe(1);
+    clock.advance(59_999);
+    await Promise.resolve();
+    expect(settled).toBe(false);
+    clock.advance(1);
+    const e = await refusal(p);
+    expect(e.code).toBe('PLX_RAFT_TRANSPORT_UNREACHABLE');
+    expect(e.details.reason).toBe('timeout');
+    expect(clock.pending()).toBe(0);
+  });
+
+  it('fetchRecords waits for an answer on the timers it is given', async () => {
+    const clock = new ManualClock();
+    const client = await silentPeer();
+    const local = await localLog();
+    const p = fetchRecords(client, { local, to: 10, chunkBytes: 1024, timeoutMs: 30_000, timers: clock });
+    expect(clock.pending()).toBe(1);
+    clock.advance(30_000);
+    const e = await refusal(p);
+    expect(e.code).toBe('PLX_RAFT_TRANSPORT_UNREACHABLE');
+    expect(e.details.reason).toBe('timeout');
+    expect(local.last).toBe(0n);
+  });
+});
