@@ -296,6 +296,8 @@ export async function launchClusterNode(
     readonly charts?: Readonly<Record<string, Chart<any, any>>>;
     readonly onMacrostep?: (iri: string, entry: MacrostepEntry) => void;
     readonly onError?: (e: unknown) => void;
+    /** The wire's polling window (ms; `Http2Wire` `spinMs`, default 0: off). */
+    readonly wireSpinMs?: number;
   } = {},
 ): Promise<ClusterNode> {
   const meta = clusterMeta(cfg.meta);
@@ -377,6 +379,7 @@ async function launch(
     maxFrameBytes: cc.maxFrameBytes,
     ...(cfg.wire?.streamCap === undefined ? {} : { streamCap: cfg.wire.streamCap }),
     ...(cfg.wire?.poolSize === undefined ? {} : { poolSize: cfg.wire.poolSize }),
+    ...(opts.wireSpinMs === undefined ? {} : { spinMs: opts.wireSpinMs }),
   });
   const w = wire;
   cleanups.push(() => w.close());
