@@ -4,7 +4,7 @@
  * files at load, and the client's reading of its files and token (never quoted in errors).
  * The real TLS, processes and reloads are in client-auth.test.ts.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import {
   parseTokens,
 } from '../../ts/chronacta/client-auth.js';
 import { clientSecurityFromFiles, TOKEN_ENV } from '../../ts/chronacta/client-credentials.js';
+import { ManualClock } from '../../ts/core/clock.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { createJobCa, issueRankCertificate } from '../../ts/crypto/x509.js';
 
@@ -151,6 +152,23 @@ describe('the TLS files', async () => {
       { warn: (m) => fresh.push(m) },
     ).close();
     expect(fresh).toEqual([]);
+  });
+
+  it('judges validity by the clock it is given', () => {
+    const notAfter = new X509Certificate(a.cert).validTo;
+    const later = new ManualClock(Date.parse(notAfter) + 86_400_000);
+    const warnings: string[] = [];
+    loadClientPortSecurity(
+      { certFile: file('later.pem', a.cert), keyFile: file('later-key.pem', a.key), clock: later },
+      { warn: (m) => warnings.push(m) },
+    ).close();
+    expect(warnings.some((w) => w.includes('has expired'))).toBe(true);
+    const early: string[] = [];
+    loadClientPortSecurity(
+      { certFile: file('early.pem', a.cert), keyFile: file('early-key.pem', a.key), clock: new ManualClock(0) },
+      { warn: (m) => early.push(m) },
+    ).close();
+    expect(early.some((w) => w.includes('not valid yet'))).toBe(true);
   });
 
   it('refuses a key of another certificate, missing halves and a CA without TLS', () => {

@@ -15,6 +15,8 @@ import {
   ServerLoad,
 } from '../../ts/chronacta/limits.js';
 import { startServer } from '../../ts/chronacta/server.js';
+import { ManualClock } from '../../ts/core/clock.js';
+import { until } from '../helpers/until.js';
 import { tempDir } from './helpers.js';
 import { connect, framed, rawCall } from './limits-helpers.js';
 
@@ -92,6 +94,37 @@ describe('the lean gRPC server and grpc-timeout', () => {
   afterEach(async () => {
     await server?.close(0);
     server = undefined;
+  });
+
+  it('closes an idle connection by the time of its clock, not before', async () => {
+    const clock = new ManualClock(0);
+    let idled = 0;
+    server = await startGrpcServer('127.0.0.1', 0, new Map(), {
+      maxMessageBytes: 1024,
+      statusOf: () => ({ code: GrpcStatus.INTERNAL, details: 'x' }),
+      limits: grpcLimits({ idleTimeoutMs: 1000 }),
+      onLimit: (r) => {
+        if (r === 'idle') idled++;
+      },
+      clock,
+    });
+    const session = await connect(`127.0.0.1:${server.port}`);
+    try {
+      let closed = false;
+      session.once('close', () => {
+        closed = true;
+      });
+      await until(() => server?.load().connections === 1, { timeoutMs: 5_000, what: 'the server sees the connection' });
+      clock.advance(1000); // sweeps at 250, 500, 750, 1000: idle for exactly the bound, not past it
+      await new Promise((r) => setTimeout(r, 50));
+      expect(idled).toBe(0);
+      expect(closed).toBe(false);
+      clock.advance(250);
+      await until(() => closed, { timeoutMs: 5_000, what: 'the idle connection closes' });
+      expect(idled).toBe(1);
+    } finally {
+      session.destroy();
+    }
   });
 
   it('holds a deadline beyond 2^31 - 1 ms to that instead of ending the call at once', async () => {

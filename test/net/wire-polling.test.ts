@@ -69,6 +69,20 @@ describe('wireSpinMs', () => {
     );
     expect(e.code).toBe('PLX_WIRE_BAD_OPTION');
   });
+
+  it('leaves PLEXUS_WIRE_SPIN_MS to the edge: the wire itself reads no environment variable', async () => {
+    const c = await nodeCreds('a');
+    const before = process.env.PLEXUS_WIRE_SPIN_MS;
+    process.env.PLEXUS_WIRE_SPIN_MS = 'fast';
+    try {
+      const w = new Http2Wire({ self: 'a', cluster: 'c1', tls: c, resolve: () => undefined, isMember: () => true });
+      await w.close();
+    } finally {
+      if (before === undefined) delete process.env.PLEXUS_WIRE_SPIN_MS;
+      else process.env.PLEXUS_WIRE_SPIN_MS = before;
+    }
+    expect(thrownRefusal(() => wireSpinMs(undefined, 'fast')).code).toBe('PLX_WIRE_BAD_OPTION');
+  });
 });
 
 describe('polling on real wires', () => {

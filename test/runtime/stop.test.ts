@@ -1,9 +1,10 @@
 /** node.stop(): drain (finish macrosteps, flush outboxes), then deactivate; held sends stay journaled. */
 import { afterAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../ts/core/clock.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Node, openJournal, type PlacementDecision } from '../../ts/runtime/index.js';
 import { until } from '../helpers/until.js';
-import { cleanup, counterChart, GatedJournal, tempDir } from './helpers.js';
+import { cleanup, counterChart, GatedJournal, probe, tempDir } from './helpers.js';
 
 afterAll(cleanup);
 
@@ -59,5 +60,50 @@ describe('node.stop', () => {
     expect(h.snapshot?.pending).toEqual([{ seq: 1, index: 0, send: { id: 'r0', target: 'vt:h/1', event: 'inc' } }]);
     expect(h.snapshot?.dispatchedThrough).toBe(0);
     await storage.close();
+  });
+
+  it('on a manual clock, resolves when the last macrostep ends, and gives up at the deadline of that clock', async () => {
+    const dir = await tempDir();
+    const storage = new GatedJournal(await openJournal(dir, { shardCount: 2 }));
+    const clock = new ManualClock(1_000);
+    const node = Node.builder(storage).chart('vt:c/', counterChart()).clock(clock).build();
+    storage.closedGate = true;
+    const sent = node.send('vt:c/1', 'inc', { id: 'a' });
+    await until(() => storage.inFlight === 1, { timeoutMs: 5_000, what: 'storage.inFlight === 1', intervalMs: 2 });
+    let stopped = false;
+    const stopping = node.stop({ timeoutMs: 60_000 }).then(() => {
+      stopped = true;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(stopped).toBe(false);
+    storage.closedGate = false;
+    storage.release();
+    await stopping; // the manual clock never moved: the drain woke on the macrostep's end
+    expect(await sent).toBe('processed');
+    expect(clock.pending()).toBe(0);
+
+    // A send that never completes keeps the drain busy until the deadline of the node's clock.
+    const storage2 = await openJournal(await tempDir(), { shardCount: 2 });
+    const clock2 = new ManualClock(1_000);
+    const never = probe('never', [], () => new Promise<void>(() => {}));
+    const stuck = Node.builder(storage2).chart('vt:c/', counterChart()).processor(never).clock(clock2).build();
+    await stuck.send('vt:c/1', 'relay', { id: 'b', data: { to: ['vt:x/1'], type: 'never' } });
+    await until(() => never.sent.length === 1, { timeoutMs: 5_000, what: 'the send is out', intervalMs: 2 });
+    let stopped2 = false;
+    const stopping2 = stuck.stop({ timeoutMs: 500 }).then(() => {
+      stopped2 = true;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    clock2.advance(499);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(stopped2).toBe(false);
+    clock2.advance(1);
+    await stopping2;
+    const h = await storage2.history('vt:c/1');
+    expect(h.snapshot?.pending).toEqual([
+      { seq: 1, index: 0, send: { id: 'r0', target: 'vt:x/1', event: 'inc', type: 'never' } },
+    ]);
+    await storage.close();
+    await storage2.close();
   });
 });

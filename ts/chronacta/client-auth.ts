@@ -26,6 +26,7 @@ import { readFileSync, statSync } from 'node:fs';
 import type { IncomingHttpHeaders, SecureServerOptions } from 'node:http2';
 import { isIP } from 'node:net';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
+import { type Clock, type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
 import type { StorageLogger } from '../storage/types.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import type { CallStatus } from './grpc-server.js';
@@ -49,6 +50,11 @@ export interface ClientPortSecurityOptions {
   readonly authTokensFile?: string;
   /** How often the files are checked for changes, in milliseconds (default 1000). */
   readonly reloadIntervalMs?: number;
+  /**
+   * Wall time of the certificate validity check and the warnings' pace, and the timers of the
+   * reload checks (default `systemClock`).
+   */
+  readonly clock?: ClockTimers;
 }
 
 /** What a member presents when it calls another member's client port (see ChronactaClient's `tls`, `token`). */
@@ -171,10 +177,15 @@ export function loadTlsFiles(opts: ClientPortSecurityOptions): SecureContextOpti
 }
 
 /** Warns when the server certificate is expired or not valid yet (it is served all the same). */
-function warnValidity(context: SecureContextOptions, file: string, logger: StorageLogger | undefined): void {
+function warnValidity(
+  context: SecureContextOptions,
+  file: string,
+  logger: StorageLogger | undefined,
+  clock: Clock,
+): void {
   try {
     const x = new X509Certificate(context.cert as Buffer);
-    const now = Date.now();
+    const now = clock.now();
     if (Date.parse(x.validTo) < now) {
       logger?.warn('chronacta: the client port certificate has expired; clients will refuse it', {
         file,
@@ -284,8 +295,9 @@ export function loadClientPortSecurity(
   if (!Number.isSafeInteger(every) || every < 10 || every > 3_600_000) {
     throw badTls('the reload interval takes 10 to 3600000 ms');
   }
+  const clock = opts.clock ?? systemClock;
   let context = tlsOn ? loadTlsFiles(opts) : undefined;
-  if (context) warnValidity(context, opts.certFile as string, logger);
+  if (context) warnValidity(context, opts.certFile as string, logger, clock);
   let tokens = opts.authTokensFile !== undefined ? loadTokens(opts.authTokensFile) : undefined;
   for (const f of [opts.keyFile, opts.authTokensFile]) {
     if (f && readableByOthers(f)) {
@@ -296,7 +308,7 @@ export function loadClientPortSecurity(
   const tlsFiles = [opts.certFile, opts.keyFile, opts.trustedCaFile];
   let seenTls = tlsFiles.map(signature).join('|');
   let seenTokens = signature(opts.authTokensFile);
-  let timer: NodeJS.Timeout | undefined;
+  let timer: TimerHandle | undefined;
 
   const reload = (server: ReloadableTlsServer | undefined) => {
     if (context && server) {
@@ -307,7 +319,7 @@ export function loadClientPortSecurity(
           const next = loadTlsFiles(opts);
           server.setSecureContext(next);
           context = next;
-          warnValidity(next, opts.certFile as string, logger);
+          warnValidity(next, opts.certFile as string, logger, clock);
           logger?.info?.('chronacta: reloaded the client port certificate', { certFile: opts.certFile });
         } catch (e) {
           logger?.warn('chronacta: the changed TLS files were not taken; the server keeps its certificate', {
@@ -371,7 +383,7 @@ export function loadClientPortSecurity(
       let lastLog = 0;
       server?.on('tlsClientError', (err, socket) => {
         refused++;
-        const now = Date.now();
+        const now = clock.now();
         if (now - lastLog < TLS_ERROR_EVERY_MS) return;
         lastLog = now;
         logger?.warn('chronacta: refused a TLS connection on the client port', {
@@ -381,11 +393,15 @@ export function loadClientPortSecurity(
         });
         refused = 0;
       });
-      timer = setInterval(() => reload(server), every);
-      timer.unref();
+      // Unreferenced timers (systemClock's): the checks never keep the process alive.
+      const round = () => {
+        timer = clock.setTimeout(round, every);
+        reload(server);
+      };
+      timer = clock.setTimeout(round, every);
     },
     close() {
-      if (timer) clearInterval(timer);
+      if (timer !== undefined) clock.clearTimeout(timer);
       timer = undefined;
     },
   };

@@ -697,7 +697,8 @@ class ReadConsistency {
     const end = Date.now() + this.electionMs;
     let s = this.status();
     while ((s.leader === 0 || s.role === 'leader') && Date.now() < end && !s.failure) {
-      await new Promise((r) => setTimeout(r, 10));
+      // Woken when the log learns its leader (or its role changes, or it fails).
+      await this.readinessChanged(end - Date.now());
       s = this.status();
     }
     if (s.role === 'leader' || s.leader === 0 || !s.leaderAddress) return e;

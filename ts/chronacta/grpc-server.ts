@@ -25,6 +25,7 @@
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
 import { ConnectionLoad, type GrpcLimits, grpcLimits, MAX_TIMER_MS, type Refusal, ServerLoad } from './limits.js';
 
 /** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
@@ -109,6 +110,8 @@ export interface GrpcServerOptions {
   readonly onLimit?: (reason: Refusal) => void;
   /** Trailing metadata of a call refused or ended by a bound (a coded error for the client). */
   readonly limitMetadata?: (reason: Refusal) => Readonly<Record<string, string>>;
+  /** Time of the request, stall and idle bounds and of their sweeps (default `systemClock`). */
+  readonly clock?: ClockTimers;
 }
 
 /** What a server holds now. */
@@ -208,7 +211,9 @@ export async function startGrpcServer(
   const sessions = new Set<http2.ServerHttp2Session>();
   const limits = opts.limits ?? grpcLimits();
   const load = new ServerLoad(limits);
+  const clock = opts.clock ?? systemClock;
   const bounds: Bounds = {
+    clock,
     load,
     receiving: new Set(),
     sending: new Set(),
@@ -235,7 +240,7 @@ export async function startGrpcServer(
   server.maxConnections = limits.maxConnections;
   server.on('drop', () => bounds.onLimit('connections'));
   server.on('session', (s) => {
-    const conn = new ConnectionLoad();
+    const conn = new ConnectionLoad(clock);
     connOf.set(s, conn);
     sessions.add(s);
     load.connections++;
@@ -272,7 +277,7 @@ export async function startGrpcServer(
       if (!stream.destroyed) stream.respond({ ':status': 415 }, { endStream: true });
       return;
     }
-    const conn = (stream.session && connOf.get(stream.session)) || new ConnectionLoad();
+    const conn = (stream.session && connOf.get(stream.session)) || new ConnectionLoad(clock);
     const call = new Call(stream, path, opts, headers, bounds, conn);
     const refused = opts.authenticate?.(headers);
     if (refused) {
@@ -330,14 +335,17 @@ export async function startGrpcServer(
     });
   });
   const bound = (server.address() as AddressInfo).port;
-  const sweeper = setInterval(
-    () => sweep(bounds, limits, sessions, connOf),
-    Math.max(
-      25,
-      Math.min(1000, Math.floor(Math.min(limits.stallTimeoutMs, limits.requestTimeoutMs, limits.idleTimeoutMs) / 4)),
-    ),
+  const sweepEvery = Math.max(
+    25,
+    Math.min(1000, Math.floor(Math.min(limits.stallTimeoutMs, limits.requestTimeoutMs, limits.idleTimeoutMs) / 4)),
   );
-  sweeper.unref();
+  let sweeping = true;
+  const sweepRound = () => {
+    if (!sweeping) return;
+    sweeper = clock.setTimeout(sweepRound, sweepEvery);
+    sweep(bounds, limits, sessions, connOf);
+  };
+  let sweeper = clock.setTimeout(sweepRound, sweepEvery);
   return {
     port: bound,
     routes,
@@ -345,7 +353,8 @@ export async function startGrpcServer(
     limits,
     load: () => ({ connections: load.connections, bufferedBytes: load.buffered, streamingCalls: load.streaming }),
     close(graceMs = 2000) {
-      clearInterval(sweeper);
+      sweeping = false;
+      clock.clearTimeout(sweeper);
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           for (const s of sessions) s.destroy();
@@ -362,6 +371,7 @@ export async function startGrpcServer(
 
 /** The accounting one server's calls share. */
 interface Bounds {
+  readonly clock: ClockTimers;
   readonly load: ServerLoad;
   /** Calls whose request has not fully arrived. */
   readonly receiving: Set<Call>;
@@ -391,7 +401,7 @@ function sweep(
   sessions: ReadonlySet<http2.ServerHttp2Session>,
   connOf: WeakMap<http2.Http2Session, ConnectionLoad>,
 ): void {
-  const now = Date.now();
+  const now = bounds.clock.now();
   for (const call of bounds.receiving) {
     if (now - call.startedAt > limits.requestTimeoutMs) call.requestTimedOut(limits.requestTimeoutMs);
   }
@@ -411,7 +421,7 @@ function sweep(
 class Call implements ServerStream {
   private done = false;
   private headersSent = false;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
   private cancelFns: (() => void)[] | undefined;
   private drainFns: (() => void)[] | undefined;
   private trailers: Record<string, string> = OK_TRAILERS;
@@ -421,7 +431,7 @@ class Call implements ServerStream {
   private pending = 0;
   private closed = false;
   private streaming = false;
-  readonly startedAt = Date.now();
+  readonly startedAt: number;
   /** When the client last took response bytes (or the first were sent). */
   progressAt = 0;
 
@@ -433,6 +443,7 @@ class Call implements ServerStream {
     private readonly bounds: Bounds,
     private readonly conn: ConnectionLoad,
   ) {
+    this.startedAt = bounds.clock.now();
     conn.calls++;
     stream.on('error', ignore);
     stream.once('close', () => {
@@ -456,7 +467,7 @@ class Call implements ServerStream {
     this.streaming = false;
     b.receiving.delete(this);
     b.sending.delete(this);
-    if (--this.conn.calls === 0) this.conn.idleSince = Date.now();
+    if (--this.conn.calls === 0) this.conn.idleSince = this.bounds.clock.now();
   }
 
   /** Takes a server-streaming slot on the connection; false beyond a bound. */
@@ -499,7 +510,7 @@ class Call implements ServerStream {
     this.bounds.load.take(this.conn, n);
     this.held += n;
     if (this.pending === 0) {
-      this.progressAt = Date.now();
+      this.progressAt = this.bounds.clock.now();
       this.bounds.sending.add(this);
     }
     this.pending += n;
@@ -510,7 +521,7 @@ class Call implements ServerStream {
     this.bounds.load.give(this.conn, n);
     this.held -= n;
     this.pending -= n;
-    this.progressAt = Date.now();
+    this.progressAt = this.bounds.clock.now();
     if (this.pending === 0) this.bounds.sending.delete(this);
   }
 
@@ -535,7 +546,7 @@ class Call implements ServerStream {
   }
 
   private cancelled$(): void {
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer !== undefined) this.bounds.clock.clearTimeout(this.timer);
     this.timer = undefined;
     const fns = this.cancelFns;
     this.cancelFns = undefined;
@@ -547,7 +558,7 @@ class Call implements ServerStream {
 
   setDeadline(ms: number): void {
     // A longer delay would make the timer fire at once (Node.js takes 1 ms instead).
-    this.timer = setTimeout(
+    this.timer = this.bounds.clock.setTimeout(
       () => {
         this.timer = undefined;
         this.finish({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
@@ -690,7 +701,7 @@ class Call implements ServerStream {
       return;
     }
     this.done = true;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer !== undefined) this.bounds.clock.clearTimeout(this.timer);
     this.timer = undefined;
     stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
     if (this.extra) {

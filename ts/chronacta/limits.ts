@@ -6,6 +6,7 @@
  * refuses with RESOURCE_EXHAUSTED beyond a bound.
  */
 import { readFileSync } from 'node:fs';
+import { type Clock, systemClock } from '../core/clock.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 
 /** The largest delay a Node.js timer takes (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
@@ -105,8 +106,12 @@ export class ConnectionLoad {
   /** Its open calls and, of those, its server-streaming ones. */
   calls = 0;
   streaming = 0;
-  /** When its last call ended or it opened (Date.now()). */
-  idleSince = Date.now();
+  /** When its last call ended or it opened (by the server's clock). */
+  idleSince: number;
+
+  constructor(clock: Clock = systemClock) {
+    this.idleSince = clock.now();
+  }
 }
 
 /** Why the server refused something; the metric's `reason` label. */

@@ -11,6 +11,7 @@
  * (proto-loader), with the same shapes the typed client uses.
  */
 import { status as grpcStatus } from '@grpc/grpc-js';
+import type { Clock } from '../core/clock.js';
 import { isPlexusError } from '../core/errors.js';
 import type { FsyncMode, StorageLogger } from '../storage/types.js';
 import { type ClientPortSecurityOptions, exposureWarning, loadClientPortSecurity } from './client-auth.js';
@@ -49,7 +50,8 @@ export interface ServerOptions {
   /** Run a compaction this often (milliseconds); absent: only when asked. */
   readonly compactEveryMs?: number;
   readonly logger?: StorageLogger;
-  readonly clock?: () => number;
+  /** Wall time of the store (ms since the Unix epoch): a `Clock`, or a function (the earlier form). */
+  readonly clock?: Clock | (() => number);
   /**
    * Cluster mode: the data directory's cluster files (mode `cluster`, written by
    * `plexus chronacta cluster init`) name the members and this node; the store runs on the

@@ -6,6 +6,7 @@
  */
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Clock } from '../core/clock.js';
 import { openLog } from '../storage/file-log.js';
 import { isSegmented, logSegments } from '../storage/segmented.js';
 import type { FsyncMode, LogStorage, SegmentInfo, StorageLogger } from '../storage/types.js';
@@ -23,7 +24,7 @@ export interface CompactorDeps {
   readonly prepared: PreparedDataDir;
   readonly log: LogStorage;
   readonly state: State;
-  readonly clock: () => number;
+  readonly clock: Clock;
   readonly fsync?: FsyncMode | undefined;
   readonly logger?: StorageLogger | undefined;
   /** The archive generation readers use now, and its replacement once a compaction wrote one. */
@@ -35,7 +36,7 @@ export class Compactor {
   private readonly prepared: PreparedDataDir;
   private readonly log: LogStorage;
   private readonly state: State;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   private readonly opts: { readonly fsync?: FsyncMode | undefined; readonly logger?: StorageLogger | undefined };
 
   constructor(private readonly deps: CompactorDeps) {
@@ -92,7 +93,7 @@ export class Compactor {
         hidden.set(s.name, { truncateBefore: s.truncateBefore, hard: s.deleted === 'hard' });
       }
     }
-    const now = this.clock();
+    const now = this.clock.now();
     const generation = old.pointer.generation + 1;
     const dir = join(paths.archive, genDirName(generation));
     await rm(dir, { recursive: true, force: true });

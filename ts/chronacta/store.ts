@@ -18,6 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { type Clock, systemClock } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { Condition } from '../core/watermark.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
@@ -90,8 +91,12 @@ export interface StoreOptions {
   readonly segmentBytes?: number;
   /** How long idempotency keys are kept (default 24 hours), measured by recorded time. */
   readonly idempotencyTtlMs?: number;
-  /** Milliseconds since the Unix epoch (default Date.now); recorded times never go backwards. */
-  readonly clock?: () => number;
+  /**
+   * Wall time, milliseconds since the Unix epoch (default `systemClock`): a `Clock`
+   * (ts/core/clock.ts), or a function returning the time (the earlier form, still taken).
+   * Recorded times never go backwards.
+   */
+  readonly clock?: Clock | (() => number);
   readonly logger?: StorageLogger;
   readonly observer?: StoreObserver;
   /**
@@ -135,7 +140,7 @@ export class EventStore {
   private failure: PlexusError | undefined;
   /** Notified when this store fails or closes (a leader's wait for readiness re-checks then). */
   private readonly changed = new Condition();
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   /** Cluster mode: the replicated log (the same object as `log`). */
   private replicated: ReplicatedLog | undefined;
   private unhook: (() => void) | undefined;
@@ -158,7 +163,7 @@ export class EventStore {
     this.pendingLast = state.last;
     this.apply = apply;
     this.lastAssignedMs = state.lastRecordedMs;
-    this.clock = opts.clock ?? Date.now;
+    this.clock = storeClock(opts.clock);
     this.reader = new StoreReader({ state, log, archive: () => this.archive, observer: opts.observer });
     this.compactor = new Compactor({
       prepared,
@@ -251,7 +256,7 @@ export class EventStore {
         throw corrupt('log', Number(log.last), 'the indexes end elsewhere than the log');
       }
       if (state.last < Number(log.last)) state.last = Number(log.last);
-      state.expireKeys(opts.clock?.() ?? Date.now());
+      state.expireKeys(storeClock(opts.clock).now());
       const store = new EventStore(prepared, log, new ArchiveGen(pointer, archiveLog, globals), state, apply, opts);
       if (replicated) {
         store.replicated = replicated;
@@ -445,7 +450,7 @@ export class EventStore {
     const count = table.count;
     if (key !== undefined && fp !== undefined) {
       for (;;) {
-        this.state.expireKeys(this.clock());
+        this.state.expireKeys(this.clock.now());
         const done = this.state.keys.get(key);
         if (done) {
           if (done.stream !== name || !sameBytes(done.fingerprint, fp)) throw idempotencyConflict(key, done.stream);
@@ -524,7 +529,7 @@ export class EventStore {
 
   private recordedNow(): number {
     // Cluster mode: at least the latest time applied, which other leaders may have assigned.
-    const now = Math.max(Math.floor(this.clock()), this.lastAssignedMs, this.state.lastRecordedMs);
+    const now = Math.max(Math.floor(this.clock.now()), this.lastAssignedMs, this.state.lastRecordedMs);
     this.lastAssignedMs = now;
     return now;
   }
@@ -655,7 +660,8 @@ export class EventStore {
     let tb = s?.truncateBefore ?? 0;
     if (before !== undefined) tb = Math.max(tb, before);
     if (maxCount !== undefined) tb = Math.max(tb, head.lastVersion + 1 - maxCount);
-    if (maxAgeMs !== undefined && s) tb = Math.max(tb, await this.reader.firstVersionSince(s, this.clock() - maxAgeMs));
+    if (maxAgeMs !== undefined && s)
+      tb = Math.max(tb, await this.reader.firstVersionSince(s, this.clock.now() - maxAgeMs));
     head = this.head(name);
     checkExpected(name, head, expected);
     tb = Math.min(tb, head.lastVersion + 1);
@@ -808,4 +814,10 @@ export class EventStore {
     }
     return this.closing;
   }
+}
+
+/** The store's clock option as a `Clock` (a bare function is the earlier form of the option). */
+export function storeClock(c: Clock | (() => number) | undefined): Clock {
+  if (c === undefined) return systemClock;
+  return typeof c === 'function' ? { now: c } : c;
 }

@@ -14,6 +14,7 @@
  *   {"cmd":"stop"}                                                           -> drains and exits
  */
 import { createInterface } from 'node:readline';
+import { WIRE_SPIN_VARIABLE, wireSpinMs } from '../net/http2-wire-shared.js';
 import type { JsonValue } from '../runtime/types.js';
 import { type ClusterNode, launchClusterNode, readNodeConfig } from './node.js';
 import { ownerOf } from './types.js';
@@ -96,6 +97,7 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
   });
   const cfg = await readNodeConfig(configFile);
   const cn = await launchClusterNode(cfg, {
+    wireSpinMs: wireSpinMs(undefined, process.env[WIRE_SPIN_VARIABLE]),
     onError: (e) => out({ ev: 'error', code: (e as { code?: string }).code, message: (e as Error).message }),
   });
   let lastHeld = '';

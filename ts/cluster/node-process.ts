@@ -15,6 +15,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Http2Wire } from '../net/http2-wire.js';
+import { WIRE_SPIN_VARIABLE, wireSpinMs } from '../net/http2-wire-shared.js';
 import { openLog } from '../storage/index.js';
 import { decodeReply, encodeRequest, serveAuthority } from './codec.js';
 import type { DetectorConfig, LeaseConfig } from './config.js';
@@ -69,6 +70,7 @@ async function main(): Promise<void> {
     isMember: (node) =>
       host ? host.isAdmitted(node) : node === cfg.authority || (view?.members.some((m) => m.id === node) ?? false),
     deliveryDeadlineMs: 5000,
+    spinMs: wireSpinMs(undefined, process.env[WIRE_SPIN_VARIABLE]),
   });
   const address = await wire.listen();
   const gate = new EpochGate();

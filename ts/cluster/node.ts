@@ -10,6 +10,8 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
+import { type ClockTimers, systemClock } from '../core/clock.js';
+import { delay, heldClock } from '../core/retry.js';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
 import { DEFAULT_NODE_LOG_LANES, journalStoreMode, NODE_LOG_DIR } from '../runtime/journal-dir.js';
@@ -96,6 +98,8 @@ export interface ClusterNodeParts {
   // biome-ignore lint/suspicious/noExplicitAny: charts of any state type
   readonly charts?: Readonly<Record<string, Chart<any, any>>>;
   readonly onMacrostep?: (iri: string, entry: MacrostepEntry) => void;
+  /** Time of the runtime's timers and of the processor's delivery deadlines (default: system time). */
+  readonly clock?: ClockTimers;
   /** Called by `stop()` after the runtime drained (leave the cluster, close the wire...). */
   readonly onStop?: () => Promise<void>;
 }
@@ -144,7 +148,15 @@ export function assembleClusterNode(parts: ClusterNodeParts): ClusterNode {
     open: parts.open,
     epochOf: (s) => placement.leaseEpoch(s),
   });
-  const processor = new ClusterProcessor(parts.self, parts.wire, placement, gate, parts.deadLetters, config);
+  const processor = new ClusterProcessor(
+    parts.self,
+    parts.wire,
+    placement,
+    gate,
+    parts.deadLetters,
+    config,
+    parts.clock ?? heldClock,
+  );
   const b = Node.builder(journal)
     .id(parts.self)
     .placement(placement)
@@ -152,6 +164,7 @@ export function assembleClusterNode(parts: ClusterNodeParts): ClusterNode {
     .config({ mailboxBound: config.mailboxBound, ...(parts.runtime ?? {}) });
   for (const [prefix, chart] of Object.entries(parts.charts ?? BUILTIN_CHARTS)) b.chart(prefix, chart);
   if (parts.onMacrostep) b.onMacrostep(parts.onMacrostep);
+  if (parts.clock) b.clock(parts.clock);
   const node = b.build();
   return new ClusterNode(
     parts.self,
@@ -190,9 +203,12 @@ export function startClaiming(
     readonly holds?: (shard: number) => boolean;
     /** Shards not to claim for now (e.g. just handed over). */
     readonly skip?: (shard: number) => boolean;
+    /** Time of the grace period and of the rounds (default: system time, unreferenced timers). */
+    readonly clock?: ClockTimers;
   } = {},
 ): () => void {
-  const started = Date.now();
+  const clock = opts.clock ?? systemClock;
+  const started = clock.now();
   const asked = new Map<number, number>();
   let busy = false;
   const tick = async () => {
@@ -202,9 +218,9 @@ export function startClaiming(
       const v = membership.view();
       const alive = v.members.filter((m) => m.status === 'alive').map((m) => m.id);
       const everyone = expected.every((id) => v.members.some((m) => m.id === id));
-      const waiting = !everyone && Date.now() - started < (opts.graceMs ?? 3000);
+      const now = clock.now();
+      const waiting = !everyone && now - started < (opts.graceMs ?? 3000);
       const leased = new Set(v.leases.map((l) => l.shard));
-      const now = Date.now();
       for (let s = 0; s < shardCount; s++) {
         if (leased.has(s) || opts.skip?.(s) === true) continue;
         const mine = opts.holds?.(s) === true;
@@ -217,10 +233,19 @@ export function startClaiming(
       busy = false;
     }
   };
-  const timer = setInterval(() => void tick(), opts.everyMs ?? 50);
-  timer.unref();
-  void tick();
-  return () => clearInterval(timer);
+  const every = opts.everyMs ?? 50;
+  let stopped = false;
+  let timer: unknown;
+  const round = () => {
+    if (stopped) return;
+    timer = clock.setTimeout(round, every);
+    void tick();
+  };
+  round();
+  return () => {
+    stopped = true;
+    clock.clearTimeout(timer);
+  };
 }
 
 /** The largest node config file read. */
@@ -296,6 +321,8 @@ export async function launchClusterNode(
     readonly charts?: Readonly<Record<string, Chart<any, any>>>;
     readonly onMacrostep?: (iri: string, entry: MacrostepEntry) => void;
     readonly onError?: (e: unknown) => void;
+    /** The wire's polling window (ms; `Http2Wire` `spinMs`, default 0: off). */
+    readonly wireSpinMs?: number;
   } = {},
 ): Promise<ClusterNode> {
   const meta = clusterMeta(cfg.meta);
@@ -377,6 +404,7 @@ async function launch(
     maxFrameBytes: cc.maxFrameBytes,
     ...(cfg.wire?.streamCap === undefined ? {} : { streamCap: cfg.wire.streamCap }),
     ...(cfg.wire?.poolSize === undefined ? {} : { poolSize: cfg.wire.poolSize }),
+    ...(opts.wireSpinMs === undefined ? {} : { spinMs: opts.wireSpinMs }),
   });
   const w = wire;
   cleanups.push(() => w.close());
@@ -563,15 +591,15 @@ async function stopNode({ layout, membership, host, wire, storeHost, deadLog }: 
 }
 
 /** Joins through `membership`; the authority's node may still be starting: retries for a while. */
-async function joinWithRetry(membership: StaticMembership): Promise<void> {
-  const joinBy = Date.now() + 30_000;
+async function joinWithRetry(membership: StaticMembership, clock: ClockTimers = heldClock): Promise<void> {
+  const joinBy = clock.now() + 30_000;
   for (;;) {
     try {
       await membership.join();
       break;
     } catch (e) {
-      if ((e as { code?: string }).code !== ClusterCode.UNAVAILABLE || Date.now() > joinBy) throw e;
-      await new Promise((r) => setTimeout(r, 100));
+      if ((e as { code?: string }).code !== ClusterCode.UNAVAILABLE || clock.now() > joinBy) throw e;
+      await delay(100, clock);
     }
   }
 }

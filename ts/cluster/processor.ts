@@ -27,8 +27,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ClusterFrame } from '../codec/cluster-frame.js';
+import type { ClockTimers } from '../core/clock.js';
 import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
-import { type Backoff, RetryPolicy } from '../core/retry.js';
+import { type Backoff, delay, heldClock, RetryPolicy } from '../core/retry.js';
 import type { Wire } from '../net/types.js';
 import type { ActorEvent, DeliverOptions, EventIOProcessor, NodeHandle, Outgoing } from '../runtime/types.js';
 import type { ClusterConfig } from './config.js';
@@ -70,8 +71,6 @@ export interface ClusterStats {
   held: number;
   failed: number;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let idPool = new Uint8Array(0);
 let idAt = 0;
@@ -131,6 +130,8 @@ export class ClusterProcessor implements EventIOProcessor {
     private readonly gate: EpochGate,
     private readonly deadLetters: DeadLetters,
     private readonly config: ClusterConfig,
+    /** Time of the delivery deadline and the pauses between attempts (default: system time). */
+    private readonly clock: ClockTimers = heldClock,
   ) {
     this.nodeSender = `${NOTICE_SENDER}/${self}`;
     this.order = placement.order;
@@ -173,7 +174,7 @@ export class ClusterProcessor implements EventIOProcessor {
     // every ask a new pair on the wire; the address travels in the envelope's origin).
     const sender = from === '' || from.startsWith(REPLY_PREFIX) ? this.nodeSender : from;
     const target = env.target;
-    const end = Date.now() + this.config.deliveryDeadlineMs;
+    const end = this.clock.now() + this.config.deliveryDeadlineMs;
     let attempt = 0;
     let last: unknown;
     // Pauses between attempts (ts/core/retry.ts), made at the first retry only.
@@ -276,7 +277,7 @@ export class ClusterProcessor implements EventIOProcessor {
           last = e;
         }
         attempt++;
-        if (this.closed || Date.now() + this.config.retryBackoffMs > end) {
+        if (this.closed || this.clock.now() + this.config.retryBackoffMs > end) {
           this.stats.failed++;
           throw clusterError(
             ClusterCode.DEADLINE,
@@ -285,8 +286,8 @@ export class ClusterProcessor implements EventIOProcessor {
             last,
           );
         }
-        pauses ??= new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start();
-        await sleep(pauses.next() ?? pause);
+        pauses ??= new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start(this.clock);
+        await delay(pauses.next() ?? pause, this.clock);
       }
     } finally {
       if (ticket !== undefined) this.order.pass(target, ticket);
@@ -374,7 +375,7 @@ export class ClusterProcessor implements EventIOProcessor {
         if (d.kind === 'hold') {
           this.stats.held++;
           ticket ??= this.order.line(target);
-          await sleep(this.config.retryBackoffMs);
+          await delay(this.config.retryBackoffMs, this.clock);
           continue;
         }
         if (ticket === undefined) {

@@ -39,7 +39,8 @@ export interface Http2WireOptions extends WireTuning {
    * How long (ms) the event loop keeps polling its sockets instead of sleeping while frames
    * wait for their ACKs, and after ACKs went out while the sender's next frames are due
    * (docs/cluster.md, "Polling"). Pays for frames answered at once (in-memory mailboxes),
-   * costs CPU with durable actor messages. Default: PLEXUS_WIRE_SPIN_MS, else 0 (off).
+   * costs CPU with durable actor messages. Default 0 (off); a process's edge (the node main,
+   * the CLI) passes PLEXUS_WIRE_SPIN_MS here through `wireSpinMs`.
    */
   readonly spinMs?: number;
 }
@@ -51,11 +52,11 @@ export const DEFAULT_WIRE_SPIN_MS = 0;
 /** The longest polling window accepted (ms). */
 export const MAX_WIRE_SPIN_MS = 1000;
 
-/** The wire's polling window: the option, else PLEXUS_WIRE_SPIN_MS, else 0 (off); a bad value is refused. */
-export function wireSpinMs(
-  option: number | undefined,
-  env: string | undefined = process.env[WIRE_SPIN_VARIABLE],
-): number {
+/**
+ * The wire's polling window: the option, else `env` (the value of PLEXUS_WIRE_SPIN_MS, read by
+ * the caller at its edge), else 0 (off); a bad value is refused.
+ */
+export function wireSpinMs(option: number | undefined, env?: string): number {
   const given = option !== undefined ? option : env !== undefined && env !== '' ? Number(env) : DEFAULT_WIRE_SPIN_MS;
   if (typeof given !== 'number' || !Number.isFinite(given) || given < 0 || given > MAX_WIRE_SPIN_MS) {
     const shown = option !== undefined ? String(option) : `${WIRE_SPIN_VARIABLE}="${env}"`;

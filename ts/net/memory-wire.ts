@@ -7,8 +7,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { ackStatusName, decodeClusterFrame, encodeClusterFrame, MAX_CLUSTER_FRAME } from '../codec/cluster-frame.js';
+import type { ClockTimers } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
-import { type Backoff, RetryPolicy } from '../core/retry.js';
+import { type Backoff, delay, heldClock, RetryPolicy } from '../core/retry.js';
 import { Receiver } from './receiver.js';
 import type {
   CallHandler,
@@ -37,9 +38,9 @@ export interface MemoryWireOptions extends WireTuning {
   readonly network: MemoryNetwork;
   /** Whether a peer is a current member (checked on both ends of every frame). */
   readonly isMember: (node: string) => boolean;
+  /** Time of the delivery deadline and the pauses between attempts (default: system time). */
+  readonly clock?: ClockTimers;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class MemoryWire implements Wire {
   readonly self: string;
@@ -56,9 +57,11 @@ export class MemoryWire implements Wire {
   private readonly backoff: number;
   private readonly hopLimit: number;
   private closed = false;
+  private readonly clock: ClockTimers;
 
   constructor(opts: MemoryWireOptions) {
     this.self = opts.self;
+    this.clock = opts.clock ?? heldClock;
     this.network = opts.network;
     this.isMember = opts.isMember;
     this.receiver = new Receiver(opts.dedupCapacity ?? 65_536);
@@ -137,7 +140,7 @@ export class MemoryWire implements Wire {
   }
 
   private async deliver(peer: string, bytes: Uint8Array): Promise<DeliveryVerdict> {
-    const end = Date.now() + this.deadline;
+    const end = this.clock.now() + this.deadline;
     let attempt = 0;
     let last: unknown;
     let pauses: Backoff | undefined;
@@ -157,7 +160,7 @@ export class MemoryWire implements Wire {
           throw e;
         last = e;
       }
-      if (Date.now() + this.backoff > end) {
+      if (this.clock.now() + this.backoff > end) {
         throw new PlexusError(
           'PLX_WIRE_DEADLINE',
           `no acknowledgement from ${peer} within ${this.deadline} ms (${attempt} attempts): ${(last as Error)?.message}`,
@@ -167,8 +170,8 @@ export class MemoryWire implements Wire {
       }
       // The same pauses as the real wire's resends (ts/net/http2-outbound.ts).
       const pause = Math.max(0, this.backoff);
-      pauses ??= new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start();
-      await sleep(pauses.next() ?? pause);
+      pauses ??= new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start(this.clock);
+      await delay(pauses.next() ?? pause, this.clock);
     }
   }
 

@@ -59,6 +59,8 @@ export interface ActorHost {
   dispatch(actor: Activation, item: OutboxItem): void;
   /** The activation stopped (idle, lost placement, or failed); `requeue` holds its unprocessed messages. */
   released(actor: Activation, requeue: Inbound[]): void;
+  /** The activation may have become settled (loaded with nothing queued, or its loop went idle). */
+  settled?(): void;
   /** Observes every macrostep (metrics, tests). */
   onMacrostep?(iri: string, entry: MacrostepEntry): void;
 }
@@ -172,6 +174,7 @@ export class Activation {
     this.phase = 'running';
     for (const item of [...this.outbox.values()]) this.start(item);
     this.pump();
+    this.host.settled?.();
   }
 
   private addItem(seq: number, index: number, time: number, send: Send): OutboxItem {
@@ -231,6 +234,7 @@ export class Activation {
         this.busy = false;
         if (this.phase === 'running') this.armIdle();
       }
+      this.host.settled?.();
     }
   }
 

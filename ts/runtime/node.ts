@@ -5,6 +5,7 @@
  */
 import { MAX_IRI_BYTES, MAX_MESSAGE_ID_BYTES } from '../codec/journal-record.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
+import { Condition } from '../core/watermark.js';
 import { Activation, type ActorHost, type Inbound, type OutboxItem } from './actor.js';
 import { systemClock } from './clock.js';
 import { eventOf } from './entries.js';
@@ -165,6 +166,8 @@ export class Node implements NodeHandle {
   private asks = 0;
   /** Sends of local outboxes started and not yet completed. */
   private dispatching = 0;
+  /** Notified whenever what `stop()` waits for may have changed (an actor settled or left, a send completed). */
+  private readonly changed = new Condition();
   /** Counters: activations made, and error.communication events raised. */
   readonly stats = { activations: 0, communicationErrors: 0 };
 
@@ -187,6 +190,7 @@ export class Node implements NodeHandle {
       isLocal: (iri) => placement.decide(iri).kind === 'local',
       dispatch: (actor, item) => this.dispatch(actor, item),
       released: (actor, requeue) => this.released(actor, requeue),
+      settled: () => this.changed.notify(),
       ...(observer ? { onMacrostep: observer } : {}),
     };
     this.unsubscribe = placement.subscribe?.(() => this.placementChanged());
@@ -350,6 +354,7 @@ export class Node implements NodeHandle {
           this.held.set(target, [{ inbound: m, opts, fromSend }]);
           void after.then(() => this.releaseHeld(target));
         } else list.push({ inbound: m, opts, fromSend });
+        if (fromSend) this.changed.notify();
         return;
       }
     }
@@ -361,6 +366,7 @@ export class Node implements NodeHandle {
       }
       list.push({ inbound: m, opts, fromSend });
       this.held.set(target, list);
+      if (fromSend) this.changed.notify();
       return;
     }
     if (decision.kind === 'remote') {
@@ -425,6 +431,7 @@ export class Node implements NodeHandle {
     for (const actor of this.actors.values()) {
       if (!actor.isClosing && !this.host.isLocal(actor.iri)) void actor.close('placement');
     }
+    this.changed.notify();
   }
 
   /** Routes the held messages of `target` again, in order. */
@@ -433,11 +440,13 @@ export class Node implements NodeHandle {
     if (list === undefined) return;
     this.held.delete(target);
     for (const h of list) this.place(h.inbound, h.opts, true, h.fromSend, true);
+    this.changed.notify();
   }
 
   private released(actor: Activation, requeue: Inbound[]): void {
     if (this.actors.get(actor.iri) === actor) this.actors.delete(actor.iri);
     for (const m of requeue) this.place(m, {}, true);
+    this.changed.notify();
   }
 
   /** The processor type for an untyped send to `target` by its IRI scheme, when it has no chart here. */
@@ -484,10 +493,12 @@ export class Node implements NodeHandle {
       () => {
         this.dispatching--;
         actor.complete(item);
+        this.changed.notify();
       },
       (err) => {
         this.dispatching--;
         this.communicationError(actor, item, target, err);
+        this.changed.notify();
       },
     );
   }
@@ -510,6 +521,7 @@ export class Node implements NodeHandle {
     const done = () => {
       this.dispatching--;
       actor.complete(item);
+      this.changed.notify();
     };
     this.route({ id: `${item.messageId}!error`, target: actor.iri, event }, { whenFull: 'wait' }, true, true).then(
       done,
@@ -532,14 +544,23 @@ export class Node implements NodeHandle {
 
   private async drain(timeoutMs: number): Promise<void> {
     this.stopping = true;
-    const deadline = Date.now() + timeoutMs;
+    let late = false;
     const busy = () => {
       for (const a of this.actors.values()) if (!a.settled) return true;
       let heldSends = 0;
       for (const list of this.held.values()) for (const h of list) if (h.fromSend) heldSends++;
       return this.dispatching > heldSends;
     };
-    while (busy() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    // Woken by the events that can end the drain, and by the node's clock at the deadline.
+    const timer = this.clock.setTimeout(() => {
+      late = true;
+      this.changed.notify();
+    }, timeoutMs);
+    try {
+      await this.changed.until(() => late || !busy());
+    } finally {
+      this.clock.clearTimeout(timer);
+    }
     this.closing = true;
     await Promise.all([...this.actors.values()].map((a) => a.close('stop')));
     for (const list of this.held.values()) {

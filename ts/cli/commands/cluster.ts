@@ -8,6 +8,7 @@ import { readNodeConfig } from '../../cluster/node.js';
 import { runNodeProcess } from '../../cluster/node-main.js';
 import { readNodeTls } from '../../cluster/node-tls.js';
 import { Http2Wire } from '../../net/http2-wire.js';
+import { WIRE_SPIN_VARIABLE, wireSpinMs } from '../../net/http2-wire-shared.js';
 import { type Command, parse, UsageError } from '../command.js';
 
 const HELP = [
@@ -144,6 +145,7 @@ async function status(args: string[]): Promise<number> {
     resolve: (n) => cfg.members.find((m) => m.id === n)?.address,
     isMember: (n) => cfg.members.some((m) => m.id === n),
     deliveryDeadlineMs: 3000,
+    spinMs: wireSpinMs(undefined, process.env[WIRE_SPIN_VARIABLE]),
   });
   try {
     const r = decodeReply(await wire.call(cfg.authority, encodeRequest({ type: 'view' })));
