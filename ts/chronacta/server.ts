@@ -4,28 +4,29 @@
  * (optionally) the metrics endpoint on its own port.
  * `startServer` opens the store, binds (port 0: any free port) and resolves once it
  * serves; `close` ends every subscription, stops the server and closes the store.
+ * Its parts: the store (server-store.ts), the gRPC port (server-grpc.ts) with its method
+ * table (server-methods.ts), the cluster API, metrics endpoint and compaction
+ * (server-upkeep.ts).
  *
  * Every method is served by the lean gRPC server of grpc-server.ts on one port. Append,
  * the hot one, has its own codec (wire.ts): the request's event bytes go straight to the
  * store's record encoder. The other methods' messages go through protobufjs
  * (proto-loader), with the same shapes the typed client uses.
  */
-import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Clock } from '../core/clock.js';
-import { isPlexusError } from '../core/errors.js';
 import type { FsyncMode, StorageLogger } from '../storage/types.js';
 import { type ClientPortSecurityOptions, exposureWarning, loadClientPortSecurity } from './client-auth.js';
-import { attachClusterApi, type ClusterApi } from './cluster-api.js';
+import type { ClusterApi } from './cluster-api.js';
 import type { ReplicatedLogOptions } from './cluster-log.js';
 import { ChronactaCode, chronactaError } from './errors.js';
-import { startGrpcServer } from './grpc-server.js';
-import { haConfigOf, type PreparedDataDir, prepareDataDir, recordAddress } from './layout.js';
+import { type PreparedDataDir, recordAddress } from './layout.js';
 import { type GrpcLimits, grpcLimits } from './limits.js';
-import { ChronactaMetrics, limitMetrics, type MetricsServer, startMetricsServer } from './metrics.js';
-import { MAX_MESSAGE_BYTES } from './proto.js';
+import { ChronactaMetrics } from './metrics.js';
+import { serveGrpcPort } from './server-grpc.js';
 import { serverMethods } from './server-methods.js';
-import { CODE_KEY, DETAILS_KEY, toCallStatus } from './status.js';
-import { EventStore } from './store.js';
+import { openServerStore } from './server-store.js';
+import { clusterApiFor, compactionFor, metricsEndpointFor } from './server-upkeep.js';
+import type { EventStore } from './store.js';
 import type { Subscription, SubscriptionLimits, SubscriptionStats } from './subscription.js';
 
 export interface ServerOptions {
@@ -102,34 +103,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   // Checked before anything opens: a bad bound is PLX_CHRONACTA_BAD_INPUT.
   const limits = grpcLimits(options.limits);
   const metrics = new ChronactaMetrics();
-  let replication: Omit<ReplicatedLogOptions, 'dir'> | undefined;
-  let clusterPort: number | undefined;
-  if (options.cluster) {
-    const prep = await prepareDataDir(options.dataDir);
-    const ha = haConfigOf(prep);
-    const self = ha.members.find((m) => m.id === ha.id);
-    clusterPort = Number(self?.advertise.slice(self.advertise.lastIndexOf(':') + 1));
-    replication = {
-      ...(options.logger ? { logger: options.logger } : {}),
-      // node.json of `cluster join-files`: an empty member the leader adds, never bootstrapping.
-      ...(ha.join === true ? { join: true } : {}),
-      // cluster.json's group commit, unless the caller chose one.
-      ...(ha.groupCommitBytes !== undefined ? { groupCommitBytes: ha.groupCommitBytes } : {}),
-      ...options.replication,
-      id: ha.id,
-      members: ha.members,
-    };
-  }
-  const store = await EventStore.open({
-    ...(replication ? { replication } : {}),
-    dataDir: options.dataDir,
-    ...(options.fsync ? { fsync: options.fsync } : {}),
-    ...(options.segmentBytes !== undefined ? { segmentBytes: options.segmentBytes } : {}),
-    ...(options.idempotencyTtlMs !== undefined ? { idempotencyTtlMs: options.idempotencyTtlMs } : {}),
-    ...(options.logger ? { logger: options.logger } : {}),
-    ...(options.clock ? { clock: options.clock } : {}),
-    observer: metrics.observer(),
-  });
+  const { store, replication, clusterPort } = await openServerStore(options, metrics);
   const subs = new Set<Subscription>();
   const prepared: PreparedDataDir = store.prepared;
   let cluster = prepared;
@@ -141,98 +115,40 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     cluster: () => cluster,
   });
 
-  const okCalls = new Map<string, { inc(): void }>();
-  const methodNames = new Map<string, string>();
-  for (const path of methods.keys()) methodNames.set(path, path.slice(path.lastIndexOf('/') + 1));
-  let grpcServer: Awaited<ReturnType<typeof startGrpcServer>> | undefined;
-  const onLimit = limitMetrics(metrics, () => grpcServer?.load());
+  let grpcServer: Awaited<ReturnType<typeof serveGrpcPort>>;
   try {
-    grpcServer = await startGrpcServer(host, options.port ?? clusterPort ?? 0, methods, {
-      maxMessageBytes: MAX_MESSAGE_BYTES,
-      ...(security.tls ? { tls: security.tls } : {}),
-      ...(security.tokens ? { authenticate: security.authenticate } : {}),
+    grpcServer = await serveGrpcPort({
+      host,
+      port: options.port ?? clusterPort ?? 0,
+      methods,
+      security,
       limits,
-      onLimit,
-      limitMetadata: (reason) => ({
-        [CODE_KEY]: ChronactaCode.OVERLOADED,
-        [DETAILS_KEY]: JSON.stringify({ reason }),
-      }),
-      statusOf: (e: unknown) => {
-        if (!isPlexusError(e)) options.logger?.warn('chronacta: unexpected failure in a call', { error: String(e) });
-        return toCallStatus(e);
-      },
-      onEnd: (path, code) => {
-        const method = methodNames.get(path) ?? 'unknown';
-        if (code === 0) {
-          let c = okCalls.get(method);
-          if (!c) {
-            c = metrics.grpcRequests.labels(method, 'OK');
-            okCalls.set(method, c);
-          }
-          c.inc();
-        } else metrics.grpcRequests.inc({ method, code: grpcStatus[code] ?? 'UNKNOWN' });
-      },
+      metrics,
+      logger: options.logger,
     });
   } catch (e) {
     await store.close();
-    throw chronactaError(
-      ChronactaCode.UNAVAILABLE,
-      `cannot bind gRPC on ${host}:${options.port ?? clusterPort ?? 0}: ${(e as Error).message}`,
-    );
+    throw e;
   }
   const port = grpcServer.port;
-  if (grpcServer.secure) security.watch(grpcServer.secure);
-  else security.watch(undefined);
   const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   // Cluster mode keeps the addresses `cluster init` wrote: every member knows them.
   if (!replication) cluster = await recordAddress(prepared, address);
+  const abandon = async (): Promise<void> => {
+    security.close();
+    await grpcServer.close(0);
+    await store.close();
+  };
   let clusterApi: ClusterApi | undefined;
-  if (replication) {
-    try {
-      const r = options.replication ?? {};
-      clusterApi = attachClusterApi(grpcServer.routes, store, {
-        ...(r.tickMs !== undefined ? { tickMs: r.tickMs } : {}),
-        ...(r.electionTick !== undefined ? { electionTick: r.electionTick } : {}),
-        ...(options.maxReadLag !== undefined ? { maxReadLag: options.maxReadLag } : {}),
-        ...(options.maxReadStalenessMs !== undefined ? { maxReadStalenessMs: options.maxReadStalenessMs } : {}),
-        ...(options.logger ? { logger: options.logger } : {}),
-        peer: () => security.peerCredentials(),
-      });
-    } catch (e) {
-      security.close();
-      await grpcServer.close(0);
-      await store.close();
-      throw e;
-    }
+  let metricsServer: Awaited<ReturnType<typeof metricsEndpointFor>>;
+  try {
+    if (replication) clusterApi = clusterApiFor(grpcServer.routes, store, options, security);
+    metricsServer = await metricsEndpointFor(options, host, store, metrics);
+  } catch (e) {
+    await abandon();
+    throw e;
   }
-
-  let metricsServer: MetricsServer | undefined;
-  if (options.metricsPort !== undefined) {
-    try {
-      metricsServer = await startMetricsServer(options.metricsHost ?? host, options.metricsPort, store, metrics, {
-        ...(options.minFreeBytes !== undefined ? { minFreeBytes: options.minFreeBytes } : {}),
-        ...(options.readinessMaxReplicationLag !== undefined
-          ? { maxReplicationLag: options.readinessMaxReplicationLag }
-          : {}),
-      });
-    } catch (e) {
-      security.close();
-      await grpcServer.close(0);
-      await store.close();
-      throw chronactaError(
-        ChronactaCode.UNAVAILABLE,
-        `cannot serve metrics on port ${options.metricsPort}: ${(e as Error).message}`,
-      );
-    }
-  }
-
-  let compactTimer: NodeJS.Timeout | undefined;
-  if (options.compactEveryMs !== undefined) {
-    compactTimer = setInterval(() => {
-      store.compact().catch((e: unknown) => options.logger?.warn('chronacta: compaction failed', { error: String(e) }));
-    }, options.compactEveryMs);
-    compactTimer.unref();
-  }
+  const stopCompaction = compactionFor(store, options);
 
   let closing: Promise<void> | undefined;
   return {
@@ -247,7 +163,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     close() {
       if (!closing) {
         closing = (async () => {
-          if (compactTimer) clearInterval(compactTimer);
+          stopCompaction();
           for (const s of subs) s.close();
           clusterApi?.close();
           security.close();

@@ -24,30 +24,27 @@
  * to `onRefused`; it does not end the job. On the connecting side the dialled rank is
  * needed, so the same refusals end the setup. After setup, ts/sperli/mesh-links.ts keeps
  * the order, the heartbeats, the silence limit, ABORT and BYE.
+ *
+ * `openMesh` wires the parts: the listener (mesh-acceptor.ts), the dialer (mesh-dialer.ts),
+ * the certificate and description checks (mesh-identity.ts), the sockets as links of the
+ * link table (mesh-sockets.ts, mesh-links.ts); a shutdown of the table stops the dialer and
+ * closes the listener.
  */
-import { once } from 'node:events';
-import type { ConnectOpts, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import * as tls from 'node:tls';
-import { SperliCode, sperliError } from '../codec/sperli-errors.js';
+import { SperliCode } from '../codec/sperli-errors.js';
 import type { FrameHeader } from '../codec/sperli-frame.js';
 import type { JobDescription } from '../codec/sperli-jobdesc.js';
 import { decodeHello, encodeHello } from '../codec/sperli-payloads.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
-import { RetryPolicy } from '../core/retry.js';
-import {
-  certificateIdentity,
-  isDottedIPv4,
-  jobIdHex,
-  normalizeHost,
-  type RankIdentity,
-  serverIdentityCheck,
-} from '../crypto/x509.js';
+import { certificateIdentity, jobIdHex, type RankIdentity } from '../crypto/x509.js';
 import { type IdentityPolicy, tlsEndpoint } from '../net/tls-endpoint.js';
 import { type RefusedHosts, refusedHosts } from './hosts.js';
+import { MeshAcceptor } from './mesh-acceptor.js';
+import { MeshDialer } from './mesh-dialer.js';
 import { AbortReason, abortFor, badArgument, lostPeerError } from './mesh-errors.js';
-import { type Link, PeerLinks, TAKEN, transportOf } from './mesh-links.js';
-import { StaticReader } from './static-reader.js';
+import { checkDescription, handshakeRefused } from './mesh-identity.js';
+import { PeerLinks, transportOf } from './mesh-links.js';
+import { MeshSockets } from './mesh-sockets.js';
 import { verifyJoinToken } from './tokens.js';
 import type { RankTransport } from './transport.js';
 
@@ -115,68 +112,6 @@ function settings(o: MeshOptions): Settings {
   };
 }
 
-function descriptionRefused(field: string, message: string, details: Record<string, unknown> = {}): PlexusError {
-  return sperliError(SperliCode.frame, 'job-description', `job description refused: ${message}`, {
-    ...details,
-    field,
-  });
-}
-
-/** The checks of a description that `openMesh` relies on (the decoder makes them too). */
-function checkDescription(desc: JobDescription, refused: RefusedHosts): RankIdentity {
-  const { size, rank } = desc;
-  if (!Number.isInteger(size) || size < 1 || !Number.isInteger(rank) || rank < 0 || rank >= size) {
-    throw descriptionRefused('rank', `rank ${rank} of size ${size} is not a rank of the job`);
-  }
-  if (desc.hosts.length !== size) {
-    throw descriptionRefused('hosts', `the host list has ${desc.hosts.length} entries for ${size} ranks`);
-  }
-  desc.hosts.forEach((h, i) => {
-    if (!Number.isInteger(h.port) || h.port < 1 || h.port > 65535) {
-      throw descriptionRefused(`hosts[${i}].port`, `the port of rank ${i} is ${h.port}; the launcher assigns 1..65535`);
-    }
-    refused.assertAllowed(h.name, `host of rank ${i}`);
-  });
-  let own: RankIdentity;
-  try {
-    own = certificateIdentity(Buffer.from(desc.rankCert).toString('latin1'));
-  } catch (e) {
-    throw descriptionRefused('rankCert', `the rank certificate cannot be read: ${(e as Error).message}`);
-  }
-  if (own.jobId !== jobIdHex(desc.jobId) || own.rank !== rank) {
-    throw descriptionRefused(
-      'rankCert',
-      `the rank certificate names rank ${own.rank} of job ${own.jobId}, not rank ${rank} of job ${jobIdHex(desc.jobId)}`,
-    );
-  }
-  return own;
-}
-
-function peerCertificateRefused(rule: string, message: string, details: Record<string, unknown> = {}, cause?: unknown) {
-  return sperliError(
-    SperliCode.frame,
-    'peer-certificate',
-    `connection refused: ${message}`,
-    { ...details, rule },
-    cause,
-  );
-}
-
-function handshakeRefused(peer: number | undefined, cause: unknown): PlexusError {
-  const who = peer === undefined ? 'a connecting peer' : `rank ${peer}`;
-  const why = cause instanceof Error ? cause.message : String(cause);
-  return sperliError(
-    SperliCode.frame,
-    'tls-handshake',
-    `the TLS 1.3 handshake with ${who} failed (${why}); both sides need TLS 1.3 and a certificate of the job CA`,
-    {
-      ...(peer === undefined ? {} : { peer }),
-      tlsCode: isPlexusError(cause) ? null : ((cause as NodeJS.ErrnoException)?.code ?? null),
-    },
-    cause,
-  );
-}
-
 /** The mesh's identity policy: a rank certificate's common name names its job and rank. */
 const rankIdentityPolicy: IdentityPolicy<RankIdentity> = {
   kind: 'rank',
@@ -188,80 +123,6 @@ const rankIdentityPolicy: IdentityPolicy<RankIdentity> = {
     }
   },
 };
-
-/** The job and rank of the peer's certificate on an established connection. */
-function peerIdentity(socket: tls.TLSSocket): RankIdentity {
-  const cert = socket.getPeerCertificate();
-  if (!socket.authorized || cert?.raw === undefined) {
-    throw peerCertificateRefused('name', 'the peer presented no certificate of the job CA');
-  }
-  try {
-    return certificateIdentity(cert);
-  } catch (e) {
-    throw peerCertificateRefused('name', `the peer's certificate names no rank: ${(e as Error).message}`, {}, e);
-  }
-}
-
-/** A TLS socket as a Link: writes with backpressure, ends with close_notify. */
-class SocketLink implements Link {
-  private drain: Promise<void> | undefined;
-  private drained: (() => void) | undefined;
-  private gone: ((e: Error) => void) | undefined;
-  private readonly closed: Promise<void>;
-  private isClosed = false;
-
-  constructor(
-    private readonly socket: tls.TLSSocket,
-    private readonly endTimeoutMs: number,
-  ) {
-    this.closed = new Promise((resolve) => {
-      socket.once('close', () => {
-        this.isClosed = true;
-        this.gone?.(new PlexusError('PLX_SPERLI_CLOSED', 'the connection closed'));
-        resolve();
-      });
-    });
-    socket.on('drain', () => {
-      const done = this.drained;
-      this.drain = undefined;
-      this.drained = undefined;
-      this.gone = undefined;
-      done?.();
-    });
-  }
-
-  write(bytes: Uint8Array, flushed = false): Promise<void> {
-    const s = this.socket;
-    if (this.isClosed || s.destroyed || s.writableEnded)
-      return Promise.reject(new PlexusError('PLX_SPERLI_CLOSED', 'the connection is closed'));
-    if (flushed) {
-      // Resolves once the socket has taken the bytes (encrypted them), so the caller may
-      // reuse its buffer: the write callback, after any wait for drain.
-      const taken = new Promise<void>((resolve, reject) => {
-        s.write(bytes, (err) => (err ? reject(err) : resolve()));
-      });
-      return taken.then(() => this.drain ?? undefined);
-    }
-    if (s.write(bytes)) return this.drain ?? TAKEN;
-    this.drain ??= new Promise<void>((resolve, reject) => {
-      this.drained = resolve;
-      this.gone = reject;
-    });
-    return this.drain;
-  }
-
-  end(): Promise<void> {
-    if (!this.isClosed) {
-      if (!this.socket.writableEnded) this.socket.end();
-      const t = setTimeout(() => this.socket.destroy(), this.endTimeoutMs);
-      t.unref?.();
-      void this.closed.then(() => clearTimeout(t));
-    }
-    return this.closed;
-  }
-}
-
-type Attempt = { socket: tls.TLSSocket; reader: StaticReader } | { error: unknown; retry: boolean };
 
 /**
  * Opens the mesh of the rank `desc` describes. Resolves with its transport once every
@@ -284,22 +145,8 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     rankIdentityPolicy,
   );
   const started = performance.now();
-  let stopped = false;
-  const dialing = new Set<tls.TLSSocket>();
-  const waits = new Set<() => void>();
-  const rawSockets = new Set<Socket>();
-  let setupTimer: NodeJS.Timeout | undefined;
 
-  const server = tls.createServer(endpoint.serverOptions({ handshakeTimeout: cfg.connectTimeoutMs }));
-  const serverClosed = new Promise<void>((resolve) => server.once('close', () => resolve()));
-  let serverClosing = false;
-  const closeServer = (): void => {
-    if (serverClosing) return;
-    serverClosing = true;
-    server.close();
-  };
-
-  const links = new PeerLinks({
+  const links: PeerLinks = new PeerLinks({
     jobId: desc.jobId,
     rank,
     size,
@@ -327,93 +174,51 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
       },
     },
     onShutdown: async () => {
-      stopped = true;
-      if (setupTimer !== undefined) clearTimeout(setupTimer);
-      for (const s of dialing) s.destroy();
-      for (const w of waits) w();
-      closeServer();
-      const t = setTimeout(() => {
-        for (const s of rawSockets) s.destroy();
-      }, cfg.silenceMs);
-      t.unref?.();
-      await serverClosed;
-      clearTimeout(t);
+      dialer.stop();
+      await acceptor.shutdown(cfg.silenceMs);
     },
   });
+  const sockets = new MeshSockets(links, cfg.silenceMs);
+  const attach = sockets.attach.bind(sockets);
 
-  const report = (e: PlexusError): void => {
-    try {
-      options.onRefused?.(e);
-    } catch {
-      // A listener's fault is not the connection's.
+  const failSetup = (e: unknown): void => {
+    const error = isPlexusError(e) ? e : handshakeRefused(undefined, e);
+    if (error.code === SperliCode.aborted) {
+      links.failWith(error, abortFor(AbortReason.lostPeer, error, error.details.peer as number));
+    } else {
+      links.failWith(error, abortFor(AbortReason.protocolViolation, error, rank));
     }
   };
 
-  const attached: tls.TLSSocket[] = [];
-  const attach = (peer: number, socket: tls.TLSSocket, reader?: StaticReader): void => {
-    attached.push(socket);
-    socket.setNoDelay(true);
-    let lastError: unknown;
-    socket.on('error', (e) => {
-      lastError = e;
-    });
-    links.attach(peer, new SocketLink(socket, cfg.silenceMs));
-    if (reader !== undefined) reader.attach((bytes, transient) => links.receive(peer, bytes, transient));
-    else socket.on('data', (chunk: Buffer) => links.receive(peer, chunk));
-    socket.on('close', () => links.linkClosed(peer, lastError));
-  };
-
-  const lowerAttached = (): boolean => {
-    for (let r = 0; r < rank; r++) if (!links.hasLink(r)) return false;
-    return true;
-  };
-
-  server.on('connection', (s: Socket) => {
-    rawSockets.add(s);
-    s.once('close', () => rawSockets.delete(s));
+  const acceptor = new MeshAcceptor({
+    rank,
+    jobHex,
+    serverOptions: endpoint.serverOptions({ handshakeTimeout: cfg.connectTimeoutMs }),
+    connectTimeoutMs: cfg.connectTimeoutMs,
+    isLinked: (peer) => links.hasLink(peer),
+    attach,
+    report: (e) => {
+      try {
+        options.onRefused?.(e);
+      } catch {
+        // A listener's fault is not the connection's.
+      }
+    },
+    onMissing: (peer) => failSetup(lostPeerError(peer, 'connect')),
   });
-  server.on('tlsClientError', (err, socket) => {
-    socket.destroy();
-    report(handshakeRefused(undefined, err));
-  });
-  server.on('secureConnection', (socket: tls.TLSSocket) => {
-    socket.on('error', () => {});
-    const refuse = (e: PlexusError): void => {
-      socket.destroy();
-      report(e);
-    };
-    if (stopped) {
-      socket.destroy();
-      return;
-    }
-    let id: RankIdentity;
-    try {
-      id = peerIdentity(socket);
-    } catch (e) {
-      refuse(e as PlexusError);
-      return;
-    }
-    if (id.jobId !== jobHex) {
-      refuse(peerCertificateRefused('job-id', `the peer is of job ${id.jobId}, not ${jobHex}`, { jobId: id.jobId }));
-      return;
-    }
-    if (id.rank >= rank || links.hasLink(id.rank)) {
-      const why = id.rank >= rank ? `rank ${rank} connects to it, not the other way` : 'it is already connected';
-      refuse(peerCertificateRefused('rank', `rank ${id.rank} is not expected here: ${why}`, { rank: id.rank }));
-      return;
-    }
-    // Accepted connections decrypt into one reused buffer too (node:tls has no `onread` for them).
-    attach(id.rank, socket, StaticReader.adopt(socket));
-    if (lowerAttached()) {
-      closeServer();
-      if (setupTimer !== undefined) clearTimeout(setupTimer);
-    }
+  const dialer = new MeshDialer({
+    hosts: desc.hosts,
+    jobHex,
+    endpoint,
+    started,
+    connectTimeoutMs: cfg.connectTimeoutMs,
+    retryMs: cfg.retryMs,
+    attach,
   });
 
   // Listen first.
   try {
-    server.listen(own.port, own.name);
-    await once(server, 'listening');
+    await acceptor.listen(own.name, own.port);
   } catch (e) {
     await links.close();
     const code = (e as NodeJS.ErrnoException).code ?? null;
@@ -425,133 +230,8 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     );
   }
 
-  const sleep = (ms: number): Promise<void> =>
-    new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(t);
-        waits.delete(done);
-        resolve();
-      };
-      const t = setTimeout(done, ms);
-      waits.add(done);
-    });
-
-  const attempt = (peer: number, timeoutMs: number): Promise<Attempt> =>
-    new Promise((resolve) => {
-      const entry = desc.hosts[peer] as { name: string; port: number };
-      const reader = new StaticReader();
-      // node:tls takes `onread` on a connection it opens itself (its types omit it).
-      const options: tls.ConnectionOptions & ConnectOpts = endpoint.clientOptions(
-        { check: serverIdentityCheck(entry.name) },
-        {
-          onread: reader.onread,
-          host: entry.name,
-          port: entry.port,
-          ...(isDottedIPv4(entry.name) ? {} : { servername: normalizeHost(entry.name) as string }),
-        },
-      );
-      const socket = tls.connect(options);
-      dialing.add(socket);
-      let tcp = false;
-      const timer = setTimeout(
-        () =>
-          socket.destroy(
-            sperliError(SperliCode.frame, 'tls-handshake', `no TLS handshake within ${timeoutMs} ms`, { peer }),
-          ),
-        timeoutMs,
-      );
-      timer.unref?.();
-      const settle = (a: Attempt): void => {
-        clearTimeout(timer);
-        dialing.delete(socket);
-        socket.removeListener('error', onError);
-        resolve(a);
-      };
-      const onError = (e: unknown): void => {
-        socket.destroy();
-        settle({ error: e, retry: !tcp });
-      };
-      socket.once('connect', () => {
-        tcp = true;
-      });
-      socket.once('error', onError);
-      socket.once('secureConnect', () => settle({ socket, reader }));
-    });
-
-  const dial = async (peer: number): Promise<void> => {
-    const deadline = started + cfg.connectTimeoutMs;
-    const pauses = new RetryPolicy({ baseMs: cfg.retryMs, capMs: cfg.retryMs, factor: 1, jitter: 'equal' }).start();
-    for (;;) {
-      if (stopped) return;
-      const left = deadline - performance.now();
-      const a = await attempt(peer, Math.max(1, left));
-      if (stopped) {
-        if ('socket' in a) a.socket.destroy();
-        return;
-      }
-      if ('socket' in a) {
-        const socket = a.socket;
-        socket.on('error', () => {});
-        let id: RankIdentity;
-        try {
-          id = peerIdentity(socket);
-        } catch (e) {
-          socket.destroy();
-          throw e;
-        }
-        if (id.jobId !== jobHex || id.rank !== peer) {
-          socket.destroy();
-          throw id.jobId !== jobHex
-            ? peerCertificateRefused('job-id', `rank ${peer}'s server is of job ${id.jobId}, not ${jobHex}`, {
-                peer,
-                jobId: id.jobId,
-              })
-            : peerCertificateRefused('rank', `the server dialled as rank ${peer} is rank ${id.rank}`, {
-                peer,
-                rank: id.rank,
-              });
-        }
-        attach(peer, socket, a.reader);
-        return;
-      }
-      if (!a.retry) {
-        if (isPlexusError(a.error, 'PLX_CRYPTO_HOST_MISMATCH')) {
-          throw peerCertificateRefused(
-            'host',
-            `the server dialled as rank ${peer} at ${desc.hosts[peer]?.name} does not name that host in its certificate`,
-            { peer, host: desc.hosts[peer]?.name },
-            a.error,
-          );
-        }
-        throw handshakeRefused(peer, a.error);
-      }
-      if (performance.now() + cfg.retryMs >= deadline) throw lostPeerError(peer, 'connect', undefined, a.error);
-      await sleep(pauses.next() ?? cfg.retryMs);
-    }
-  };
-
-  const failSetup = (e: unknown): void => {
-    const error = isPlexusError(e) ? e : handshakeRefused(undefined, e);
-    if (error.code === SperliCode.aborted) {
-      links.failWith(error, abortFor(AbortReason.lostPeer, error, error.details.peer as number));
-    } else {
-      links.failWith(error, abortFor(AbortReason.protocolViolation, error, rank));
-    }
-  };
-
-  if (lowerAttached()) closeServer();
-  else {
-    setupTimer = setTimeout(() => {
-      for (let r = 0; r < rank; r++) {
-        if (!links.hasLink(r)) {
-          failSetup(lostPeerError(r, 'connect'));
-          return;
-        }
-      }
-    }, cfg.connectTimeoutMs);
-    setupTimer.unref?.();
-  }
-  for (let r = rank + 1; r < size; r++) dial(r).catch(failSetup);
+  acceptor.awaitLowerRanks();
+  for (let r = rank + 1; r < size; r++) dialer.dial(r).catch(failSetup);
 
   try {
     await new Promise<void>((resolve, reject) => links.watch(resolve, reject));
@@ -562,6 +242,6 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
   // From here on the connections do not keep the process alive: a rank whose program has
   // nothing left to do ends (and its peers see a close without BYE unless it finalized).
   // A call that waits for a peer holds the process open itself (KeepAlive, spin.ts).
-  for (const s of attached) s.unref();
+  sockets.unref();
   return transportOf(links);
 }

@@ -1,0 +1,65 @@
+/**
+ * What a Chronacta server runs beside its gRPC port: the cluster API on the port's routes
+ * (cluster mode), the metrics endpoint on its own port, and periodic compaction.
+ */
+import type { ClientPortSecurity } from './client-auth.js';
+import { attachClusterApi, type ClusterApi } from './cluster-api.js';
+import { ChronactaCode, chronactaError } from './errors.js';
+import type { GrpcRoutes } from './grpc-server.js';
+import { type ChronactaMetrics, type MetricsServer, startMetricsServer } from './metrics.js';
+import type { ServerOptions } from './server.js';
+import type { EventStore } from './store.js';
+
+/** Cluster mode: the membership methods and the follower-read gate on `routes`. */
+export function clusterApiFor(
+  routes: GrpcRoutes,
+  store: EventStore,
+  options: ServerOptions,
+  security: ClientPortSecurity,
+): ClusterApi {
+  const r = options.replication ?? {};
+  return attachClusterApi(routes, store, {
+    ...(r.tickMs !== undefined ? { tickMs: r.tickMs } : {}),
+    ...(r.electionTick !== undefined ? { electionTick: r.electionTick } : {}),
+    ...(options.maxReadLag !== undefined ? { maxReadLag: options.maxReadLag } : {}),
+    ...(options.maxReadStalenessMs !== undefined ? { maxReadStalenessMs: options.maxReadStalenessMs } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+    peer: () => security.peerCredentials(),
+  });
+}
+
+/**
+ * The metrics endpoint (/metrics, /healthz, /readyz) when `options.metricsPort` asks for
+ * one; refuses with PLX_CHRONACTA_UNAVAILABLE when it cannot be served.
+ */
+export async function metricsEndpointFor(
+  options: ServerOptions,
+  host: string,
+  store: EventStore,
+  metrics: ChronactaMetrics,
+): Promise<MetricsServer | undefined> {
+  if (options.metricsPort === undefined) return undefined;
+  try {
+    return await startMetricsServer(options.metricsHost ?? host, options.metricsPort, store, metrics, {
+      ...(options.minFreeBytes !== undefined ? { minFreeBytes: options.minFreeBytes } : {}),
+      ...(options.readinessMaxReplicationLag !== undefined
+        ? { maxReplicationLag: options.readinessMaxReplicationLag }
+        : {}),
+    });
+  } catch (e) {
+    throw chronactaError(
+      ChronactaCode.UNAVAILABLE,
+      `cannot serve metrics on port ${options.metricsPort}: ${(e as Error).message}`,
+    );
+  }
+}
+
+/** Compacts `store` every `options.compactEveryMs` (none when absent); returns the stop. */
+export function compactionFor(store: EventStore, options: ServerOptions): () => void {
+  if (options.compactEveryMs === undefined) return () => {};
+  const timer = setInterval(() => {
+    store.compact().catch((e: unknown) => options.logger?.warn('chronacta: compaction failed', { error: String(e) }));
+  }, options.compactEveryMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
