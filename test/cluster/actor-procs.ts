@@ -9,6 +9,7 @@ import { initCluster } from '../../ts/cluster/init.js';
 import { openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { freePorts } from '../helpers/ports.js';
 import { type Started, startNode, stopStarted } from '../helpers/processes.js';
+import { until } from '../helpers/until.js';
 
 export const CLI = fileURLToPath(new URL('./fixtures/cluster-cli.mjs', import.meta.url));
 
@@ -160,14 +161,15 @@ export async function initProcCluster(
   });
 }
 
-/** `p`'s status once it lists a lease of every one of `shards` shards (or after `tries` polls 50 ms apart). */
-export async function statusWithAllLeases(p: NodeProc, shards: number, tries = 100): Promise<Line> {
-  let st: Line = await p.cmd({ cmd: 'status' });
-  for (let i = 0; st.leases.length < shards && i < tries; i++) {
-    await sleep(50);
-    st = await p.cmd({ cmd: 'status' });
-  }
-  return st;
+/** `p`'s status once it lists a lease of every one of `shards` shards; fails after `timeoutMs`. */
+export async function statusWithAllLeases(p: NodeProc, shards: number, timeoutMs = 10_000): Promise<Line> {
+  return until(
+    async () => {
+      const st: Line = await p.cmd({ cmd: 'status' });
+      return st.leases.length >= shards && st;
+    },
+    { timeoutMs, what: `a status of node ${p.id} with a lease of each of ${shards} shards` },
+  );
 }
 
 /**
