@@ -297,16 +297,15 @@ export function transportSuite(name: string, factory: TransportFactory): void {
       const seen = ts.map(watch);
       const [a, b, c] = ts as [RankTransport, RankTransport, RankTransport];
       await c.close();
-      const left = async (t: RankTransport) => {
-        for (;;) {
-          try {
-            await t.send(2, FrameType.DATA, 0, new Uint8Array(0));
-          } catch (e) {
-            return e as PlexusError;
-          }
-          await new Promise((r) => setTimeout(r, 10));
-        }
-      };
+      const left = (t: RankTransport) =>
+        until(
+          () =>
+            t.send(2, FrameType.DATA, 0, new Uint8Array(0)).then(
+              () => undefined,
+              (e: unknown) => e as PlexusError,
+            ),
+          { what: 'a send to the closed rank to be refused', intervalMs: 10 },
+        );
       for (const t of [a, b]) {
         const e = await left(t);
         expect([e.code, e.details.peer]).toEqual(['PLX_SPERLI_CLOSED', 2]);
