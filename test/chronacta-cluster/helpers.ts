@@ -1,26 +1,24 @@
 /** What the `serve --cluster` process tests share: free ports, polling, and running the CLI. */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { freePort } from '../helpers/ports.js';
+import { runPlexus, startPlexus } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const MAIN = join(ROOT, 'dist/cli/main.js');
-const execFileP = promisify(execFile);
 
 /** A loopback port free at the moment of asking, below the ephemeral range (test/helpers/ports.ts). */
 export { freePort };
 
 /** Runs `plexus chronacta ...args`; resolves with its exit code and output (never rejects). */
 export async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return execFileP(process.execPath, [MAIN, 'chronacta', ...args]).then(
-    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
-    (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
-  );
+  const r = await runPlexus(['chronacta', ...args]);
+  // A process ended by a signal has no exit code: null, as the caller has always been given.
+  return { code: r.code as number, stdout: r.stdout, stderr: r.stderr };
 }
 
 /**
@@ -87,9 +85,10 @@ export function isRunning(child: ChildProcess): boolean {
 
 /**
  * Starts `node dist/cli/main.js chronacta serve --cluster --data DIR --metrics-port 0 ...flags`
- * and resolves once it prints its "serving" line. The child is added to `spawned` (so the
- * caller can stop whatever is left by PID); one that does not start is SIGKILLed by its PID and
- * the error carries its output.
+ * through the shared `startPlexus` (tracked by PID; `stopStarted()` stops whatever is left) and
+ * resolves once it prints its "serving" line. The child is added to `spawned` (so the caller can
+ * stop it by PID); one that does not start is SIGKILLed by its PID and the error carries its
+ * output.
  */
 export async function spawnServe(
   id: number,
@@ -97,32 +96,19 @@ export async function spawnServe(
   flags: readonly string[] = [],
   spawned?: { add(child: ChildProcess): unknown },
 ): Promise<{ child: ChildProcess; address: string; metrics: string; output(): string }> {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--cluster', '--data', dataDir, '--metrics-port', '0', ...flags],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const started = startPlexus(['chronacta', 'serve', '--cluster', '--data', dataDir, '--metrics-port', '0', ...flags]);
+  const { child } = started;
   spawned?.add(child);
-  const out: string[] = [];
-  const err: string[] = [];
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => out.push(d));
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => err.push(d));
-  const output = () => `${out.join('')}${err.join('')}`;
+  const output = () => `${started.stdout()}${started.stderr()}`;
   try {
-    const line = await until(
-      async () => {
-        if (child.exitCode !== null) throw new Error(`member ${id} exited with ${child.exitCode}`);
-        const l = out
-          .join('')
-          .split('\n')
-          .find((x) => x.includes('"serving"'));
-        return l ? (JSON.parse(l) as { address: string; metrics: string }) : undefined;
-      },
-      { timeoutMs: 20_000, what: `member ${id} serving`, intervalMs: 25 },
-    );
-    return { child, address: line.address, metrics: line.metrics, output };
+    const line = await started.line((x) => x.includes('"serving"'), {
+      timeoutMs: 20_000,
+      what: `member ${id} serving`,
+    });
+    const { address, metrics } = JSON.parse(line) as { address: string; metrics: string };
+    return { child, address, metrics, output };
   } catch (e) {
-    if (child.pid !== undefined && isRunning(child)) process.kill(child.pid, 'SIGKILL');
+    if (started.running()) process.kill(started.pid, 'SIGKILL');
     throw new Error(`member ${id} did not start: ${(e as Error).message}: ${output()}`);
   }
 }

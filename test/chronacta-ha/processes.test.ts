@@ -5,17 +5,18 @@
  * position, the new leader goes on, and the killed member, restarted on its files, catches up
  * with everything exactly once. Build first: npx tsc -p tsconfig.build.json.
  */
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { ROOT } from '../helpers/paths.js';
+import { type Started, startNode, stopStarted } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
-import { sleep } from './helpers.js';
 
 const MODULE = resolve(ROOT, 'dist/chronacta/cluster-log.js');
 const FIXTURE = resolve(ROOT, 'test/chronacta-ha/fixtures/member.mjs');
@@ -33,23 +34,18 @@ class Member {
   exited = false;
   private constructor(
     readonly id: number,
-    readonly proc: ChildProcessWithoutNullStreams,
+    readonly started: Started,
   ) {}
 
+  get proc(): ChildProcess {
+    return this.started.child;
+  }
+
   static async spawn(id: number, dir: string, n: number, port: number): Promise<Member> {
-    const proc = spawn(
-      process.execPath,
-      [FIXTURE, pathToFileURL(MODULE).href, String(id), dir, String(n), String(port)],
-      {
-        stdio: ['pipe', 'pipe', 'pipe'],
-      },
-    );
-    const m = new Member(id, proc);
-    let stderr = '';
-    proc.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    proc.stdin.on('error', () => undefined); // a killed member: its pending requests are answered below
+    const started = startNode(FIXTURE, [pathToFileURL(MODULE).href, String(id), dir, String(n), String(port)]);
+    const m = new Member(id, started);
+    const proc = started.child;
+    // A killed member: its pending requests are answered below (startNode ignores stdin errors).
     proc.on('exit', () => {
       m.exited = true;
       for (const w of m.waiting.values())
@@ -57,8 +53,8 @@ class Member {
       m.waiting.clear();
     });
     const ready = new Promise<void>((res, rej) => {
-      proc.once('exit', (code) => rej(new Error(`member ${id} exited (${code}): ${stderr}`)));
-      createInterface({ input: proc.stdout }).on('line', (line) => {
+      proc.once('exit', (code) => rej(new Error(`member ${id} exited (${code}): ${started.stderr()}`)));
+      createInterface({ input: proc.stdout as Readable }).on('line', (line) => {
         const a = JSON.parse(line) as Answer & { port?: number };
         if (a.port !== undefined && a.req === undefined) {
           m.port = a.port;
@@ -78,7 +74,7 @@ class Member {
     if (this.exited) return Promise.resolve({ req, error: { code: 'EXITED', message: 'member exited', details: {} } });
     return new Promise((res) => {
       this.waiting.set(req, res);
-      this.proc.stdin.write(`${JSON.stringify({ op, req, ...extra })}\n`);
+      this.proc.stdin?.write(`${JSON.stringify({ op, req, ...extra })}\n`);
     });
   }
 
@@ -96,20 +92,17 @@ class Member {
     return (await this.ask('read')).ok as string[];
   }
 
-  kill(): Promise<void> {
-    if (this.exited) return Promise.resolve();
-    return new Promise((res) => {
-      this.proc.once('exit', () => res());
-      process.kill(this.proc.pid as number, 'SIGKILL');
-    });
+  /** SIGKILL by its PID; resolves once it has exited. */
+  async kill(): Promise<void> {
+    await this.started.stop('SIGKILL');
   }
 
+  /** Closes its stdin (it ends by itself), SIGKILL by PID after 5 s. */
   async stop(): Promise<void> {
-    if (this.exited) return;
-    const gone = new Promise<void>((res) => this.proc.once('exit', () => res()));
-    this.proc.stdin.end();
-    const t = setTimeout(() => process.kill(this.proc.pid as number, 'SIGKILL'), 5000);
-    await gone;
+    if (!this.started.running()) return;
+    this.proc.stdin?.end();
+    const t = setTimeout(() => this.started.stop('SIGKILL'), 5000);
+    await this.started.exited;
     clearTimeout(t);
   }
 }
@@ -117,18 +110,19 @@ class Member {
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
+  await stopStarted();
 });
 
 async function leaderAmong(members: Member[], ms = 10_000): Promise<Member> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const live = members.filter((m) => !m.exited);
-    const st = await Promise.all(live.map((m) => m.status()));
-    const ls = live.filter((_, i) => st[i]?.acceptingWrites);
-    if (ls.length === 1) return ls[0] as Member;
-    if (Date.now() > end) throw new Error('no leader');
-    await sleep(30);
-  }
+  return until(
+    async () => {
+      const live = members.filter((m) => !m.exited);
+      const st = await Promise.all(live.map((m) => m.status()));
+      const ls = live.filter((_, i) => st[i]?.acceptingWrites);
+      return ls.length === 1 && (ls[0] as Member);
+    },
+    { timeoutMs: ms, what: 'one leader', intervalMs: 30 },
+  );
 }
 
 describe.skipIf(!existsSync(MODULE))('replicated log: members as processes (build dist first)', () => {
@@ -174,11 +168,9 @@ describe.skipIf(!existsSync(MODULE))('replicated log: members as processes (buil
     // Every acknowledged append is on both survivors at the position it was acknowledged with.
     const target = (await second.status()).lastPosition;
     for (const m of rest) {
-      const end = Date.now() + 10_000;
-      while ((await m.status()).lastPosition !== target) {
-        if (Date.now() > end) throw new Error(`member ${m.id} did not apply the new leader's entry`);
-        await sleep(20);
-      }
+      await until(async () => (await m.status()).lastPosition === target, {
+        what: `member ${m.id} to apply the new leader's entry`,
+      });
     }
     const reads = await Promise.all(rest.map((m) => m.read()));
     expect(reads[1]).toEqual(reads[0]);
@@ -194,11 +186,9 @@ describe.skipIf(!existsSync(MODULE))('replicated log: members as processes (buil
     members[leader.id - 1] = back;
     await wire(back);
     const last = (await second.status()).lastPosition;
-    const end = Date.now() + 10_000;
-    while ((await back.status()).lastPosition !== last) {
-      if (Date.now() > end) throw new Error('the restarted member did not catch up');
-      await sleep(30);
-    }
+    await until(async () => (await back.status()).lastPosition === last, {
+      what: 'the restarted member to catch up',
+    });
     expect(await back.read()).toEqual(await second.read());
     expect((await back.status()).role).toBe('follower');
   });

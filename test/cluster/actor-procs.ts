@@ -1,5 +1,5 @@
 /** Cluster nodes as real processes (`plexus cluster node --control` from dist/) for tests. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +8,8 @@ import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/his
 import { initCluster } from '../../ts/cluster/init.js';
 import { openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { freePorts } from '../helpers/ports.js';
+import { type Started, startNode, stopStarted } from '../helpers/processes.js';
+import { until } from '../helpers/until.js';
 
 export const CLI = fileURLToPath(new URL('./fixtures/cluster-cli.mjs', import.meta.url));
 
@@ -16,12 +18,15 @@ export { freePorts };
 // biome-ignore lint/suspicious/noExplicitAny: JSON lines
 export type Line = Record<string, any>;
 
+/**
+ * A cluster node started through the shared `startNode` (tracked by PID, stopped by
+ * `stopStarted()` whatever the test did), with its JSON control lines parsed as they come.
+ */
 export class NodeProc {
-  readonly child: ChildProcess;
+  readonly proc: Started;
   readonly lines: Line[] = [];
   private q = 0;
   private waiters: { pred: (l: Line) => boolean; resolve: (l: Line) => void }[] = [];
-  stderr = '';
   exited?: number | null;
   readonly exit: Promise<number | null>;
 
@@ -29,11 +34,9 @@ export class NodeProc {
     readonly id: string,
     readonly config: string,
   ) {
-    this.child = spawn(process.execPath, [CLI, 'node', '--config', config, '--control'], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    this.proc = startNode(CLI, ['node', '--config', config, '--control']);
     let buf = '';
-    this.child.stdout?.on('data', (d: Buffer) => {
+    this.child.stdout?.on('data', (d: string | Buffer) => {
       buf += d.toString();
       for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
         const text = buf.slice(0, i);
@@ -52,15 +55,18 @@ export class NodeProc {
         });
       }
     });
-    this.child.stderr?.on('data', (d: Buffer) => {
-      this.stderr += d.toString();
+    this.exit = this.proc.exited.then(({ code }) => {
+      this.exited = code;
+      return code;
     });
-    this.exit = new Promise((r) =>
-      this.child.on('exit', (code) => {
-        this.exited = code;
-        r(code);
-      }),
-    );
+  }
+
+  get child(): ChildProcess {
+    return this.proc.child;
+  }
+
+  get stderr(): string {
+    return this.proc.stderr();
   }
 
   wait(pred: (l: Line) => boolean, what: string, ms = 15_000): Promise<Line> {
@@ -94,17 +100,16 @@ export class NodeProc {
     return q;
   }
 
+  /** Sends `sig` to its PID while it runs (SIGSTOP, SIGCONT, SIGKILL, ...). */
   signal(sig: NodeJS.Signals): void {
-    if (this.exited === undefined && this.child.pid !== undefined) process.kill(this.child.pid, sig);
+    if (this.proc.running()) process.kill(this.proc.pid, sig);
   }
 
+  /** Resumes it if stopped, then SIGTERM, SIGKILL after 30 s; resolves once it has exited. */
   async stop(): Promise<void> {
-    if (this.exited !== undefined) return;
     this.signal('SIGCONT');
-    this.signal('SIGTERM');
-    const t = setTimeout(() => this.signal('SIGKILL'), 30_000);
+    await this.proc.stop('SIGTERM', 30_000);
     await this.exit;
-    clearTimeout(t);
   }
 }
 
@@ -127,6 +132,7 @@ export class ProcRun {
 
   async cleanup(): Promise<void> {
     for (const p of this.procs) await p.stop();
+    await stopStarted();
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 }
@@ -155,14 +161,15 @@ export async function initProcCluster(
   });
 }
 
-/** `p`'s status once it lists a lease of every one of `shards` shards (or after `tries` polls 50 ms apart). */
-export async function statusWithAllLeases(p: NodeProc, shards: number, tries = 100): Promise<Line> {
-  let st: Line = await p.cmd({ cmd: 'status' });
-  for (let i = 0; st.leases.length < shards && i < tries; i++) {
-    await sleep(50);
-    st = await p.cmd({ cmd: 'status' });
-  }
-  return st;
+/** `p`'s status once it lists a lease of every one of `shards` shards; fails after `timeoutMs`. */
+export async function statusWithAllLeases(p: NodeProc, shards: number, timeoutMs = 10_000): Promise<Line> {
+  return until(
+    async () => {
+      const st: Line = await p.cmd({ cmd: 'status' });
+      return st.leases.length >= shards && st;
+    },
+    { timeoutMs, what: `a status of node ${p.id} with a lease of each of ${shards} shards` },
+  );
 }
 
 /**

@@ -18,6 +18,7 @@ import { shardOf } from '../../ts/core/index.js';
 import { openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { shardDir } from '../../ts/runtime/log-journal.js';
 import { openLog } from '../../ts/storage/index.js';
+import { until } from '../helpers/until.js';
 import { CLI, dataDirOf, freePorts, type Line, NodeProc, patchConfig } from './actor-procs.js';
 
 const run = promisify(execFile);
@@ -68,10 +69,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       const [a, b, c] = procs as [NodeProc, NodeProc, NodeProc];
       for (const p of procs) await p.wait((l) => l.ev === 'held' && l.held.length > 0, 'leases');
       let view = owners(await status(a));
-      for (let i = 0; view.size < SHARDS && i < 100; i++) {
-        await sleep(50);
-        view = owners(await status(a));
-      }
+      await until(
+        async () => {
+          view = owners(await status(a));
+          return view.size === SHARDS;
+        },
+        { what: `a lease of every one of the ${SHARDS} shards` },
+      );
       expect(view.size).toBe(SHARDS);
       const ownedBy = (n: string) => [...view].filter(([, o]) => o.owner === n).map(([s]) => s);
       for (const n of ['a', 'b', 'c']) expect(ownedBy(n).length).toBeGreaterThan(0);
@@ -107,12 +111,9 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
         event: 'relay',
         data: { to: counterB, event: 'inc', data: { reply: true } },
       });
-      for (let i = 0; ; i++) {
-        const r = await a.cmd({ cmd: 'ask', target: relayC, event: 'report' });
-        if (r.data?.got?.counted === 1) break;
-        if (i > 100) throw new Error('no reply reached the relay');
-        await sleep(30);
-      }
+      await until(async () => (await a.cmd({ cmd: 'ask', target: relayC, event: 'report' })).data?.got?.counted === 1, {
+        what: 'the reply at the relay',
+      });
 
       // 2. a stale route on a (shard of b -> c): c forwards, and a's table learns b
       const sB = ownedBy('b')[1] ?? ownedBy('b')[0]!;
@@ -121,12 +122,9 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       expect((await a.cmd({ cmd: 'send', target: fwdTarget, event: 'inc', id: 'fwd-1' })).result).toBe('processed');
       acked.set('fwd-1', fwdTarget);
       expect((await status(c)).stats.forwarded).toBeGreaterThanOrEqual(1);
-      for (let i = 0; ; i++) {
-        const r = (await status(a)).redirects.find((x: Line) => x.shard === sB);
-        if (r?.owner === 'b') break;
-        if (i > 100) throw new Error('the redirect did not reach a');
-        await sleep(20);
-      }
+      await until(async () => (await status(a)).redirects.find((x: Line) => x.shard === sB)?.owner === 'b', {
+        what: 'the redirect to b at a',
+      });
 
       // 3. a stale route on a (shard of c -> b): b may not forward (hop limit 0), a's actor gets error.communication
       const sC = ownedBy('c')[0]!;
@@ -139,11 +137,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
         data: { to: iriIn('vt:counter/h', sC), event: 'inc', id: 'hop' },
       });
       let errors: Line[] = [];
-      for (let i = 0; errors.length === 0; i++) {
-        errors = (await a.cmd({ cmd: 'ask', target: relayA, event: 'report' })).data.errors;
-        if (i > 100) throw new Error('no error.communication for the hop limit');
-        await sleep(30);
-      }
+      errors = await until(
+        async () => {
+          const e: Line[] = (await a.cmd({ cmd: 'ask', target: relayA, event: 'report' })).data.errors;
+          return e.length > 0 && e;
+        },
+        { what: 'error.communication for the hop limit' },
+      );
       expect(errors[0]).toMatchObject({ code: 'PLX_CLUSTER_HOP_LIMIT', sendid: 'hop' });
 
       // 4. c paused: a's send to c's shard fails after a's 800 ms deadline, before c's lease ends
@@ -157,11 +157,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
         event: 'relay',
         data: { to: iriIn('vt:counter/late', sC2), event: 'inc', id: 'late' },
       });
-      for (let i = 0; errors.length < 2; i++) {
-        errors = (await a.cmd({ cmd: 'ask', target: relayA, event: 'report' })).data.errors;
-        if (i > 200) throw new Error('no error.communication for the deadline');
-        await sleep(20);
-      }
+      errors = await until(
+        async () => {
+          const e: Line[] = (await a.cmd({ cmd: 'ask', target: relayA, event: 'report' })).data.errors;
+          return e.length >= 2 && e;
+        },
+        { what: 'error.communication for the deadline' },
+      );
       expect(Date.now() - t0).toBeGreaterThanOrEqual(700);
       expect(errors[1]).toMatchObject({ code: 'PLX_CLUSTER_DEADLINE', sendid: 'late' });
       c.signal('SIGCONT');
@@ -176,12 +178,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       acked.set('before', actor);
       b.signal('SIGSTOP');
       let moved: { owner: string; epoch: string } | undefined;
-      for (let i = 0; ; i++) {
-        moved = owners(await status(a)).get(sF);
-        if (moved !== undefined && moved.owner !== 'b' && BigInt(moved.epoch) > e1) break;
-        if (i > 300) throw new Error('the shard did not move');
-        await sleep(30);
-      }
+      await until(
+        async () => {
+          moved = owners(await status(a)).get(sF);
+          return moved !== undefined && moved.owner !== 'b' && BigInt(moved.epoch) > e1;
+        },
+        { timeoutMs: 20_000, what: 'the shard to move off b with a higher epoch' },
+      );
       expect((await a.cmd({ cmd: 'send', target: actor, event: 'ping', id: 'after' })).result).toBe('processed');
       acked.set('after', actor);
       // Several stale sends are queued while b is stopped; b takes them before any heartbeat
@@ -290,13 +293,11 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
           if (shard(heldTarget) === eShard) break;
         }
         e5.signal('SIGSTOP');
-        for (let i = 0; ; i++) {
-          const s5 = await a5.cmd({ cmd: 'status' });
-          if (!s5.leases.some((l: Line) => l.shard === eShard)) break;
-          if (i > 200) throw new Error("e's lease did not expire");
-          await sleep(30);
-        }
+        await until(async () => !(await a5.cmd({ cmd: 'status' })).leases.some((l: Line) => l.shard === eShard), {
+          what: "e's lease to expire",
+        });
         const qHeld = a5.queue({ cmd: 'send', target: heldTarget, event: 'inc', id: 'held-1' });
+        // Nothing later shows that the held message was not delivered: the wait is the proof.
         await sleep(1200);
         expect(a5.lines.some((l) => l.q === qHeld)).toBe(false);
         expect((await a5.cmd({ cmd: 'status' })).leases.some((l: Line) => l.shard === eShard)).toBe(false);

@@ -49,7 +49,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       const b = start('b', files.get('b')!);
       const c = start('c', files.get('c')!);
       for (const p of [a, b, c]) await p.wait((l) => l.ev === 'held' && l.held.length > 0, 'leases', 30_000);
-      const before = leasesOf(await statusWithAllLeases(a, SHARDS, 400));
+      const before = leasesOf(await statusWithAllLeases(a, SHARDS, 30_000));
       expect(before.size).toBe(SHARDS);
       const ofB = [...before].filter(([, l]) => l.owner === 'b').map(([s]) => s);
       expect(ofB.length).toBeGreaterThan(0);
@@ -90,7 +90,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       // b returns and takes its shards back, above every epoch so far, with its journal.
       const b2 = start('b', files.get('b')!);
       await b2.wait((l) => l.ev === 'joined', 'b again', 30_000);
-      const after = leasesOf(await statusWithAllLeases(a2, SHARDS, 600));
+      const after = leasesOf(await statusWithAllLeases(a2, SHARDS, 40_000));
       expect(after.size).toBe(SHARDS);
       let maxSeen = maxBefore;
       for (const l of seen.values()) if (l.epoch > maxSeen) maxSeen = l.epoch;

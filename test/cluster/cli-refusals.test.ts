@@ -4,7 +4,6 @@
  * PLX_* code on standard error and no stack trace, and ends by itself; `init` over an existing
  * cluster changes no file. Needs `npm run build` first.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -12,33 +11,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openJournal } from '../../ts/runtime/log-journal.js';
-import { ROOT } from '../helpers/paths.js';
 import { freePorts } from '../helpers/ports.js';
+import { built, type Ran, runPlexus, stopStarted } from '../helpers/processes.js';
+import { expectCommandRefusal } from '../helpers/refusal.js';
 import { NodeProc } from './actor-procs.js';
 
-const BIN = join(ROOT, 'dist/cli/main.js');
 // biome-ignore lint/suspicious/noExplicitAny: JSON
 type Json = Record<string, any>;
 
-function plexus(...args: string[]) {
-  return spawnSync(process.execPath, [BIN, 'cluster', ...args], { encoding: 'utf8', timeout: 30_000 });
+/** `plexus cluster ...args` run to its end (SIGKILLed, so shown as not ending by itself, after 30 s). */
+async function plexus(...args: string[]): Promise<Run> {
+  const r = await runPlexus(['cluster', ...args], { timeoutMs: 30_000 });
+  return { ...r, status: r.code };
 }
-
-/** Refused with `status`, `code` on stderr, no stack trace, and the process ended by itself. */
-function refused(r: ReturnType<typeof plexus>, code: string, status = 1): void {
-  const what = `stdout: ${r.stdout}\nstderr: ${r.stderr}`;
-  expect(r.signal, `killed by the test's timeout: it did not end by itself\n${what}`).toBeNull();
-  expect(r.status, what).toBe(status);
-  expect(r.stderr, what).toContain(code);
-  expect(r.stderr, what).not.toMatch(/^ {4}at /m);
-  expect(r.stderr, what).not.toContain('unexpected failure');
-}
+type Run = Ran & { readonly status: number | null };
 
 let tmp = '';
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'plexus-cluster-cli-'));
 });
 afterAll(async () => {
+  await stopStarted();
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
@@ -56,23 +49,26 @@ function snapshot(dir: string): Map<string, string> {
   return out;
 }
 
-describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code', { timeout: 240_000 }, () => {
+describe.skipIf(!built)('plexus cluster refuses bad input with a code', { timeout: 240_000 }, () => {
   it('init over an existing cluster is refused and changes nothing; --force replaces it', async () => {
     const dir = join(tmp, 'existing');
     const [port] = await freePorts(1);
     const args = ['init', '--dir', dir, '--id', 'c1', '--shards', '8', '--nodes', 'a,b', '--base-port', String(port)];
-    expect(plexus(...args).status).toBe(0);
+    expect((await plexus(...args)).status).toBe(0);
     const before = snapshot(dir);
     expect([...before.keys()]).toEqual(
       expect.arrayContaining(['/ca-key.pem', '/ca.pem', '/cluster.meta', '/nodes/a/cert.pem', '/nodes/b/key.pem']),
     );
-    const again = plexus(...args);
-    refused(again, 'PLX_CLUSTER_EXISTS');
+    const again = await plexus(...args);
+    expectCommandRefusal(again, 'PLX_CLUSTER_EXISTS');
     expect(again.stderr).toContain('--force');
-    refused(plexus('init', '--dir', dir, '--id', 'c2', '--shards', '16', '--nodes', 'x'), 'PLX_CLUSTER_EXISTS');
+    expectCommandRefusal(
+      await plexus('init', '--dir', dir, '--id', 'c2', '--shards', '16', '--nodes', 'x'),
+      'PLX_CLUSTER_EXISTS',
+    );
     expect(snapshot(dir)).toEqual(before);
 
-    const forced = plexus(...args, '--force');
+    const forced = await plexus(...args, '--force');
     expect(forced.status, forced.stderr).toBe(0);
     const after = snapshot(dir);
     for (const f of ['/ca-key.pem', '/ca.pem', '/nodes/a/cert.pem', '/nodes/a/key.pem', '/nodes/b/cert.pem']) {
@@ -80,34 +76,37 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
     }
   });
 
-  it('init refuses ports outside 1..65535, bad directories, and writes nothing', () => {
+  it('init refuses ports outside 1..65535, bad directories, and writes nothing', async () => {
     const dir = join(tmp, 'ports');
     const base = ['init', '--dir', dir, '--id', 'c1', '--shards', '8', '--nodes', 'a,b'];
     // Two nodes from 65535 would run to 65536.
     for (const p of ['70000', '0', '65535']) {
-      const r = plexus(...base, '--base-port', p);
-      refused(r, 'see plexus cluster --help', 2);
+      const r = await plexus(...base, '--base-port', p);
+      expectCommandRefusal(r, 'see plexus cluster --help', 2);
       expect(r.stderr).toContain('--base-port takes 1 to 65534 for 2 nodes');
     }
-    refused(plexus(...base, '--base-port', '-1'), 'see plexus cluster --help', 2);
+    expectCommandRefusal(await plexus(...base, '--base-port', '-1'), 'see plexus cluster --help', 2);
     expect(existsSync(dir)).toBe(false);
     const file = join(tmp, 'a-file');
     writeFileSync(file, 'x');
-    refused(plexus('init', '--dir', file, '--id', 'c1', '--shards', '8', '--nodes', 'a'), 'PLX_CLUSTER_BAD_PATH');
-    refused(
-      plexus('init', '--dir', join(file, 'sub'), '--id', 'c1', '--shards', '8', '--nodes', 'a'),
+    expectCommandRefusal(
+      await plexus('init', '--dir', file, '--id', 'c1', '--shards', '8', '--nodes', 'a'),
+      'PLX_CLUSTER_BAD_PATH',
+    );
+    expectCommandRefusal(
+      await plexus('init', '--dir', join(file, 'sub'), '--id', 'c1', '--shards', '8', '--nodes', 'a'),
       'PLX_CLUSTER_BAD_PATH',
     );
     if (existsSync('/proc/self')) {
       // mkdir -p under /proc loops forever in Node's recursive mkdir.
-      refused(
-        plexus('init', '--dir', '/proc/nope/c', '--id', 'c1', '--shards', '8', '--nodes', 'a'),
+      expectCommandRefusal(
+        await plexus('init', '--dir', '/proc/nope/c', '--id', 'c1', '--shards', '8', '--nodes', 'a'),
         'PLX_CLUSTER_BAD_PATH',
       );
     }
-    refused(plexus(...base, '--shards', '3'), 'PLX_CLUSTER_BAD_META');
-    refused(plexus(...base.slice(0, -1), 'a,a'), 'PLX_CLUSTER_BAD_CONFIG');
-    refused(plexus('init', '--dir', dir), 'see plexus cluster --help', 2);
+    expectCommandRefusal(await plexus(...base, '--shards', '3'), 'PLX_CLUSTER_BAD_META');
+    expectCommandRefusal(await plexus(...base.slice(0, -1), 'a,a'), 'PLX_CLUSTER_BAD_CONFIG');
+    expectCommandRefusal(await plexus('init', '--dir', dir), 'see plexus cluster --help', 2);
   });
 
   describe('node refuses a bad config before it listens, and exits', () => {
@@ -120,12 +119,12 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
       writeFileSync(f, JSON.stringify(c, null, 2));
       return f;
     };
-    const node = (file: string) => plexus('node', '--config', file);
+    const node = (file: string): Promise<Run> => plexus('node', '--config', file);
 
     beforeAll(async () => {
       dir = join(tmp, 'nodes');
       const ports = await freePorts(1);
-      const r = plexus(
+      const r = await plexus(
         'init',
         '--dir',
         dir,
@@ -142,17 +141,17 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
       good = JSON.parse(readFileSync(join(dir, 'nodes', 'a', 'node.json'), 'utf8')) as Json;
     });
 
-    it('a missing TLS certificate, key or CA names the file', () => {
+    it('a missing TLS certificate, key or CA names the file', async () => {
       for (const field of ['cert', 'key', 'ca']) {
-        const r = node(variant(`tls-${field}`, (c) => (c.tls[field] = `missing-${field}.pem`)));
-        refused(r, 'PLX_CLUSTER_BAD_PATH');
+        const r = await node(variant(`tls-${field}`, (c) => (c.tls[field] = `missing-${field}.pem`)));
+        expectCommandRefusal(r, 'PLX_CLUSTER_BAD_PATH');
         expect(r.stderr).toContain(`missing-${field}.pem`);
         expect(r.stderr).toContain(`tls.${field}`);
       }
       expect(existsSync(join(dir, 'nodes', 'a', 'data'))).toBe(false);
     });
 
-    it('TLS material that does not fit: a key of another certificate, a certificate of another node or CA', () => {
+    it('TLS material that does not fit: a key of another certificate, a certificate of another node or CA', async () => {
       const cases: [string, (c: Json) => void, string][] = [
         ['key-not-key', (c) => (c.tls.key = 'cert.pem'), 'tls.key'],
         ['key-mismatch', (c) => (c.tls.key = '../b/key.pem'), 'tls.key'],
@@ -167,8 +166,8 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
         ['other-ca', (c) => (c.tls.ca = 'cert.pem'), 'is not signed by the CA'],
       ];
       for (const [name, change, says] of cases) {
-        const r = node(variant(name, change));
-        refused(r, 'PLX_CLUSTER_BAD_TLS');
+        const r = await node(variant(name, change));
+        expectCommandRefusal(r, 'PLX_CLUSTER_BAD_TLS');
         expect(r.stderr, name).toContain(says);
       }
     });
@@ -178,14 +177,17 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
       const holder = createServer();
       await new Promise<void>((res) => holder.listen(port, '127.0.0.1', () => res()));
       try {
-        const r = node(variant('taken', () => {}));
-        refused(r, 'PLX_CLUSTER_LISTEN');
+        const r = await node(variant('taken', () => {}));
+        expectCommandRefusal(r, 'PLX_CLUSTER_LISTEN');
         expect(r.stderr).toContain('the port is taken');
       } finally {
         await new Promise((res) => holder.close(res));
       }
       // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never this machine's.
-      refused(node(variant('foreign', (c) => (c.members[0].address = `192.0.2.1:${port}`))), 'PLX_CLUSTER_LISTEN');
+      expectCommandRefusal(
+        await node(variant('foreign', (c) => (c.members[0].address = `192.0.2.1:${port}`))),
+        'PLX_CLUSTER_LISTEN',
+      );
     });
 
     it('a running node answers bad control commands with an error line and keeps running', async () => {
@@ -205,7 +207,7 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
       expect(p.stderr).not.toMatch(/^ {4}at /m);
     });
 
-    it('the schema: unknown keys, bad values, duplicate ids, bad ports, names not in members', () => {
+    it('the schema: unknown keys, bad values, duplicate ids, bad ports, names not in members', async () => {
       const cases: [string, (c: Json) => void, string][] = [
         ['journal', (c) => (c.journal = 'bogus'), 'journal must be one of'],
         ['unknown', (c) => (c.bogus = 1), 'bogus is not a known key'],
@@ -223,28 +225,31 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
         ['rate', (c) => (c.leaseClockRate = 0), 'leaseClockRate must be a number above 0'],
       ];
       for (const [name, change, says] of cases) {
-        const r = node(variant(name, change));
-        refused(r, 'PLX_CLUSTER_BAD_CONFIG');
+        const r = await node(variant(name, change));
+        expectCommandRefusal(r, 'PLX_CLUSTER_BAD_CONFIG');
         expect(r.stderr, name).toContain(says);
       }
     });
 
-    it('a meta that disagrees with cluster.meta, or a replication factor above 1', () => {
-      const r = node(variant('shards', (c) => (c.meta.shardCount = 16)));
-      refused(r, 'PLX_CLUSTER_META_MISMATCH');
+    it('a meta that disagrees with cluster.meta, or a replication factor above 1', async () => {
+      const r = await node(variant('shards', (c) => (c.meta.shardCount = 16)));
+      expectCommandRefusal(r, 'PLX_CLUSTER_META_MISMATCH');
       expect(r.stderr).toContain('meta.shardCount');
-      refused(node(variant('rf', (c) => (c.meta.replicationFactor = 2))), 'PLX_CLUSTER_REPLICATION_UNSUPPORTED');
+      expectCommandRefusal(
+        await node(variant('rf', (c) => (c.meta.replicationFactor = 2))),
+        'PLX_CLUSTER_REPLICATION_UNSUPPORTED',
+      );
       // Without the clusterMeta key, the data directory's own cluster.meta decides.
       const dataDir = join(dir, 'nodes', 'a', 'data-meta');
       mkdirSync(dataDir);
       writeFileSync(join(dataDir, 'cluster.meta'), JSON.stringify({ ...good.meta, shardCount: 4 }));
-      const d = node(
+      const d = await node(
         variant('data-meta', (c) => {
           delete c.clusterMeta;
           c.dataDir = 'data-meta';
         }),
       );
-      refused(d, 'PLX_CLUSTER_META_MISMATCH');
+      expectCommandRefusal(d, 'PLX_CLUSTER_META_MISMATCH');
     });
 
     it('a journal of another shard count ends the process with the code', async () => {
@@ -252,42 +257,42 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
       mkdirSync(journalDir, { recursive: true });
       const j = await openJournal(journalDir, { shardCount: 4 });
       await j.close();
-      const r = node(
+      const r = await node(
         variant('layout', (c) => {
           c.dataDir = 'data-layout';
         }),
       );
-      refused(r, 'PLX_JOURNAL_LAYOUT');
+      expectCommandRefusal(r, 'PLX_JOURNAL_LAYOUT');
     });
 
-    it('a damaged authority state ends the process with the code', () => {
+    it('a damaged authority state ends the process with the code', async () => {
       const dataDir = join(dir, 'nodes', 'a', 'data-state');
       mkdirSync(dataDir);
       writeFileSync(join(dataDir, 'authority.state'), '{"format":"plexus-authority-state"}\nsha256 00\n');
-      const r = node(variant('state', (c) => (c.dataDir = 'data-state')));
-      refused(r, 'PLX_CLUSTER_AUTHORITY_STATE');
+      const r = await node(variant('state', (c) => (c.dataDir = 'data-state')));
+      expectCommandRefusal(r, 'PLX_CLUSTER_AUTHORITY_STATE');
       expect(r.stderr).toContain('authority.state');
     });
 
-    it('a config that is missing, a directory or not JSON', () => {
-      refused(node(join(dir, 'none.json')), 'PLX_CLUSTER_BAD_PATH');
-      refused(node(dir), 'PLX_CLUSTER_BAD_PATH');
+    it('a config that is missing, a directory or not JSON', async () => {
+      expectCommandRefusal(await node(join(dir, 'none.json')), 'PLX_CLUSTER_BAD_PATH');
+      expectCommandRefusal(await node(dir), 'PLX_CLUSTER_BAD_PATH');
       const f = join(dir, 'not-json.json');
       writeFileSync(f, '{"meta":');
-      refused(node(f), 'PLX_CLUSTER_BAD_CONFIG');
-      refused(plexus('node'), 'see plexus cluster --help', 2);
+      expectCommandRefusal(await node(f), 'PLX_CLUSTER_BAD_CONFIG');
+      expectCommandRefusal(await plexus('node'), 'see plexus cluster --help', 2);
     });
 
-    it('status: the same config checks, and an authority that does not answer', () => {
-      const r = plexus(
+    it('status: the same config checks, and an authority that does not answer', async () => {
+      const r = await plexus(
         'status',
         '--config',
         variant('status-tls', (c) => (c.tls.ca = 'nope.pem')),
       );
-      refused(r, 'PLX_CLUSTER_BAD_PATH');
+      expectCommandRefusal(r, 'PLX_CLUSTER_BAD_PATH');
       expect(r.stderr).toContain('nope.pem');
-      refused(
-        plexus(
+      expectCommandRefusal(
+        await plexus(
           'status',
           '--config',
           variant('status-bad', (c) => (c.journal = 'x')),
@@ -295,36 +300,36 @@ describe.skipIf(!existsSync(BIN))('plexus cluster refuses bad input with a code'
         'PLX_CLUSTER_BAD_CONFIG',
       );
       // Nobody runs the authority: a coded failure, not a stack trace.
-      refused(plexus('status', '--config', join(dir, 'nodes', 'b', 'node.json')), 'PLX_');
+      expectCommandRefusal(await plexus('status', '--config', join(dir, 'nodes', 'b', 'node.json')), 'PLX_');
     });
   });
 
-  it('dead-letters of a directory that is not there creates nothing', () => {
+  it('dead-letters of a directory that is not there creates nothing', async () => {
     const missing = join(tmp, 'no-such-node', 'data');
-    const r = plexus('dead-letters', missing);
-    refused(r, 'PLX_CLUSTER_BAD_PATH');
+    const r = await plexus('dead-letters', missing);
+    expectCommandRefusal(r, 'PLX_CLUSTER_BAD_PATH');
     expect(r.stdout).not.toContain('count');
     expect(existsSync(join(tmp, 'no-such-node'))).toBe(false);
     const file = join(tmp, 'dead-file');
     writeFileSync(file, 'x');
-    refused(plexus('dead-letters', file), 'PLX_CLUSTER_BAD_PATH');
+    expectCommandRefusal(await plexus('dead-letters', file), 'PLX_CLUSTER_BAD_PATH');
     // A directory that is not a node's: refused, and nothing created in it.
     const empty = join(tmp, 'empty-data');
     mkdirSync(empty);
-    refused(plexus('dead-letters', empty), 'PLX_CLUSTER_BAD_PATH');
+    expectCommandRefusal(await plexus('dead-letters', empty), 'PLX_CLUSTER_BAD_PATH');
     expect(readdirSync(empty)).toEqual([]);
     // A node data directory without a dead-letter log (a node that never dropped a frame): 0,
     // and still nothing created.
     writeFileSync(join(empty, 'cluster.meta'), '{}');
-    const e = plexus('dead-letters', empty);
+    const e = await plexus('dead-letters', empty);
     expect(e.status, e.stderr).toBe(0);
     expect(JSON.parse(e.stdout)).toEqual({ count: 0 });
     expect(readdirSync(empty)).toEqual(['cluster.meta']);
-    refused(plexus('dead-letters'), 'see plexus cluster --help', 2);
+    expectCommandRefusal(await plexus('dead-letters'), 'see plexus cluster --help', 2);
   });
 
-  it('--help documents --force, the checks and the exit status', () => {
-    const r = plexus('--help');
+  it('--help documents --force, the checks and the exit status', async () => {
+    const r = await plexus('--help');
     expect(r.status).toBe(0);
     for (const s of ['--force', 'PLX_CLUSTER_EXISTS', '65535', 'authority.state', 'Exit status']) {
       expect(r.stdout).toContain(s);

@@ -14,6 +14,7 @@ import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/his
 import { shardOf } from '../../ts/core/index.js';
 import { shardDir } from '../../ts/runtime/log-journal.js';
 import { openLog } from '../../ts/storage/index.js';
+import { until } from '../helpers/until.js';
 import {
   initProcCluster,
   type Line,
@@ -70,12 +71,12 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       const fwd = iriIn('vt:counter/fwd', sC);
       expect((await a.cmd({ cmd: 'route', shard: sC, owner: 'b', epoch: owner.get(sC)!.epoch })).ok).toBe(true);
       const first = stream(a, fwd, ids('f', 1, 150));
-      for (let i = 0; ; i++) {
-        const r = (await a.cmd({ cmd: 'status' })).redirects.find((x: Line) => x.shard === sC);
-        if (r?.owner === 'c') break;
-        if (i > 400) throw new Error('the redirect did not reach a');
-        await sleep(5);
-      }
+      await until(
+        async () => (await a.cmd({ cmd: 'status' })).redirects.find((x: Line) => x.shard === sC)?.owner === 'c',
+        {
+          what: 'the redirect to c at a',
+        },
+      );
       const second = stream(a, fwd, ids('f', 151, 250));
       for (const r of await Promise.all([...first, ...second])) expect(r.result, JSON.stringify(r)).toBe('processed');
       expect((await b.cmd({ cmd: 'status' })).stats.forwarded).toBeGreaterThan(0);
@@ -87,11 +88,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       const before = stream(a, moved, ids('m', 1, 400));
       await Promise.race([Promise.all(before.slice(0, 20)), sleep(30_000)]);
       expect((await b.cmd({ cmd: 'release', shard: sB, ms: 60_000 })).ok).toBe(true);
-      let granted: Line = {};
-      for (let i = 0; i < 100 && granted.epoch === undefined; i++) {
-        granted = await c.cmd({ cmd: 'grant', shard: sB });
-        if (granted.epoch === undefined) await sleep(20);
-      }
+      const granted = await until(
+        async () => {
+          const g: Line = await c.cmd({ cmd: 'grant', shard: sB });
+          return g.epoch !== undefined && g;
+        },
+        { what: `a grant of shard ${sB} to c`, intervalMs: 20 },
+      );
       expect(granted.epoch).toBeDefined();
       const after = stream(a, moved, ids('m', 401, 600));
       for (const r of await Promise.all([...before, ...after])) expect(r.result, JSON.stringify(r)).toBe('processed');

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rankedOwner } from '../../ts/cluster/authority.js';
 import { shardOf } from '../../ts/core/index.js';
+import { until } from '../helpers/until.js';
 import { initProcCluster, type Line, NodeProc, ProcRun, sleep } from './actor-procs.js';
 
 const SHARDS = 16;
@@ -39,10 +40,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       let b = new NodeProc('b', files.get('b')!);
       procs.push(a, b);
       let view = await leases(a);
-      for (let i = 0; view.size < SHARDS && i < 300; i++) {
-        await sleep(50);
-        view = await leases(a);
-      }
+      await until(
+        async () => {
+          view = await leases(a);
+          return view.size === SHARDS;
+        },
+        { timeoutMs: 20_000, what: 'a and b to hold every shard' },
+      );
       expect(view.size).toBe(SHARDS);
       const ofB = [...view].filter(([, o]) => o === 'b').map(([s]) => s);
       // Every shard gets a journal (one message each).
@@ -54,28 +58,29 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       const c = new NodeProc('c', files.get('c')!);
       procs.push(c);
       await c.wait((l) => l.ev !== undefined, 'c started');
-      for (let i = 0; ; i++) {
-        const st = await a.cmd({ cmd: 'status' });
-        if ((st.members as Line[]).some((m) => m.id === 'c' && m.status === 'alive')) break;
-        if (i > 200) throw new Error('c did not join');
-        await sleep(50);
-      }
+      await until(
+        async () =>
+          ((await a.cmd({ cmd: 'status' })).members as Line[]).some((m) => m.id === 'c' && m.status === 'alive'),
+        { timeoutMs: 15_000, what: 'c alive in the view of a' },
+      );
       // The shards of b that c now ranks first for: b does not rank first for them.
       const cFirst = ofB.filter((s) => rankedOwner(['a', 'b', 'c'], s) === 'c');
       expect(cFirst.length).toBeGreaterThan(0);
 
       b.signal('SIGKILL');
       await b.exit;
-      for (let i = 0; ; i++) {
-        const v = await leases(a);
-        if (!ofB.some((s) => v.has(s))) break;
-        if (i > 300) throw new Error("b's leases did not expire");
-        await sleep(50);
-      }
+      await until(
+        async () => {
+          const v = await leases(a);
+          return !ofB.some((s) => v.has(s));
+        },
+        { timeoutMs: 20_000, what: "b's leases to expire" },
+      );
       // While b is down its shards stay free (no other member may take a journal it lacks),
       // and a message to one of them is held, not failed.
       const target = iriIn(cFirst[0] as number);
       const qHeld = a.queue({ cmd: 'send', target, event: 'inc', id: 'held-1' });
+      // Nothing later shows that the held message was not delivered: the wait is the proof.
       await sleep(800);
       expect(a.lines.some((l) => l.q === qHeld)).toBe(false);
       const during = await leases(a);
@@ -84,10 +89,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       b = new NodeProc('b', files.get('b')!);
       procs.push(b);
       let back = await leases(a);
-      for (let i = 0; ofB.some((s) => back.get(s) !== 'b') && i < 200; i++) {
-        await sleep(50);
-        back = await leases(a);
-      }
+      await until(
+        async () => {
+          back = await leases(a);
+          return !ofB.some((s) => back.get(s) !== 'b');
+        },
+        { timeoutMs: 15_000, what: 'b to hold its shards again' },
+      );
       for (const s of ofB) expect(back.get(s), `shard ${s}`).toBe('b');
       expect((await a.wait((l) => l.q === qHeld, 'the held message', 20_000)).result).toBe('processed');
       const r = await a.cmd({ cmd: 'ask', target, event: 'inc', data: { reply: true }, timeoutMs: 10_000 });

@@ -11,6 +11,7 @@ import {
   verifyCommit,
 } from '../../ts/codec/sperli-files.js';
 import { isPlexusError, type PlexusError, sha256 } from '../../ts/core/index.js';
+import { thrownRefusal } from '../helpers/refusal.js';
 import { vectors, verdictOf } from '../helpers/sperli-vectors.js';
 
 const JOB = Uint8Array.from({ length: 16 }, (_, i) => 0xf0 - i);
@@ -25,15 +26,10 @@ function fakeSign(message: Uint8Array): Uint8Array {
 const verify: Verify = (m, s) => hex(s.subarray(0, 32)) === hex(sha256(m)) && s.subarray(32).every((x) => x === 0xaa);
 
 function refused(f: () => unknown, code: string, reason: string): PlexusError {
-  try {
-    f();
-  } catch (e) {
-    if (!isPlexusError(e)) throw e;
-    expect(e.code).toBe(code);
-    expect(e.details.reason).toBe(reason);
-    return e;
-  }
-  throw new Error(`expected ${code} ${reason}`);
+  const e = thrownRefusal(f);
+  expect(e.code).toBe(code);
+  expect(e.details.reason).toBe(reason);
+  return e;
 }
 
 describe('rank file', () => {

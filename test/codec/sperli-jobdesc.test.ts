@@ -9,6 +9,7 @@ import {
 } from '../../ts/codec/sperli-jobdesc.js';
 import { assembleJoinToken, encodeJoinTokenMessage } from '../../ts/codec/sperli-payloads.js';
 import { isPlexusError, type PlexusError } from '../../ts/core/index.js';
+import { thrownRefusal } from '../helpers/refusal.js';
 import { vectors, verdictOf } from '../helpers/sperli-vectors.js';
 
 const enc = new TextEncoder();
@@ -44,16 +45,11 @@ function desc(patch: Partial<JobDescription> = {}): JobDescription {
 }
 
 function refused(f: () => unknown, field: string): PlexusError {
-  try {
-    f();
-  } catch (e) {
-    if (!isPlexusError(e)) throw e;
-    expect(e.code).toBe('H1610');
-    expect(e.details.reason).toBe('job-description');
-    expect(e.details.field).toBe(field);
-    return e;
-  }
-  throw new Error(`expected a refusal of ${field}`);
+  const e = thrownRefusal(f);
+  expect(e.code).toBe('H1610');
+  expect(e.details.reason).toBe('job-description');
+  expect(e.details.field).toBe(field);
+  return e;
 }
 
 /** Hand-built bytes of the layout, to pin the encoder. */

@@ -12,7 +12,6 @@
  * ```
  */
 import { afterEach, beforeEach } from 'vitest';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 
 export interface SuiteFactory<T> {
   /** A fresh subject for one test. */
@@ -44,15 +43,4 @@ export function eachTest<T>(factory: SuiteFactory<T>, cleanup?: () => Promise<vo
     if (subject === undefined) throw new Error('the suite subject is used outside a test');
     return subject.value;
   };
-}
-
-/** The PlexusError `p` rejects with (anything else, or a fulfilment, fails the test). */
-export async function rejection(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
 }

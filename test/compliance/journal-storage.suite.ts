@@ -5,9 +5,9 @@
  * after a `close`, as a restarted process would) and `teardown` removes it.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import { shardOf } from '../../ts/core/index.js';
 import type { JournalStorage, MacrostepEntry, SnapshotEntry } from '../../ts/runtime/types.js';
+import { refusal } from '../helpers/refusal.js';
 
 export interface JournalStorageHarness {
   open(): Promise<JournalStorage>;
@@ -15,16 +15,6 @@ export interface JournalStorageHarness {
 }
 
 export type JournalStorageFactory = () => Promise<JournalStorageHarness>;
-
-async function rejection(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
-}
 
 function step(seq: number, extra: Partial<MacrostepEntry> = {}): MacrostepEntry {
   return {
@@ -103,10 +93,10 @@ export function journalStorageSuite(name: string, factory: JournalStorageFactory
     it('refuses an append whose expected actor position is not the current one, writing nothing', async () => {
       const s = await open();
       await s.append('vt:orders/1', step(1), { expectedSeq: 0 });
-      const e1 = await rejection(s.append('vt:orders/1', step(1), { expectedSeq: 0 }));
+      const e1 = await refusal(s.append('vt:orders/1', step(1), { expectedSeq: 0 }));
       expect(e1.code).toBe('PLX_JOURNAL_CONFLICT');
       expect(e1.details.actual).toBe(1);
-      const e2 = await rejection(s.append('vt:orders/1', step(3), { expectedSeq: 1 }));
+      const e2 = await refusal(s.append('vt:orders/1', step(3), { expectedSeq: 1 }));
       expect(e2.code).toBe('PLX_JOURNAL_CONFLICT');
       expect((await s.history('vt:orders/1')).records.map((r) => r.seq)).toEqual([1]);
       expect((await (await reopen()).history('vt:orders/1')).lastSeq).toBe(1);
@@ -116,7 +106,7 @@ export function journalStorageSuite(name: string, factory: JournalStorageFactory
       const s = await open();
       const p1 = s.append('vt:orders/1', step(1), { expectedSeq: 0 });
       const p2 = s.append('vt:orders/1', step(2), { expectedSeq: 1 });
-      const p3 = rejection(s.append('vt:orders/1', step(2), { expectedSeq: 1 }));
+      const p3 = refusal(s.append('vt:orders/1', step(2), { expectedSeq: 1 }));
       await Promise.all([p1, p2]);
       expect((await p3).code).toBe('PLX_JOURNAL_CONFLICT');
       expect((await s.history('vt:orders/1')).records.map((r) => r.messageId)).toEqual(['m1', 'm2']);
@@ -145,7 +135,7 @@ export function journalStorageSuite(name: string, factory: JournalStorageFactory
         dedup: ['m1', 'm2', 'm3'],
         pending: [{ seq: 3, index: 0, send: { target: 'vt:other/1', event: 'ping', data: [3] } }],
       };
-      const wrong = await rejection(s.snapshot('vt:orders/1', { ...snap, seq: 2 }));
+      const wrong = await refusal(s.snapshot('vt:orders/1', { ...snap, seq: 2 }));
       expect(wrong.code).toBe('PLX_JOURNAL_CONFLICT');
       await s.snapshot('vt:orders/1', snap);
       await s.append('vt:orders/1', step(4), { expectedSeq: 3 });
@@ -162,18 +152,16 @@ export function journalStorageSuite(name: string, factory: JournalStorageFactory
       const s = await open();
       const { a, b, other } = irisFor(s.shardCount);
       await s.append(a, step(1), { expectedSeq: 0, epoch: 7n });
-      const e = await rejection(s.append(b, step(1), { expectedSeq: 0, epoch: 6n }));
+      const e = await refusal(s.append(b, step(1), { expectedSeq: 0, epoch: 6n }));
       expect(e.code).toBe('PLX_JOURNAL_FENCED');
       await s.append(b, step(1), { expectedSeq: 0, epoch: 7n });
-      const e2 = await rejection(
+      const e2 = await refusal(
         s.snapshot(a, { seq: 1, time: 0, dispatchedThrough: 1, state: 1, dedup: [], pending: [] }, { epoch: 3n }),
       );
       expect(e2.code).toBe('PLX_JOURNAL_FENCED');
       if (other !== '') await s.append(other, step(1), { expectedSeq: 0, epoch: 1n });
       const again = await reopen();
-      expect((await rejection(again.append(a, step(2), { expectedSeq: 1, epoch: 6n }))).code).toBe(
-        'PLX_JOURNAL_FENCED',
-      );
+      expect((await refusal(again.append(a, step(2), { expectedSeq: 1, epoch: 6n }))).code).toBe('PLX_JOURNAL_FENCED');
       expect((await again.history(b)).lastSeq).toBe(1);
     });
 
@@ -182,8 +170,8 @@ export function journalStorageSuite(name: string, factory: JournalStorageFactory
       await s.append('vt:orders/1', step(1), { expectedSeq: 0 });
       await s.close();
       j = undefined;
-      expect((await rejection(s.history('vt:orders/1'))).code).toBe('PLX_JOURNAL_CLOSED');
-      expect((await rejection(s.append('vt:orders/1', step(2), { expectedSeq: 1 }))).code).toBe('PLX_JOURNAL_CLOSED');
+      expect((await refusal(s.history('vt:orders/1'))).code).toBe('PLX_JOURNAL_CLOSED');
+      expect((await refusal(s.append('vt:orders/1', step(2), { expectedSeq: 1 }))).code).toBe('PLX_JOURNAL_CLOSED');
     });
   });
 }

@@ -17,7 +17,8 @@ import { ed25519, x25519 } from '@noble/curves/ed25519.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { describe, expect, it } from 'vitest';
 import type { KeyManager, KeyManagerOptions } from '../../ts/federation/keys/types.js';
-import { eachTest, rejection, type SuiteFactory } from './_kit.js';
+import { refusal } from '../helpers/refusal.js';
+import { eachTest, type SuiteFactory } from './_kit.js';
 
 export interface KeyManagerHarness {
   /** A fresh, empty manager with these options. */
@@ -26,7 +27,7 @@ export interface KeyManagerHarness {
 
 /** Fails unless `p` rejects with a PlexusError of this code. */
 async function expectCode(p: Promise<unknown>, code: string): Promise<void> {
-  expect((await rejection(p)).code).toBe(code);
+  expect((await refusal(p)).code).toBe(code);
 }
 
 export function keyManagerSuite<T extends KeyManagerHarness>(name: string, factory: SuiteFactory<T>): void {

@@ -10,7 +10,8 @@
 import { describe, expect, it } from 'vitest';
 import { isConflict, isFenced } from '../../ts/storage/errors.js';
 import type { LogRecord, LogStorage, TruncatableLog } from '../../ts/storage/types.js';
-import { eachTest, rejection, type SuiteFactory } from './_kit.js';
+import { refusal } from '../helpers/refusal.js';
+import { eachTest, type SuiteFactory } from './_kit.js';
 
 export interface LogStorageHarness<L extends LogStorage = LogStorage> {
   /** Opens the log of this storage; `segmentBytes` asks for small segments where the implementation has them. */
@@ -109,7 +110,7 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
 
     it('refuses bad input with stable codes', async () => {
       const l = await open();
-      const code = async (p: Promise<unknown>) => (await rejection(p)).code;
+      const code = async (p: Promise<unknown>) => (await refusal(p)).code;
       expect(await code(l.append([]))).toBe('PLX_STORAGE_BAD_INPUT');
       expect(await code(l.append('x' as unknown as Uint8Array[]))).toBe('PLX_STORAGE_BAD_INPUT');
       expect(await code(l.append(['x'] as unknown as Uint8Array[]))).toBe('PLX_STORAGE_BAD_INPUT');
@@ -159,7 +160,7 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
     it('compare-and-set on the expected last position', async () => {
       const l = await open();
       await l.append([b('a')], { expectedLast: 0n });
-      const e = await rejection(l.append([b('b')], { expectedLast: 0n }));
+      const e = await refusal(l.append([b('b')], { expectedLast: 0n }));
       expect(e.code).toBe('PLX_STORAGE_CONFLICT');
       expect(isConflict(e)).toBe(true);
       expect(e.details.actual).toBe(1n);
@@ -179,7 +180,7 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       await l.append([b('a')], { epoch: 3n });
       await l.append([b('b')], { epoch: 5n });
       expect(l.highestEpoch).toBe(5n);
-      const e = await rejection(l.append([b('c')], { epoch: 4n }));
+      const e = await refusal(l.append([b('c')], { epoch: 4n }));
       expect(e.code).toBe('PLX_STORAGE_FENCED');
       expect(isFenced(e)).toBe(true);
       expect(e.details.highestEpoch).toBe(5n);
@@ -189,7 +190,7 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       expect(recs.map((r) => r.epoch)).toEqual([3n, 5n, 5n, 0n]);
       l = await reopen();
       expect(l.highestEpoch).toBe(5n);
-      expect(isFenced(await rejection(l.append([b('x')], { epoch: 4n })))).toBe(true);
+      expect(isFenced(await refusal(l.append([b('x')], { epoch: 4n })))).toBe(true);
       await l.append([b('y')], { epoch: 6n });
       expect(l.highestEpoch).toBe(6n);
       l = await reopen();
@@ -236,8 +237,8 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       );
       expect(kept.map((r) => text(r).replace(/-+$/, ''))).toEqual(kept.map((r) => String(r.position)));
       if (first > 1n) {
-        expect((await rejection(l.read(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
-        expect((await rejection(l.readBackward(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
+        expect((await refusal(l.read(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
+        expect((await refusal(l.readBackward(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
       }
       l = await reopen({ segmentBytes: 256 });
       expect(l.first).toBe(first);
@@ -254,8 +255,8 @@ export function logStorageSuite(name: string, factory: LogStorageFactory): void 
       const l = await open();
       await l.append([b('a')]);
       await l.close();
-      expect((await rejection(l.append([b('b')]))).code).toBe('PLX_STORAGE_CLOSED');
-      expect((await rejection(l.read(1n))).code).toBe('PLX_STORAGE_CLOSED');
+      expect((await refusal(l.append([b('b')]))).code).toBe('PLX_STORAGE_CLOSED');
+      expect((await refusal(l.read(1n))).code).toBe('PLX_STORAGE_CLOSED');
       await l.close();
       const again = await open();
       expect(again.last).toBe(1n);
@@ -280,7 +281,7 @@ export function truncatableLogSuite(name: string, factory: LogStorageFactory<Tru
 
     it('refuses bad input, bad truncation positions included, with stable codes', async () => {
       const l = await open();
-      const code = async (p: Promise<unknown>) => (await rejection(p)).code;
+      const code = async (p: Promise<unknown>) => (await refusal(p)).code;
       expect(await code(l.append([]))).toBe('PLX_STORAGE_BAD_INPUT');
       expect(await code(l.append('x' as unknown as Uint8Array[]))).toBe('PLX_STORAGE_BAD_INPUT');
       expect(await code(l.append(['x'] as unknown as Uint8Array[]))).toBe('PLX_STORAGE_BAD_INPUT');
@@ -304,7 +305,7 @@ export function truncatableLogSuite(name: string, factory: LogStorageFactory<Tru
       await l.append([b('a')], { epoch: 3n });
       await l.append([b('b')], { epoch: 5n });
       expect(l.highestEpoch).toBe(5n);
-      const e = await rejection(l.append([b('c')], { epoch: 4n }));
+      const e = await refusal(l.append([b('c')], { epoch: 4n }));
       expect(e.code).toBe('PLX_STORAGE_FENCED');
       expect(isFenced(e)).toBe(true);
       expect(e.details.highestEpoch).toBe(5n);
@@ -314,13 +315,13 @@ export function truncatableLogSuite(name: string, factory: LogStorageFactory<Tru
       expect(recs.map((r) => r.epoch)).toEqual([3n, 5n, 5n, 0n]);
       l = await reopen();
       expect(l.highestEpoch).toBe(5n);
-      expect(isFenced(await rejection(l.append([b('x')], { epoch: 4n })))).toBe(true);
+      expect(isFenced(await refusal(l.append([b('x')], { epoch: 4n })))).toBe(true);
       // Removing every record of epoch 5 does not lower the highest epoch.
       await l.truncateAfter(1n);
       expect(l.highestEpoch).toBe(5n);
       l = await reopen();
       expect(l.highestEpoch).toBe(5n);
-      expect(isFenced(await rejection(l.append([b('x')], { epoch: 4n })))).toBe(true);
+      expect(isFenced(await refusal(l.append([b('x')], { epoch: 4n })))).toBe(true);
       await l.append([b('y')], { epoch: 6n });
       expect(l.highestEpoch).toBe(6n);
       l = await reopen();
@@ -407,9 +408,9 @@ export function truncatableLogSuite(name: string, factory: LogStorageFactory<Tru
       );
       expect(kept.map((r) => text(r).replace(/-+$/, ''))).toEqual(kept.map((r) => String(r.position)));
       if (first > 1n) {
-        expect((await rejection(l.read(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
-        expect((await rejection(l.readBackward(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
-        expect((await rejection(l.truncateAfter(first - 2n))).code).toBe('PLX_STORAGE_COMPACTED');
+        expect((await refusal(l.read(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
+        expect((await refusal(l.readBackward(first - 1n))).code).toBe('PLX_STORAGE_COMPACTED');
+        expect((await refusal(l.truncateAfter(first - 2n))).code).toBe('PLX_STORAGE_COMPACTED');
       }
       l = await reopen({ segmentBytes: 256 });
       expect(l.first).toBe(first);
@@ -441,9 +442,9 @@ export function truncatableLogSuite(name: string, factory: LogStorageFactory<Tru
       const l = await open();
       await l.append([b('a')]);
       await l.close();
-      expect((await rejection(l.append([b('b')]))).code).toBe('PLX_STORAGE_CLOSED');
-      expect((await rejection(l.read(1n))).code).toBe('PLX_STORAGE_CLOSED');
-      expect((await rejection(l.truncateAfter(0n))).code).toBe('PLX_STORAGE_CLOSED');
+      expect((await refusal(l.append([b('b')]))).code).toBe('PLX_STORAGE_CLOSED');
+      expect((await refusal(l.read(1n))).code).toBe('PLX_STORAGE_CLOSED');
+      expect((await refusal(l.truncateAfter(0n))).code).toBe('PLX_STORAGE_CLOSED');
       await l.close();
       const again = await open();
       expect(again.last).toBe(1n);

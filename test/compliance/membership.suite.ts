@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { drainAndLeave } from '../../ts/cluster/drain.js';
 import type { ClusterMeta } from '../../ts/cluster/meta.js';
 import type { Membership, View } from '../../ts/cluster/types.js';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
+import { refusal } from '../helpers/refusal.js';
+import { until } from '../helpers/until.js';
 
 export interface MembershipHarness {
   readonly members: ReadonlyMap<string, Membership>;
@@ -18,24 +19,6 @@ export interface MembershipHarness {
 }
 
 export type MembershipFactory = (nodes: readonly string[]) => Promise<MembershipHarness>;
-
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-async function rejection(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
-}
 
 export function membershipSuite(name: string, factory: MembershipFactory): void {
   describe(`Membership compliance: ${name}`, () => {
@@ -90,21 +73,21 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
         ['shardCount', 16],
       ] as const) {
         const other = h.make('b', { ...h.meta, [field]: value });
-        const e = await rejection(other.join());
+        const e = await refusal(other.join());
         expect(e.code).toBe('PLX_CLUSTER_META_MISMATCH');
         expect(e.details.field).toBe(field);
         await other.close();
       }
       // Nothing replicates yet: a node built with a replication factor above 1 is refused
       // before it can join.
-      const e = await rejection(Promise.resolve().then(() => h!.make('b', { ...h!.meta, replicationFactor: 3 })));
+      const e = await refusal(Promise.resolve().then(() => h!.make('b', { ...h!.meta, replicationFactor: 3 })));
       expect(e.code).toBe('PLX_CLUSTER_REPLICATION_UNSUPPORTED');
       expect(e.details.field).toBe('replicationFactor');
     });
 
     it('refuses a node id the cluster does not list', async () => {
       h = await factory(['a', 'b']);
-      const e = await rejection(h.make('zz').join());
+      const e = await refusal(h.make('zz').join());
       expect(e.code).toBe('PLX_CLUSTER_UNKNOWN_NODE');
     });
 
@@ -120,8 +103,8 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
       expect(g.epoch).toBe(l.epoch);
       const r = await owner.renew(l.shard, l.epoch);
       expect(r.epoch).toBe(l.epoch);
-      expect((await rejection(other.grant(l.shard))).code).toBe('PLX_CLUSTER_LEASE_HELD');
-      expect((await rejection(other.renew(l.shard, l.epoch))).code).toBe('PLX_CLUSTER_LEASE_LOST');
+      expect((await refusal(other.grant(l.shard))).code).toBe('PLX_CLUSTER_LEASE_HELD');
+      expect((await refusal(other.renew(l.shard, l.epoch))).code).toBe('PLX_CLUSTER_LEASE_LOST');
       await owner.release(l.shard, l.epoch);
       await until(
         () =>
@@ -141,7 +124,7 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
             .leases.find((x) => x.shard === l.shard)?.epoch ?? 0n) > e2.epoch,
         'a regrant',
       );
-      expect((await rejection(owner.renew(l.shard, l.epoch))).code).toBe('PLX_CLUSTER_LEASE_LOST');
+      expect((await refusal(owner.renew(l.shard, l.epoch))).code).toBe('PLX_CLUSTER_LEASE_LOST');
     });
 
     it('drains before leaving: no new lease while draining, every held shard handed over at a greater epoch', async () => {
@@ -169,7 +152,7 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
           expect(epoch).toBe(before.get(shard));
           if (steps.length === 3) {
             // Draining: the member is leaving and takes no new lease.
-            expect((await rejection(m('a').grant(shard))).code).toBe('PLX_CLUSTER_LEAVING');
+            expect((await refusal(m('a').grant(shard))).code).toBe('PLX_CLUSTER_LEAVING');
             expect(
               m('a')
                 .view()

@@ -14,7 +14,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { DidResolver } from '../../ts/federation/did/types.js';
-import { eachTest, rejection, type SuiteFactory } from './_kit.js';
+import { refusal } from '../helpers/refusal.js';
+import { eachTest, type SuiteFactory } from './_kit.js';
 
 export interface ResolverHarness {
   readonly resolver: DidResolver;
@@ -40,7 +41,7 @@ export function resolverSuite<T extends ResolverHarness>(name: string, factory: 
 
     it('refuses bad identifiers with a PLX_DID_* code', async () => {
       const { resolver, invalid } = subject();
-      for (const did of invalid) expect((await rejection(resolver.resolve(did))).code).toMatch(/^PLX_DID_/);
+      for (const did of invalid) expect((await refusal(resolver.resolve(did))).code).toMatch(/^PLX_DID_/);
     });
   });
 }

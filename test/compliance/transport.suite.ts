@@ -5,8 +5,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { FrameType, MAX_PAYLOAD } from '../../ts/codec/sperli-frame.js';
-import { isPlexusError, PlexusError } from '../../ts/core/errors.js';
+import { PlexusError } from '../../ts/core/errors.js';
 import type { RankTransport, TransportFrame } from '../../ts/sperli/transport.js';
+import { refusal } from '../helpers/refusal.js';
+import { until } from '../helpers/until.js';
 
 export interface TransportHarness {
   /** One transport per rank, rank `i` at index `i`, every peer connected. */
@@ -40,24 +42,6 @@ function watch(t: RankTransport) {
     },
     from: (peer: number) => frames.filter((r) => r.peer === peer).map((r) => r.frame),
   };
-}
-
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-async function rejection(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
 }
 
 /** Deterministic bytes of message `i` from `src` to `dst`. */
@@ -210,10 +194,10 @@ export function transportSuite(name: string, factory: TransportFactory): void {
         ['payload', () => a.send(1, FrameType.DATA, 0, [1, 2] as unknown as Uint8Array)],
       ];
       for (const [reason, f] of bad) {
-        const e = await rejection(f());
+        const e = await refusal(f());
         expect([e.code, e.details.reason]).toEqual(['PLX_SPERLI_BAD_ARGUMENT', reason]);
       }
-      const e = await rejection(a.abort(0, new PlexusError('H1617', 'x')));
+      const e = await refusal(a.abort(0, new PlexusError('H1617', 'x')));
       expect([e.code, e.details.reason]).toEqual(['PLX_SPERLI_BAD_ARGUMENT', 'abort-reason']);
       await a.send(1, FrameType.DATA, 5, new Uint8Array([9]));
       await until(() => sb.frames.length === 1, 'the one good frame');
@@ -254,8 +238,8 @@ export function transportSuite(name: string, factory: TransportFactory): void {
       }
       expect(seen[1]?.framesAtFailure).toBe(1);
       expect(seen[1]?.frames[0]?.frame.payload).toEqual(new Uint8Array([1, 2, 3]));
-      expect(await rejection(a.send(1, FrameType.DATA, 0, new Uint8Array(0)))).toBe(error);
-      expect(await rejection(b.send(2, FrameType.DATA, 0, new Uint8Array(0)))).toBe(b.failure);
+      expect(await refusal(a.send(1, FrameType.DATA, 0, new Uint8Array(0)))).toBe(error);
+      expect(await refusal(b.send(2, FrameType.DATA, 0, new Uint8Array(0)))).toBe(b.failure);
       // Nothing is delivered after the failure, and a second abort changes nothing.
       await c.abort(2, new PlexusError('H1610', 'late'));
       expect(seen[2]?.failures.length).toBe(1);
@@ -299,7 +283,7 @@ export function transportSuite(name: string, factory: TransportFactory): void {
       await new Promise((r) => setTimeout(r, 50));
       for (const t of ts) expect(t.failure).toBeUndefined();
       for (const s of seen) expect(s.failures).toEqual([]);
-      const e = await rejection(ts[0]?.send(1, FrameType.DATA, 0, new Uint8Array(0)) as Promise<void>);
+      const e = await refusal(ts[0]?.send(1, FrameType.DATA, 0, new Uint8Array(0)) as Promise<void>);
       expect(e.code).toBe('PLX_SPERLI_CLOSED');
       // After close, an abort is no failure and close again is harmless.
       await ts[1]?.abort(2, new PlexusError('H1610', 'late'));
@@ -313,16 +297,15 @@ export function transportSuite(name: string, factory: TransportFactory): void {
       const seen = ts.map(watch);
       const [a, b, c] = ts as [RankTransport, RankTransport, RankTransport];
       await c.close();
-      const left = async (t: RankTransport) => {
-        for (;;) {
-          try {
-            await t.send(2, FrameType.DATA, 0, new Uint8Array(0));
-          } catch (e) {
-            return e as PlexusError;
-          }
-          await new Promise((r) => setTimeout(r, 10));
-        }
-      };
+      const left = (t: RankTransport) =>
+        until(
+          () =>
+            t.send(2, FrameType.DATA, 0, new Uint8Array(0)).then(
+              () => undefined,
+              (e: unknown) => e as PlexusError,
+            ),
+          { what: 'a send to the closed rank to be refused', intervalMs: 10 },
+        );
       for (const t of [a, b]) {
         const e = await left(t);
         expect([e.code, e.details.peer]).toEqual(['PLX_SPERLI_CLOSED', 2]);

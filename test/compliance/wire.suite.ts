@@ -7,8 +7,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BoundedMailbox } from '../../ts/cluster/mailbox.js';
 import type { ClusterFrame } from '../../ts/codec/cluster-frame.js';
 import { MAX_CLUSTER_FRAME } from '../../ts/codec/cluster-frame.js';
-import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 import type { Wire } from '../../ts/net/types.js';
+import { refusal } from '../helpers/refusal.js';
+import { until } from '../helpers/until.js';
 
 export interface WireHarness {
   readonly wires: ReadonlyMap<string, Wire>;
@@ -18,24 +19,6 @@ export interface WireHarness {
 }
 
 export type WireFactory = (nodes: readonly string[]) => Promise<WireHarness>;
-
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-async function rejection(p: Promise<unknown>): Promise<PlexusError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isPlexusError(e)) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
-}
 
 const enc = new TextEncoder();
 const frame = (sender: string, target: string, i: number, extra: Partial<{ shard: number; epoch: bigint }> = {}) => ({
@@ -127,7 +110,7 @@ export function wireSuite(name: string, factory: WireFactory): void {
         return 'stored';
       });
       const big = { ...frame('vt:x', 'vt:y', 0), payload: new Uint8Array(MAX_CLUSTER_FRAME) };
-      const e = await rejection(w('a').send('b', big));
+      const e = await refusal(w('a').send('b', big));
       expect(e.code).toBe('PLX_WIRE_FRAME_TOO_LARGE');
       const fits = { ...frame('vt:x', 'vt:y', 1), payload: new Uint8Array(MAX_CLUSTER_FRAME - 40 - 8) };
       expect(await w('a').send('b', fits)).toBe('stored');
@@ -144,7 +127,7 @@ export function wireSuite(name: string, factory: WireFactory): void {
         return enc.encode(`${from}:${new TextDecoder().decode(body)}`);
       });
       expect(new TextDecoder().decode(await w('a').call('b', enc.encode('hi')))).toBe('a:hi');
-      const e = await rejection(w('a').call('b', new Uint8Array(0)));
+      const e = await refusal(w('a').call('b', new Uint8Array(0)));
       expect(e.code).toBe('PLX_CLUSTER_LEASE_HELD');
     });
 
@@ -156,7 +139,7 @@ export function wireSuite(name: string, factory: WireFactory): void {
         return 'stored';
       });
       h.setMember('a', 'c', false);
-      const e = await rejection(w('c').send('a', frame('vt:c', 'vt:a', 0)));
+      const e = await refusal(w('c').send('a', frame('vt:c', 'vt:a', 0)));
       expect(['PLX_WIRE_NOT_MEMBER', 'PLX_WIRE_DEADLINE']).toContain(e.code);
       expect(seen).toBe(0);
       expect(

@@ -35,6 +35,11 @@ export interface StartOptions {
   readonly input?: string;
 }
 
+export interface RunOptions extends StartOptions {
+  /** `runNode` only: SIGKILL the process (by PID) if it has not ended by then; `signal` then says so. */
+  readonly timeoutMs?: number;
+}
+
 export interface Exit {
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
@@ -45,6 +50,8 @@ export interface Started {
   readonly child: ChildProcess;
   readonly pid: number;
   readonly exited: Promise<Exit>;
+  /** Resolves once it has exited and its stdout and stderr are closed: all it wrote is in. */
+  readonly ended: Promise<Exit>;
   stdout(): string;
   stderr(): string;
   /** Whether it still runs (neither exited nor ended by a signal). */
@@ -81,12 +88,22 @@ export function startNode(script: string, args: readonly string[] = [], opts: St
   child.stdin?.on('error', () => undefined);
   if (opts.input !== undefined) child.stdin?.end(opts.input);
   const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  // 'exit' can come before the last 'data' of the pipes: `ended` waits for them to close.
+  const ended = exited.then(async (e) => {
+    await Promise.all(
+      [child.stdout, child.stderr].map(
+        (st) => new Promise<void>((r) => (st === null || st.closed ? r() : st.once('close', () => r()))),
+      ),
+    );
+    return e;
+  });
   const pid = child.pid;
   const running = () => child.exitCode === null && child.signalCode === null;
   const p: Started = {
     child,
     pid,
     exited,
+    ended,
     stdout: () => out,
     stderr: () => err,
     running,
@@ -132,25 +149,25 @@ export function startPlexus(args: readonly string[], opts: StartOptions = {}): S
   return startNode('cli/main.js', args, opts);
 }
 
+/** How a process run to its end ended, and all it wrote. */
+export type Ran = Exit & { readonly stdout: string; readonly stderr: string };
+
 /** Runs a script to its end (see `startNode`); resolves with its exit and output, never rejects. */
-export async function runNode(
-  script: string,
-  args: readonly string[] = [],
-  opts: StartOptions = {},
-): Promise<Exit & { stdout: string; stderr: string }> {
+export async function runNode(script: string, args: readonly string[] = [], opts: RunOptions = {}): Promise<Ran> {
   const p = startNode(script, args, { ...opts, input: opts.input ?? '' });
-  const e = await p.exited;
-  // 'exit' can come before the last 'data' of the pipes: wait for them to close.
-  await Promise.all(
-    [p.child.stdout, p.child.stderr].map(
-      (s) => new Promise<void>((r) => (s === null || s.closed ? r() : s.once('close', () => r()))),
-    ),
-  );
+  const t =
+    opts.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          if (p.running()) process.kill(p.pid, 'SIGKILL');
+        }, opts.timeoutMs);
+  const e = await p.ended;
+  clearTimeout(t);
   return { ...e, stdout: p.stdout(), stderr: p.stderr() };
 }
 
 /** `plexus ...args` to its end. */
-export function runPlexus(args: readonly string[], opts: StartOptions = {}) {
+export function runPlexus(args: readonly string[], opts: RunOptions = {}): Promise<Ran> {
   return runNode('cli/main.js', args, opts);
 }
 

@@ -1,4 +1,5 @@
 /** Shared by the tests that expect a call to be refused with a PlexusError (docs/errors.md). */
+import { expect } from 'vitest';
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
 
 /** The PlexusError `p` rejects with; any other rejection is rethrown, and success fails. */
@@ -51,4 +52,27 @@ export async function expectRefusal(
     throw new Error(`expected a refusal with ${String(code)}, got ${err.code}: ${err.message}`, { cause: err });
   }
   return err;
+}
+
+/** How a command run to its end ended (`runNode`/`runPlexus` in processes.ts, or `spawnSync`). */
+export interface CommandRun {
+  readonly status?: number | null;
+  readonly code?: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Asserts that a command was refused as a user sees it: it ended by itself (no signal) with
+ * exit status `status` (1; 2 for a usage mistake), `code` (a PLX_* code, or the usage hint) on
+ * standard error, and neither a stack trace nor "unexpected failure".
+ */
+export function expectCommandRefusal(r: CommandRun, code: string, status = 1): void {
+  const what = `stdout: ${r.stdout}\nstderr: ${r.stderr}`;
+  expect(r.signal, `killed by the test's timeout: it did not end by itself\n${what}`).toBeNull();
+  expect(r.status ?? r.code, what).toBe(status);
+  expect(r.stderr, what).toContain(code);
+  expect(r.stderr, what).not.toMatch(/^ {4}at /m);
+  expect(r.stderr, what).not.toContain('unexpected failure');
 }

@@ -11,60 +11,33 @@
  * - replay ran no transition of the journal again, and the only effects sent again were
  *   those journaled after the last completion mark (at least once, never a completed one).
  *
- * The child runs the TypeScript sources of ts/core, ts/storage, ts/codec and ts/runtime,
- * transpiled once per run into a temporary directory (types stripped, nothing else changed).
+ * The child runs the runtime module of the build in dist/ (`npm run build` first).
  */
-import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ActorEvent, type Chart, Node, type Outgoing, openJournal } from '../../ts/runtime/index.js';
 import { ROOT } from '../helpers/paths.js';
+import { distFile, startNode, stopStarted } from '../helpers/processes.js';
 import { rng } from '../helpers/rng.js';
+import { until } from '../helpers/until.js';
 
 const SEEDS = 4;
 const ACTORS = Array.from({ length: 16 }, (_, i) => `vt:acc/${i}`);
 const CHILD = join(ROOT, 'test/runtime/fixtures/crash-node.mjs');
 
-let built = '';
 let moduleUrl = '';
 let work = '';
 
-async function sources(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...(await sources(p)));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
-
 beforeAll(async () => {
-  built = await mkdtemp(join(tmpdir(), 'plexus-rt-crash-child-'));
-  await symlink(join(ROOT, 'build'), join(built, 'build'));
-  await symlink(join(ROOT, 'node_modules'), join(built, 'node_modules'));
-  const files = [];
-  for (const area of ['core', 'storage', 'codec', 'runtime']) files.push(...(await sources(join(ROOT, 'ts', area))));
-  for (const file of files) {
-    const out = ts.transpileModule(await readFile(file, 'utf8'), {
-      fileName: file,
-      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-    });
-    const dest = join(built, relative(ROOT, file)).replace(/\.ts$/, '.js');
-    await mkdir(dirname(dest), { recursive: true });
-    await writeFile(dest, out.outputText);
-  }
-  await writeFile(join(built, 'package.json'), '{"type":"module"}\n');
-  moduleUrl = pathToFileURL(join(built, 'ts/runtime/index.js')).href;
+  moduleUrl = pathToFileURL(distFile('runtime/index.js')).href;
   work = await mkdtemp(join(tmpdir(), 'plexus-rt-crash-'));
 });
 
 afterAll(async () => {
-  if (built) await rm(built, { recursive: true, force: true });
+  await stopStarted();
   if (work) await rm(work, { recursive: true, force: true });
 });
 
@@ -104,26 +77,17 @@ interface RunOutput {
 }
 
 async function crashRun(dir: string, seed: number, tag: string, killAfterMs: number): Promise<RunOutput> {
-  const child = spawn(process.execPath, [CHILD, moduleUrl, dir, String(seed), tag], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const child = startNode(CHILD, [moduleUrl, dir, String(seed), tag]);
+  await until(() => child.stdout().includes('ready\n') || !child.running(), {
+    timeoutMs: 15_000,
+    what: 'the node to be ready',
   });
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const exited = new Promise<string | null>((resolve) => child.once('exit', (_c, signal) => resolve(signal)));
-  const deadline = Date.now() + 15_000;
-  while (!out.includes('ready\n') && Date.now() < deadline && child.exitCode === null) {
-    await new Promise((r) => setTimeout(r, 2));
-  }
+  // The kill comes at a seeded moment of the sends: this wait is the crash point.
   await new Promise((r) => setTimeout(r, killAfterMs));
-  child.kill('SIGKILL');
-  const signal = await exited;
-  expect(signal, `child failed before the kill: ${err}`).toBe('SIGKILL');
+  await child.stop('SIGKILL');
+  const { signal } = await child.ended;
+  const out = child.stdout();
+  expect(signal, `child failed before the kill: ${child.stderr()}`).toBe('SIGKILL');
   const acks: RunOutput['acks'] = [];
   const dups: RunOutput['dups'] = [];
   const fx: string[] = [];

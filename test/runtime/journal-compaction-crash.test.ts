@@ -9,7 +9,6 @@
  * (the snapshot's dedup window and the later macrosteps cover seq 1 .. last exactly once).
  * Needs `npx tsc -p tsconfig.build.json` first.
  */
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -19,7 +18,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openJournal, shardDir } from '../../ts/runtime/log-journal.js';
 import { openLog } from '../../ts/storage/index.js';
 import { ROOT } from '../helpers/paths.js';
+import { startNode, stopStarted } from '../helpers/processes.js';
 import { rng } from '../helpers/rng.js';
+import { until } from '../helpers/until.js';
 
 const DIST = join(ROOT, 'dist/runtime/index.js');
 const ACTORS = Array.from({ length: 12 }, (_, i) => `vt:k/${i}`);
@@ -64,6 +65,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await stopStarted();
   if (work) await rm(work, { recursive: true, force: true });
 });
 
@@ -74,28 +76,25 @@ interface Run {
 
 /** Runs the child on `dir` until it acknowledged `acks` messages (or 10 s passed), then kills it. */
 async function runAndKill(dir: string, store: string, tag: string, acks: number, extraMs: number): Promise<Run> {
-  const p = spawn(process.execPath, [child, pathToFileURL(DIST).href, dir, store, tag], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
+  const p = startNode(child, [pathToFileURL(DIST).href, dir, store, tag]);
   let count = 0;
-  p.stdout.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
+  p.child.stdout?.on('data', (d: string) => {
     for (let i = d.indexOf('ack '); i >= 0; i = d.indexOf('ack ', i + 1)) count++;
   });
-  p.stderr.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const exited = new Promise<string | null>((resolve) => p.once('exit', (_c, signal) => resolve(signal)));
   try {
     const deadline = Date.now() + 10_000;
-    while (count < acks && Date.now() < deadline && p.exitCode === null) await new Promise((r) => setTimeout(r, 2));
+    await until(() => count >= acks || !p.running() || Date.now() >= deadline, {
+      timeoutMs: 15_000,
+      what: `${acks} acknowledgements or 10 s`,
+    });
+    // The kill comes a seeded few milliseconds later: this wait is the crash point.
     await new Promise((r) => setTimeout(r, extraMs));
   } finally {
-    if (p.exitCode === null && p.pid !== undefined) process.kill(p.pid, 'SIGKILL');
+    await p.stop('SIGKILL');
   }
-  expect(await exited, `child failed before the kill: ${err}`).toBe('SIGKILL');
+  const { signal } = await p.ended;
+  expect(signal, `child failed before the kill: ${p.stderr()}`).toBe('SIGKILL');
+  const out = p.stdout();
   const lines = out.split('\n');
   lines.pop(); // a line cut by the kill
   const run: { acks: { id: string; target: string }[]; copied: number } = { acks: [], copied: 0 };

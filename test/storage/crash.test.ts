@@ -6,58 +6,33 @@
  * Each seed runs two rounds on the same directory, so recovery is also followed by more
  * appends and another crash.
  *
- * The child runs the TypeScript sources of ts/core and ts/storage, transpiled once per run
- * into a temporary directory (types stripped with the TypeScript compiler, nothing else
- * changed; they import nothing but Node.js built-ins and each other).
+ * The child runs the storage module of the build in dist/ (`npm run build` first).
  */
-import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openLog } from '../../ts/storage/file-log.js';
 import { verifyLog } from '../../ts/storage/verify.js';
 import { ROOT } from '../helpers/paths.js';
+import { distFile, startNode, stopStarted } from '../helpers/processes.js';
 import { rng } from '../helpers/rng.js';
+import { until } from '../helpers/until.js';
 
 const SEEDS = 20;
 const WRITER = join(ROOT, 'test/fixtures/storage/crash-writer.mjs');
 
-let built = '';
 let moduleUrl = '';
 let work = '';
 
-async function sources(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...(await sources(p)));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
-
 beforeAll(async () => {
-  built = await mkdtemp(join(tmpdir(), 'plexus-crash-child-'));
-  // ts/core/wasm/module.ts finds the WebAssembly core three levels up, in build/.
-  await symlink(join(ROOT, 'build'), join(built, 'build'));
-  for (const file of [...(await sources(join(ROOT, 'ts/core'))), ...(await sources(join(ROOT, 'ts/storage')))]) {
-    const out = ts.transpileModule(await readFile(file, 'utf8'), {
-      fileName: file,
-      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-    });
-    const dest = join(built, relative(ROOT, file)).replace(/\.ts$/, '.js');
-    await mkdir(dirname(dest), { recursive: true });
-    await writeFile(dest, out.outputText);
-  }
-  moduleUrl = pathToFileURL(join(built, 'ts/storage/index.js')).href;
+  moduleUrl = pathToFileURL(distFile('storage/index.js')).href;
   work = await mkdtemp(join(tmpdir(), 'plexus-crash-'));
 });
 
 afterAll(async () => {
-  if (built) await rm(built, { recursive: true, force: true });
+  await stopStarted();
   if (work) await rm(work, { recursive: true, force: true });
 });
 
@@ -75,29 +50,18 @@ async function crashRun(
   killAfterMs: number,
   segmentBytes: number,
 ): Promise<{ acks: Ack[]; readyLast: number }> {
-  const child = spawn(process.execPath, [WRITER, moduleUrl, dir, String(seed), '8', String(segmentBytes)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
+  const child = startNode(WRITER, [moduleUrl, dir, String(seed), '8', String(segmentBytes)]);
   // Start the clock once the log is open, so every run appends for a while.
-  const deadline = Date.now() + 10_000;
-  while (!out.includes('\n') && Date.now() < deadline && child.exitCode === null) {
-    await new Promise((r) => setTimeout(r, 2));
-  }
+  await until(() => child.stdout().includes('\n') || !child.running(), {
+    timeoutMs: 10_000,
+    what: 'the writer to open the log',
+  });
+  // The kill comes at a seeded random moment of the appends: this wait is the crash point.
   await new Promise((r) => setTimeout(r, killAfterMs));
-  child.kill('SIGKILL');
-  const { signal } = await exited;
-  await new Promise((r) => setImmediate(r));
+  await child.stop('SIGKILL');
+  const { signal } = await child.ended;
+  const out = child.stdout();
+  const err = child.stderr();
   expect(signal, `writer failed before the kill: ${err}`).toBe('SIGKILL');
   const lines = out.split('\n');
   const ready = /^ready (\d+)$/.exec(lines[0] ?? '');
