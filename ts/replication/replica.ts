@@ -30,7 +30,6 @@ import { Condition, type WaitOptions } from '../core/watermark.js';
 import { RaftNode } from '../raft/node.js';
 import type { Entry, Role, Snapshot, SoftState } from '../raft/types.js';
 import { conflictError, fencedError } from '../storage/errors.js';
-import type { FileLog } from '../storage/file-log.js';
 import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
 import { RefusedReason } from './catch-up-wire.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
@@ -49,9 +48,9 @@ import {
   splitAddress,
 } from './entries.js';
 import { type ReplicationCode, ReplicationErrorCode, replicationError, translateError } from './errors.js';
-import { markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
+import type { SyncedSegments } from './local-tail.js';
 import { MembershipChanges } from './membership.js';
-import type { ReplicaDeps, ReplicaDriver, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
+import type { ReplicaDeps, ReplicaDriver, ReplicaLocalLog, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
 import { ReadBarrier } from './read-barrier.js';
 import {
   CatchUpServer,
@@ -167,7 +166,7 @@ export class Replica implements LogStorage {
     private readonly deps: ReplicaDeps,
     private readonly node: RaftNode,
     private readonly raftStorage: ReplicaRaftStorage,
-    private readonly local: FileLog,
+    private readonly local: ReplicaLocalLog,
     private readonly transport: ReplicaTransport,
     private readonly driver: ReplicaDriver,
     private readonly catchUp: CatchUpServer,
@@ -246,7 +245,7 @@ export class Replica implements LogStorage {
         journalOpts,
       );
     }
-    let local: FileLog | undefined;
+    let local: ReplicaLocalLog | undefined;
     let transport: ReplicaTransport | undefined;
     try {
       const every = opts.snapshotEvery ?? 10_000;
@@ -291,13 +290,13 @@ export class Replica implements LogStorage {
       const descriptor = decodeDescriptor(raftStorage.snapshot().data);
       // Without fsyncs (`never`), a power loss can leave damage before the local log's tail: it
       // is cut there, and what was cut is re-applied from the Raft log (local-tail.ts).
-      local = await openLocalLog(opts.dir, { ...logOpts, ...quiet }, opts.localFsync ?? 'never', opts.logger);
+      local = await deps.local.open(opts.dir, { ...logOpts, ...quiet }, opts.localFsync ?? 'never', opts.logger);
       // What the local log holds at open is on disk from here on (durableLocalLast). Synced
       // before anything runs: nothing may be applied before the caller's listeners are on.
       const syncedAtOpen = local.last;
       const segmentsSyncedAtOpen: SyncedSegments = new Set();
       if ((opts.localFsync ?? 'never') === 'never')
-        await syncLocalLog(join(opts.dir, 'log'), local.segmentFiles, segmentsSyncedAtOpen);
+        await deps.local.sync(join(opts.dir, 'log'), local.segmentFiles, segmentsSyncedAtOpen);
       const holder: { log?: Replica } = {};
       const localLog = local;
       const catchUp = new CatchUpServer(
@@ -360,6 +359,7 @@ export class Replica implements LogStorage {
           apply: (es) => (holder.log as Replica).applyEntries(es),
           restore: (s) => (holder.log as Replica).restore(s),
         },
+        clock: deps.clock,
         tickMs: opts.tickMs ?? 100,
         timeoutMs: opts.timeoutMs ?? 10_000,
         onSoftState: (s) => holder.log?.softState(s),
@@ -503,6 +503,14 @@ export class Replica implements LogStorage {
     if (g && (solo || g.solo || g.term !== term || g.bytes + frame.length > (this.opts.groupCommitBytes ?? 0))) {
       this.flushGroup();
       g = undefined;
+      if (this.projectedLast !== first - 1) {
+        // The group before this append was refused (a leadership transfer in progress, a
+        // change of term) and gave its positions back, but this append's positions were
+        // counted after them: proposing it would leave a gap in the log. It is not proposed.
+        return Promise.reject(
+          this.notLeader('the append before it was refused (a leadership transfer, or a new term); retry it'),
+        );
+      }
     }
     if (!g) {
       let resolve!: (index: number) => void;
@@ -699,7 +707,7 @@ export class Replica implements LogStorage {
     await this.local.close();
     // localFsync 'never': a clean close makes the local log durable, so the next open need not check it all.
     if ((this.opts.localFsync ?? 'never') === 'never') {
-      await markCleanClose(this.opts.dir, files).catch((err: unknown) => {
+      await this.deps.local.markClean(this.opts.dir, files).catch((err: unknown) => {
         this.opts.logger?.warn(
           'replicated log: could not mark the local log closed cleanly; the next open checks it all',
           { id: this.opts.id, error: String(err) },
@@ -1183,7 +1191,7 @@ export class Replica implements LogStorage {
   private async syncLocal(): Promise<void> {
     if ((this.opts.localFsync ?? 'never') !== 'never') return;
     const upTo = this.local.last;
-    await syncLocalLog(join(this.opts.dir, 'log'), this.local.segmentFiles, this.syncedSegments);
+    await this.deps.local.sync(join(this.opts.dir, 'log'), this.local.segmentFiles, this.syncedSegments);
     if (upTo > this.syncedTo) this.syncedTo = upTo;
   }
 
