@@ -5,8 +5,8 @@
  * under partitions, loss, duplication, delay, crashes and restarts and leadership transfers.
  * Every history goes to the linearizability checker, every member's log to the invariants.
  *
- * PLEXUS_SIM_SEEDS=N runs N seeds per cluster size (default: 800 of 3 members and 200 of 5,
- * 1,000 runs); PLEXUS_SIM_FIRST_SEED moves the window; PLEXUS_SIM_NODES=3 or 5 runs one size.
+ * PLEXUS_SIM_SEEDS=N runs N seeds per setup (default: 700 of 3 members, 150 of 5, and 150 of
+ * 3 members taking Raft snapshots: 1,000 runs); PLEXUS_SIM_FIRST_SEED moves the window; PLEXUS_SIM_NODES=3 or 5 runs one size.
  * A failure prints the seed and the command that replays it.
  */
 import { describe, expect, it } from 'vitest';
@@ -20,15 +20,20 @@ const SEEDS = process.env.PLEXUS_SIM_SEEDS === undefined ? undefined : Number(pr
 const FIRST = Number(process.env.PLEXUS_SIM_FIRST_SEED ?? 1);
 const ONLY = process.env.PLEXUS_SIM_NODES === undefined ? undefined : Number(process.env.PLEXUS_SIM_NODES);
 const SIZES = ([3, 5] as const).filter((n) => ONLY === undefined || n === ONLY);
-const runsOf = (nodes: number): number => SEEDS ?? (nodes === 3 ? 800 : 200);
+/** Cluster sizes and whether members take Raft snapshots (every 5 appends, 4 kept). */
+const SETUPS = [
+  ...SIZES.map((nodes) => ({ nodes, snapshots: false })),
+  ...(SIZES.includes(3) ? [{ nodes: 3, snapshots: true }] : []),
+];
+const runsOf = (nodes: number, snapshots: boolean): number => SEEDS ?? (snapshots ? 150 : nodes === 3 ? 700 : 150);
 
 type Totals = ReplicationSimResult['stats'];
 
 describe('deterministic simulation of replicated logs', () => {
-  for (const nodes of SIZES) {
-    const runs = runsOf(nodes);
+  for (const { nodes, snapshots } of SETUPS) {
+    const runs = runsOf(nodes, snapshots);
     it(
-      `${runs} seeded runs of ${nodes} members stay linearizable and lose no acknowledged append`,
+      `${runs} seeded runs of ${nodes} members${snapshots ? ' taking snapshots' : ''} stay linearizable and lose no acknowledged append`,
       async () => {
         const failures: string[] = [];
         const total: Totals = {
@@ -42,10 +47,11 @@ describe('deterministic simulation of replicated logs', () => {
           leaderChanges: 0,
           messages: 0,
           snapshotsTaken: 0,
+          snapshotsInstalled: 0,
         };
         let undecided = 0;
         for (let seed = FIRST; seed < FIRST + runs; seed++) {
-          const r = await runReplicationSimulation({ seed, nodes });
+          const r = await runReplicationSimulation({ seed, nodes, ...(snapshots ? { snapshotEvery: 5 } : {}) });
           if (!r.ok) {
             const hint = replicationReplayHint(r);
             failures.push(hint);
@@ -63,6 +69,7 @@ describe('deterministic simulation of replicated logs', () => {
         expect(total.partitions).toBeGreaterThan(runs / 2);
         expect(total.transfers).toBeGreaterThan(runs / 10);
         expect(total.leaderChanges).toBeGreaterThan(runs * 1.5);
+        if (snapshots) expect(total.snapshotsTaken).toBeGreaterThan(runs);
         expect(undecided).toBeLessThan(Math.max(1, runs / 100));
       },
       Math.max(120_000, runs * 200),

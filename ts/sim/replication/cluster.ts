@@ -95,6 +95,7 @@ export interface ReplicationSimResult {
     leaderChanges: number;
     messages: number;
     snapshotsTaken: number;
+    snapshotsInstalled: number;
   };
   /** A hash of every event of the run: equal for two runs of one seed. */
   readonly fingerprint: string;
@@ -210,6 +211,7 @@ class ReplicationSim {
     leaderChanges: 0,
     messages: 0,
     snapshotsTaken: 0,
+    snapshotsInstalled: 0,
   };
 
   constructor(private readonly opts: ReplicationSimOptions) {
@@ -401,7 +403,7 @@ class ReplicationSim {
   private client(c: Client): void {
     const m = this.members.get(c.target);
     const log = m?.log;
-    if (!log || log.role !== 'leader') {
+    if (m === undefined || log?.role !== 'leader') {
       const hint = log?.status().leader ?? 0;
       c.target = hint > 0 && this.rng.chance(0.8) ? hint : this.rng.between(1, this.n);
       c.nextAt = this.clock.now() + 5 + this.rng.int(10);
@@ -626,6 +628,7 @@ class ReplicationSim {
       });
       logs.set(m.id, values);
       this.stats.snapshotsTaken += log.status().snapshotsTaken;
+      this.stats.snapshotsInstalled += log.status().snapshotsInstalled;
     }
     let longest: string[] = [];
     for (const v of logs.values()) if (v.length > longest.length) longest = v;
