@@ -119,7 +119,8 @@ describe('deterministic simulation of replicated logs', () => {
     // second arrives and gives its position back, but the second had counted its position
     // after it. The leader used to propose it anyway, and every member stopped with
     // PLX_REPLICATION_DIVERGED (a gap in the log). The second is now refused as well.
-    const r = await runReplicationSimulation({ seed: 389, nodes: 3 });
+    const r = await runReplicationSimulation({ seed: 389, nodes: 3, trace: true });
+    expect(r.trace.some((l) => l.includes('the append before it was refused'))).toBe(true);
     expect(r.violations, replicationReplayHint(r)).toEqual([]);
     expect(r.ok).toBe(true);
     expect(r.stats.transfers).toBeGreaterThan(0);

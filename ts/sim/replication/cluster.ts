@@ -52,7 +52,7 @@ export interface ReplicationSimOptions {
   readonly seed: number;
   /** Members (ids 1..nodes). Default 3. */
   readonly nodes?: number;
-  /** Virtual milliseconds of clients and faults; a quiet period to converge follows. Default 600. */
+  /** Virtual milliseconds of clients and faults; a quiet period of 1200 ms to converge follows. Default 600. */
   readonly durationMs?: number;
   readonly clients?: number;
   /** Crashes, partitions, network changes, leadership transfers. Default true. */
@@ -450,7 +450,7 @@ class ReplicationSim {
         },
         (e: unknown) => {
           const code = isPlexusError(e) ? e.code : String(e);
-          this.note(`refused ${value} ${code}`);
+          this.note(`refused ${value} ${code}${isPlexusError(e) ? ` ${e.message}` : ''}`);
           if (cas !== undefined && code.endsWith('_CONFLICT')) {
             if (this.opts.strictCas) this.history.ok(op, { conflict: true }, this.clock.now());
             else this.history.fail(op);
