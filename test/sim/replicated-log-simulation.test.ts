@@ -61,15 +61,18 @@ describe('deterministic simulation of replicated logs', () => {
           for (const k of Object.keys(total) as (keyof Totals)[]) total[k] += r.stats[k];
         }
         expect(failures, failures.slice(0, 5).join('\n')).toEqual([]);
-        // The runs did real work under real faults: not a vacuous pass.
-        expect(total.appendsOk).toBeGreaterThan(runs * 5);
-        expect(total.casRefused).toBeGreaterThan(runs);
-        expect(total.readsOk).toBeGreaterThan(runs * 3);
-        expect(total.crashes).toBeGreaterThan(runs / 2);
-        expect(total.partitions).toBeGreaterThan(runs / 2);
-        expect(total.transfers).toBeGreaterThan(runs / 10);
-        expect(total.leaderChanges).toBeGreaterThan(runs * 1.5);
-        if (snapshots) expect(total.snapshotsTaken).toBeGreaterThan(runs);
+        // The runs did real work under real faults: not a vacuous pass (judged over many seeds;
+        // a replay of one seed checks only that seed's history).
+        if (runs >= 100) {
+          expect(total.appendsOk).toBeGreaterThan(runs * 5);
+          expect(total.casRefused).toBeGreaterThan(runs);
+          expect(total.readsOk).toBeGreaterThan(runs * 3);
+          expect(total.crashes).toBeGreaterThan(runs / 2);
+          expect(total.partitions).toBeGreaterThan(runs / 2);
+          expect(total.transfers).toBeGreaterThan(runs / 10);
+          expect(total.leaderChanges).toBeGreaterThan(runs * 1.5);
+          if (snapshots) expect(total.snapshotsTaken).toBeGreaterThan(runs);
+        }
         expect(undecided).toBeLessThan(Math.max(1, runs / 100));
       },
       Math.max(120_000, runs * 200),
