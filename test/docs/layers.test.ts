@@ -4,7 +4,7 @@
  * ```
  * cli                                          6
  * chronacta  cluster  federation  sperli       5  products: never import each other
- * sim/raft (the simulator's engine harness)    4
+ * sim/raft  sim/replication (engine harnesses) 4
  * runtime  raft  raft-io  replication          3  engines
  * storage  net  crypto  sim                    2  infrastructure
  * codec                                        1
@@ -12,7 +12,8 @@
  * ```
  *
  * An import may point to a lower level, never up; sideways (same level, another unit) only
- * where `SIDEWAYS` says so (`raft-io` drives `raft`, `replication` is built on both).
+ * where `SIDEWAYS` says so (`raft-io` drives `raft`, `replication` is built on both, and
+ * `sim/replication` runs replicated logs on the simulated disk and transport of `sim/raft`).
  * A wire constant (see `isWireConstant`) lives in `ts/codec/` only.
  *
  * Some modules sit today where the map does not put them. `PLACED` classifies them by where
@@ -41,6 +42,7 @@ const LEVEL: Readonly<Record<string, number>> = {
   'raft-io': 3,
   replication: 3,
   'sim/raft': 4,
+  'sim/replication': 4,
   chronacta: 5,
   cluster: 5,
   federation: 5,
@@ -54,6 +56,7 @@ const PRODUCTS = new Set(['chronacta', 'cluster', 'federation', 'sperli']);
 const SIDEWAYS: Readonly<Record<string, readonly string[]>> = {
   'raft-io': ['raft'],
   replication: ['raft', 'raft-io'],
+  'sim/replication': ['sim/raft'],
 };
 
 /**
@@ -109,10 +112,11 @@ function sources(dir: string): string[] {
 
 const posix = (p: string): string => p.split('\\').join('/');
 
-/** The unit of a path under ts/: a PLACED prefix first, then `sim/raft/`, then its top folder. */
+/** The unit of a path under ts/: a PLACED prefix first, then `sim/raft/` or `sim/replication/`, then its top folder. */
 function unitOf(rel: string): string {
   for (const [prefix, placed] of Object.entries(PLACED)) if (rel.startsWith(prefix)) return placed.unit;
   if (rel.startsWith('sim/raft/')) return 'sim/raft';
+  if (rel.startsWith('sim/replication/')) return 'sim/replication';
   const top = rel.split('/')[0] as string;
   return rel.includes('/') ? top : '(top)';
 }
@@ -213,6 +217,9 @@ describe('the layer map (docs/architecture.md)', () => {
     expect(breach('chronacta', 'cluster')).toMatch(/product chronacta imports product cluster/);
     expect(breach('sim', 'raft')).toMatch(/imports up/);
     expect(breach('sim/raft', 'raft')).toBeUndefined();
+    expect(breach('sim/replication', 'replication')).toBeUndefined();
+    expect(breach('sim/replication', 'sim/raft')).toBeUndefined();
+    expect(breach('sim/raft', 'sim/replication')).toMatch(/sideways/);
     expect(breach('replication', 'raft-io')).toBeUndefined();
     expect(breach('raft', 'raft-io')).toMatch(/sideways/);
     expect(breach('cli', 'core')).toBeUndefined();

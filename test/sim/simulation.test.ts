@@ -1,15 +1,16 @@
 /**
  * Thousands of seeded runs of 3- and 5-node Raft clusters under crashes, restarts,
  * partitions, loss, duplication and reordering; every history is checked for
- * linearizability and the invariants of ts/sim/invariants.ts. SIM_RUNS=N runs N seeds per
- * cluster size (default 1000); SIM_FIRST_SEED moves the window. A failure prints the seed and
+ * linearizability and the invariants of ts/sim/invariants.ts. PLEXUS_SIM_SEEDS=N (or its older
+ * name SIM_RUNS) runs N seeds per cluster size (default 1000); PLEXUS_SIM_FIRST_SEED (or
+ * SIM_FIRST_SEED) moves the window. A failure prints the seed and
  * the command that replays it.
  */
 import { describe, expect, it } from 'vitest';
 import { replayHint, runSimulation } from '../../ts/sim/raft/cluster.js';
 
-const RUNS = Number(process.env.SIM_RUNS ?? 1000);
-const FIRST = Number(process.env.SIM_FIRST_SEED ?? 1);
+const RUNS = Number(process.env.PLEXUS_SIM_SEEDS ?? process.env.SIM_RUNS ?? 1000);
+const FIRST = Number(process.env.PLEXUS_SIM_FIRST_SEED ?? process.env.SIM_FIRST_SEED ?? 1);
 
 describe('deterministic simulation of raft', () => {
   for (const nodes of [3, 5]) {
@@ -46,6 +47,6 @@ describe('deterministic simulation of raft', () => {
         expect(undecided).toBeLessThan(Math.max(1, RUNS / 100));
       },
       Math.max(60_000, RUNS * 40),
-    ); // long SIM_RUNS need more than the default timeout
+    ); // long PLEXUS_SIM_SEEDS need more than the default timeout
   }
 });

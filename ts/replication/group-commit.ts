@@ -41,6 +41,14 @@ export class GroupCommit {
     if (g && (solo || g.solo || g.term !== term || g.bytes + frame.length > this.deps.groupCommitBytes)) {
       this.flush();
       g = undefined;
+      if (this.deps.state.projectedLast !== first - 1) {
+        // The group before this append was refused (a leadership transfer in progress, a
+        // change of term) and gave its positions back, but this append's positions were
+        // counted after them: proposing it would leave a gap in the log. It is not proposed.
+        return Promise.reject(
+          this.deps.notLeader('the append before it was refused (a leadership transfer, or a new term); retry it'),
+        );
+      }
     }
     if (!g) {
       let resolve!: (index: number) => void;

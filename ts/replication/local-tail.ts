@@ -167,6 +167,8 @@ export interface LocalDurabilityOptions {
 export interface LocalDurabilityDeps {
   readonly clock: ClockTimers;
   readonly local: Pick<FileLog, 'last' | 'segmentFiles'>;
+  /** Makes the local log durable as far as it is written (default: `syncLocalLog`). */
+  readonly sync?: (logDir: string, files: readonly string[], synced: SyncedSegments) => Promise<void>;
   /** The local log's last position counting appends issued and not yet acknowledged. */
   localTail(): number;
   /** The member closed: the write-back stops. */
@@ -209,7 +211,7 @@ export class LocalDurability {
     if (this.opts.localFsync !== 'never') return;
     const local = this.deps.local;
     const upTo = local.last;
-    await syncLocalLog(join(this.opts.dir, 'log'), local.segmentFiles, this.syncedSegments);
+    await (this.deps.sync ?? syncLocalLog)(join(this.opts.dir, 'log'), local.segmentFiles, this.syncedSegments);
     if (upTo > this.syncedTo) this.syncedTo = upTo;
   }
 

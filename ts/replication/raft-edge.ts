@@ -12,7 +12,9 @@ import type { Snapshot } from '../raft/types.js';
 import { RaftDriver, type RaftDriverOptions } from '../raft-io/driver.js';
 import { FileRaftStorage } from '../raft-io/file-storage.js';
 import { RaftTcpTransport, type RaftTransportOptions } from '../raft-io/tcp-transport.js';
-import type { FileLogOptions } from '../storage/file-log.js';
+import type { FileLog, FileLogOptions } from '../storage/file-log.js';
+import type { StorageLogger } from '../storage/types.js';
+import { markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
 
 /** The Raft storage of a replica: what its node reads and its driver writes, and compaction. */
 export type ReplicaRaftStorage = Pick<
@@ -53,6 +55,32 @@ export interface ReplicaRaft {
   startDriver(opts: RaftDriverOptions): ReplicaDriver;
 }
 
+/** The local log of committed records, as the replica uses it. */
+export type ReplicaLocalLog = Pick<
+  FileLog,
+  'first' | 'last' | 'highestEpoch' | 'append' | 'read' | 'readBackward' | 'compactBefore' | 'close' | 'segmentFiles'
+>;
+
+/** Where a replica keeps its local log: open it, make it durable, mark a clean close (local-tail.ts). */
+export interface ReplicaLocalStore {
+  open(
+    dir: string,
+    opts: { segmentBytes?: number; logger?: StorageLogger },
+    fsync: 'batch' | 'never',
+    logger: StorageLogger | undefined,
+  ): Promise<ReplicaLocalLog>;
+  /** Makes every record appended so far durable (`logDir`: the log's own directory). */
+  sync(logDir: string, files: readonly string[], synced: SyncedSegments): Promise<void>;
+  markClean(dir: string, files: readonly string[]): Promise<void>;
+}
+
+/** The local log in files (`<dir>/log/`). */
+export const fileLocalStore: ReplicaLocalStore = {
+  open: (dir, opts, fsync, logger) => openLocalLog(dir, opts, fsync, logger),
+  sync: (logDir, files, synced) => syncLocalLog(logDir, files, synced),
+  markClean: (dir, files) => markCleanClose(dir, files),
+};
+
 /** Everything a replica takes from outside itself. */
 export interface ReplicaDeps {
   readonly clock: ClockTimers;
@@ -61,6 +89,8 @@ export interface ReplicaDeps {
   /** `n` random bytes (batch ids of appends that bring none). */
   readonly randomBytes: (n: number) => Uint8Array;
   readonly raft: ReplicaRaft;
+  /** The local log of committed records. */
+  readonly local: ReplicaLocalStore;
 }
 
 /** Raft on files and TCP/TLS. */
@@ -78,5 +108,6 @@ export function realReplicaDeps(over: Partial<ReplicaDeps> = {}): ReplicaDeps {
     random: over.random ?? ((n: number) => randomInt(n)),
     randomBytes: over.randomBytes ?? ((n: number) => new Uint8Array(randomBytes(n))),
     raft: over.raft ?? tcpRaft,
+    local: over.local ?? fileLocalStore,
   };
 }

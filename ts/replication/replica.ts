@@ -27,16 +27,15 @@ import { Condition, type WaitOptions } from '../core/watermark.js';
 import { RaftNode } from '../raft/node.js';
 import type { Role, SoftState } from '../raft/types.js';
 import { conflictError, fencedError } from '../storage/errors.js';
-import type { FileLog } from '../storage/file-log.js';
 import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
 import { ApplyPath } from './apply.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
 import { encodeCompactMarker, hexBytes, splitAddress } from './entries.js';
 import { type ReplicationCode, ReplicationErrorCode, replicationError, translateError } from './errors.js';
 import { GroupCommit } from './group-commit.js';
-import { LocalDurability, markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
+import { LocalDurability, type SyncedSegments } from './local-tail.js';
 import { MembershipChanges } from './membership.js';
-import type { ReplicaDeps, ReplicaDriver, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
+import type { ReplicaDeps, ReplicaDriver, ReplicaLocalLog, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
 import { ReadBarrier } from './read-barrier.js';
 import { ReplicaState } from './replica-state.js';
 import { CatchUpServer, decodeDescriptor, type SnapshotDescriptor } from './snapshot.js';
@@ -96,7 +95,7 @@ export class Replica implements LogStorage {
     private readonly deps: ReplicaDeps,
     private readonly node: RaftNode,
     private readonly raftStorage: ReplicaRaftStorage,
-    private readonly local: FileLog,
+    private readonly local: ReplicaLocalLog,
     private readonly transport: ReplicaTransport,
     private readonly driver: ReplicaDriver,
     private readonly catchUp: CatchUpServer,
@@ -139,7 +138,7 @@ export class Replica implements LogStorage {
         id: opts.id,
         ...(opts.logger ? { logger: opts.logger } : {}),
       },
-      { clock: deps.clock, local, localTail: () => state.localTail, closed: () => state.closed },
+      { clock: deps.clock, local, sync: deps.local.sync, localTail: () => state.localTail, closed: () => state.closed },
     );
     this.snapshots = new Snapshots({
       ...signals,
@@ -226,7 +225,7 @@ export class Replica implements LogStorage {
         journalOpts,
       );
     }
-    let local: FileLog | undefined;
+    let local: ReplicaLocalLog | undefined;
     let transport: ReplicaTransport | undefined;
     try {
       const every = opts.snapshotEvery ?? 10_000;
@@ -271,13 +270,13 @@ export class Replica implements LogStorage {
       const descriptor = decodeDescriptor(raftStorage.snapshot().data);
       // Without fsyncs (`never`), a power loss can leave damage before the local log's tail: it
       // is cut there, and what was cut is re-applied from the Raft log (local-tail.ts).
-      local = await openLocalLog(opts.dir, { ...logOpts, ...quiet }, opts.localFsync ?? 'never', opts.logger);
+      local = await deps.local.open(opts.dir, { ...logOpts, ...quiet }, opts.localFsync ?? 'never', opts.logger);
       // What the local log holds at open is on disk from here on (durableLocalLast). Synced
       // before anything runs: nothing may be applied before the caller's listeners are on.
       const syncedAtOpen = local.last;
       const segmentsSyncedAtOpen: SyncedSegments = new Set();
       if ((opts.localFsync ?? 'never') === 'never')
-        await syncLocalLog(join(opts.dir, 'log'), local.segmentFiles, segmentsSyncedAtOpen);
+        await deps.local.sync(join(opts.dir, 'log'), local.segmentFiles, segmentsSyncedAtOpen);
       const holder: { log?: Replica } = {};
       const localLog = local;
       const catchUp = new CatchUpServer(
@@ -340,6 +339,7 @@ export class Replica implements LogStorage {
           apply: (es) => (holder.log as Replica).applier.apply(es),
           restore: (s) => (holder.log as Replica).snapshots.restore(s),
         },
+        clock: deps.clock,
         tickMs: opts.tickMs ?? 100,
         timeoutMs: opts.timeoutMs ?? 10_000,
         onSoftState: (s) => holder.log?.softState(s),
@@ -557,7 +557,7 @@ export class Replica implements LogStorage {
     await this.local.close();
     // localFsync 'never': a clean close makes the local log durable, so the next open need not check it all.
     if ((this.opts.localFsync ?? 'never') === 'never') {
-      await markCleanClose(this.opts.dir, files).catch((err: unknown) => {
+      await this.deps.local.markClean(this.opts.dir, files).catch((err: unknown) => {
         this.opts.logger?.warn(
           'replicated log: could not mark the local log closed cleanly; the next open checks it all',
           { id: this.opts.id, error: String(err) },

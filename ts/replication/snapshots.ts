@@ -12,13 +12,12 @@ import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { delay, RetryPolicy } from '../core/retry.js';
 import type { RaftNode } from '../raft/node.js';
 import type { Entry, Snapshot } from '../raft/types.js';
-import type { FileLog } from '../storage/file-log.js';
 import type { LogRecord } from '../storage/types.js';
 import { RefusedReason } from './catch-up-wire.js';
 import type { HaMember } from './config.js';
 import { hex, hexBytes } from './entries.js';
 import { ReplicationErrorCode, replicationError } from './errors.js';
-import type { ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
+import type { ReplicaLocalLog, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
 import type { ReplicaSignals, ReplicaState } from './replica-state.js';
 import { decodeDescriptor, encodeDescriptor, fetchRecords, queryHolding, type SnapshotDescriptor } from './snapshot.js';
 import type { AppliedBatch, ReplicatedLogOptions } from './types.js';
@@ -34,7 +33,7 @@ export interface SnapshotsDeps extends ReplicaSignals {
   readonly clock: ClockTimers;
   readonly state: ReplicaState;
   readonly node: Pick<RaftNode, 'status' | 'compact'>;
-  readonly local: FileLog;
+  readonly local: ReplicaLocalLog;
   readonly raftStorage: Pick<ReplicaRaftStorage, 'snapshot' | 'entries' | 'compact'>;
   readonly transport: Pick<ReplicaTransport, 'openStream'>;
   /** Records caught up are in the local log: tell the listeners. */

@@ -1,6 +1,7 @@
 /**
  * The sequential specification of an append-only log: `append(value)` returns the 1-based
- * position the value took; `read(limit?)` returns the first `limit` values (all of them
+ * position the value took (with `expectedLast`, only when the log held that many values, and
+ * is refused with `conflict` otherwise); `read(limit?)` returns the first `limit` values (all of them
  * without a limit).
  *
  * States are interned in a trie (one node per distinct sequence of appended values), so the
@@ -10,9 +11,14 @@
 import type { Model } from './linearizability.js';
 
 export type LogInput =
-  | { readonly kind: 'append'; readonly value: string }
+  /** With `expectedLast` (compare-and-set): appended only when the log holds exactly that many values. */
+  | { readonly kind: 'append'; readonly value: string; readonly expectedLast?: number }
   | { readonly kind: 'read'; readonly limit?: number };
-export type LogOutput = { readonly position: number } | { readonly values: readonly string[] };
+/** `conflict`: a compare-and-set append refused because the log's length was not the one expected. */
+export type LogOutput =
+  | { readonly position: number }
+  | { readonly values: readonly string[] }
+  | { readonly conflict: true };
 
 /** One state: the log `values` (shared, never mutated), identified by `id`. */
 export interface LogState {
@@ -54,6 +60,10 @@ export function appendLogModel(): Model<LogState, LogInput, LogOutput> {
     init: () => root,
     step(state, input, output) {
       if (input.kind === 'append') {
+        if (input.expectedLast !== undefined && input.expectedLast !== state.length) {
+          return { ok: output === undefined || 'conflict' in output, state };
+        }
+        if (output !== undefined && 'conflict' in output) return { ok: false, state };
         const next = child(state, input.value);
         if (output === undefined) return { ok: true, state: next };
         return { ok: 'position' in output && output.position === next.length, state: next };

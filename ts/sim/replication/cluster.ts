@@ -1,0 +1,671 @@
+/**
+ * Whole replicated logs on the deterministic simulator: N members, each the real `Replica`
+ * behind the `ReplicatedLog` facade (ts/replication/), on one `ManualClock`, with the
+ * simulated Raft transport (ts/sim/raft/transport.ts) over a faulty `SimNetwork`, simulated
+ * Raft disks whose syncs take a seeded latency and whose unsynced writes a crash loses
+ * (ts/sim/raft/disk.ts), and an in-memory local log of committed records. Clients append
+ * (some with compare-and-set, `expectedLast`; see `strictCas`) and read linearizably (`readBarrier`, then the
+ * local log up to the barrier); faults partition, isolate, change the network, crash and
+ * restart members (the leader more often than not) and transfer leadership. The history goes
+ * to the linearizability checker with the log model, and the members' applied records to the
+ * invariants (one value per position everywhere; every acknowledged append present at its
+ * position; positions contiguous from 1).
+ *
+ * Determinism: the run is one async loop. Each step moves the clock to the next event (a
+ * timer, a message due, a client's or the fault schedule's next move), fires what is due,
+ * then waits for one `setImmediate`, by which time every promise continuation the step caused
+ * has run (nothing in a member does real I/O here). So one seed always gives the same run.
+ *
+ * What is not simulated (docs/replication.md, "Simulation"): catch-up side streams (a member
+ * that must pull records below a snapshot is refused a stream, stays gated and falls silent,
+ * so runs keep snapshots off by default), membership changes, and a power loss of the local
+ * log (a crash keeps what the local log holds, as a process crash does; the Raft disk loses
+ * its unsynced writes).
+ */
+import { ManualClock } from '../../core/clock.js';
+import { isPlexusError, PlexusError } from '../../core/errors.js';
+import { MemoryRaftStorage } from '../../raft/storage.js';
+import type { Message } from '../../raft/types.js';
+import { RaftDriver } from '../../raft-io/driver.js';
+import type {
+  ReplicaDeps,
+  ReplicaLocalLog,
+  ReplicaLocalStore,
+  ReplicaRaft,
+  ReplicaRaftStorage,
+  ReplicaTransport,
+} from '../../replication/raft-edge.js';
+import { ReplicatedLog } from '../../replication/replicated-log.js';
+import type { AppendOptions, AppendResult } from '../../storage/log-storage.js';
+import { MemoryLog, MemoryLogState } from '../../storage/memory-log.js';
+import { SimErrorCode } from '../errors.js';
+import { History } from '../history.js';
+import { ReplicatedLogInvariants, type Violation } from '../invariants.js';
+import { checkLinearizable, type LinearizabilityResult } from '../linearizability.js';
+import { appendLogModel, type LogInput, type LogOutput } from '../log-model.js';
+import { type NetworkOptions, SimNetwork } from '../network.js';
+import { SimDisk } from '../raft/disk.js';
+import { SimRaftNetwork } from '../raft/transport.js';
+import { SimRandom } from '../rng.js';
+
+export interface ReplicationSimOptions {
+  readonly seed: number;
+  /** Members (ids 1..nodes). Default 3. */
+  readonly nodes?: number;
+  /** Virtual milliseconds of clients and faults; a quiet period of 1200 ms to converge follows. Default 600. */
+  readonly durationMs?: number;
+  readonly clients?: number;
+  /** Crashes, partitions, network changes, leadership transfers. Default true. */
+  readonly faults?: boolean;
+  readonly network?: Partial<NetworkOptions>;
+  /** `snapshotEvery` of every member (0: off, the default: see the module comment). */
+  readonly snapshotEvery?: number;
+  /**
+   * A planted bug, to show the checkers catch it: `early-ack` answers an append with the
+   * position the leader projects for it at once, before its entry is committed.
+   */
+  readonly plant?: 'early-ack';
+  /**
+   * Record a compare-and-set refusal as the output `conflict` (the log's length was not the one
+   * expected when it was refused). Default false: it is recorded as an append not made, which
+   * is all the replica promises today: a leader checks `expectedLast` against the positions of
+   * its own appends not yet committed, so a refusal may count appends a later read does not
+   * see yet (docs/replication.md, "Simulation"; seed 17 shows it).
+   */
+  readonly strictCas?: boolean;
+  /** Keep a readable trace of the run's events (`trace` of the result). Default false. */
+  readonly trace?: boolean;
+}
+
+export interface ReplicationSimResult {
+  readonly seed: number;
+  readonly nodes: number;
+  readonly ok: boolean;
+  readonly violations: readonly Violation[];
+  readonly linearizability: LinearizabilityResult<LogInput, LogOutput>;
+  readonly history: History<LogInput, LogOutput>;
+  readonly stats: {
+    appendsOk: number;
+    casRefused: number;
+    readsOk: number;
+    unknown: number;
+    crashes: number;
+    partitions: number;
+    transfers: number;
+    leaderChanges: number;
+    messages: number;
+    snapshotsTaken: number;
+    snapshotsInstalled: number;
+  };
+  /** A hash of every event of the run: equal for two runs of one seed. */
+  readonly fingerprint: string;
+  readonly trace: readonly string[];
+}
+
+const DEFAULTS = {
+  nodes: 3,
+  durationMs: 600,
+  clients: 3,
+  tickMs: 10,
+  opTimeoutMs: 250,
+  network: { minDelay: 1, maxDelay: 15, dropRate: 0.03, duplicateRate: 0.03 },
+} as const;
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** The line to print when a run fails: how to replay it exactly. */
+export function replicationReplayHint(r: ReplicationSimResult): string {
+  const what = r.violations.map((v) => `${v.rule}: ${v.message} (t=${v.time}ms)`);
+  if (r.linearizability.result === 'violation') {
+    what.push(`not linearizable: ${r.linearizability.unplaced.length} operation(s) cannot be placed`);
+  }
+  return (
+    `replicated-log simulation seed ${r.seed} (${r.nodes} members) failed: ${what.join('; ')}. ` +
+    `Replay: PLEXUS_SIM_FIRST_SEED=${r.seed} PLEXUS_SIM_SEEDS=1 PLEXUS_SIM_NODES=${r.nodes} ` +
+    'npx vitest run test/sim/replicated-log-simulation.test.ts'
+  );
+}
+
+/** Throws PLX_SIM_VIOLATION, naming the seed and the replay command, when a run failed. */
+export function assertReplicationSimOk(r: ReplicationSimResult): void {
+  if (r.ok) return;
+  throw new PlexusError(SimErrorCode.VIOLATION, replicationReplayHint(r), {
+    seed: r.seed,
+    nodes: r.nodes,
+    violations: r.violations,
+    linearizable: r.linearizability.result,
+  });
+}
+
+export function runReplicationSimulation(opts: ReplicationSimOptions): Promise<ReplicationSimResult> {
+  return new ReplicationSim(opts).run();
+}
+
+/** The local log of one incarnation of a member: its records outlive the incarnation (a crash keeps them). */
+class SimLocalLog extends MemoryLog {
+  readonly segmentFiles: readonly string[] = [];
+  dead = false;
+
+  override append(payloads: readonly Uint8Array[], opts?: AppendOptions): Promise<AppendResult> {
+    if (this.dead) return new Promise(() => undefined); // a crashed process: nothing more happens
+    return super.append(payloads, opts);
+  }
+}
+
+interface Member {
+  readonly id: number;
+  durable: MemoryRaftStorage | undefined;
+  readonly localState: MemoryLogState;
+  readonly rng: SimRandom;
+  log: ReplicatedLog | undefined;
+  disk: SimDisk | undefined;
+  driver: RaftDriver | undefined;
+  local: SimLocalLog | undefined;
+  opening: boolean;
+  restartAt: number;
+}
+
+interface Client {
+  readonly id: number;
+  target: number;
+  seq: number;
+  busy: boolean;
+  nextAt: number;
+  /** The log length this client last saw (its compare-and-set guess). */
+  seen: number;
+}
+
+function streamRefused(): PlexusError {
+  return new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', 'catch-up streams are not simulated');
+}
+
+class ReplicationSim {
+  private readonly rng: SimRandom;
+  private readonly clock = new ManualClock();
+  private readonly net: SimNetwork<Message>;
+  private readonly wire: SimRaftNetwork;
+  private readonly diskRng: SimRandom;
+  private readonly members = new Map<number, Member>();
+  private readonly clients: Client[] = [];
+  private readonly history = new History<LogInput, LogOutput>();
+  private readonly inv = new ReplicatedLogInvariants();
+  private readonly n: number;
+  private readonly duration: number;
+  private readonly faults: boolean;
+  private hash = 0x811c9dc5;
+  private readonly trace: string[] = [];
+  private nextFault: number;
+  private healAt = Number.POSITIVE_INFINITY;
+  private lastLeader = 0;
+  /** Acknowledged appends: value -> position. */
+  private readonly acked = new Map<string, number>();
+  private readonly stats: ReplicationSimResult['stats'] = {
+    appendsOk: 0,
+    casRefused: 0,
+    readsOk: 0,
+    unknown: 0,
+    crashes: 0,
+    partitions: 0,
+    transfers: 0,
+    leaderChanges: 0,
+    messages: 0,
+    snapshotsTaken: 0,
+    snapshotsInstalled: 0,
+  };
+
+  constructor(private readonly opts: ReplicationSimOptions) {
+    this.rng = new SimRandom(opts.seed);
+    this.n = opts.nodes ?? DEFAULTS.nodes;
+    this.duration = opts.durationMs ?? DEFAULTS.durationMs;
+    this.faults = opts.faults ?? true;
+    this.net = new SimNetwork<Message>(this.rng.fork(), { ...DEFAULTS.network, ...opts.network });
+    this.wire = new SimRaftNetwork(this.net, this.clock, () => {
+      this.stats.messages++;
+    });
+    this.diskRng = this.rng.fork();
+    for (let id = 1; id <= this.n; id++) {
+      this.members.set(id, {
+        id,
+        durable: undefined,
+        localState: new MemoryLogState(),
+        rng: this.rng.fork(),
+        log: undefined,
+        disk: undefined,
+        driver: undefined,
+        local: undefined,
+        opening: false,
+        restartAt: 0,
+      });
+    }
+    for (let c = 1; c <= (opts.clients ?? DEFAULTS.clients); c++) {
+      this.clients.push({ id: c, target: this.rng.between(1, this.n), seq: 0, busy: false, nextAt: 0, seen: 0 });
+    }
+    this.nextFault = 150 + this.rng.int(100);
+  }
+
+  private note(line: string): void {
+    const s = `${this.clock.now()} ${line}`;
+    for (let i = 0; i < s.length; i++) this.hash = Math.imul(this.hash ^ s.charCodeAt(i), 0x01000193) >>> 0;
+    if (this.opts.trace) this.trace.push(s);
+  }
+
+  // ---- the seams: Raft storage, transport, driver and local log of one member ----
+
+  private raftOf(m: Member): ReplicaRaft {
+    const storageOver = (durable: MemoryRaftStorage): ReplicaRaftStorage => {
+      const disk = new SimDisk(durable, this.clock, () => this.diskRng.between(0, 3));
+      m.disk = disk;
+      const s = disk.storage;
+      return {
+        initialState: () => s.initialState(),
+        entries: (lo, hi, maxSize) => s.entries(lo, hi, maxSize),
+        term: (i) => s.term(i),
+        firstIndex: () => s.firstIndex(),
+        lastIndex: () => s.lastIndex(),
+        snapshot: () => s.snapshot(),
+        append: (es) => disk.append(es),
+        setHardState: (hs) => disk.setHardState(hs),
+        applySnapshot: (sn) => disk.applySnapshot(sn),
+        compact: (sn) => disk.compact(sn),
+        sync: () => new Promise<void>((resolve) => void disk.sync().then(resolve)),
+        setInlineSyncWrites: () => undefined,
+        close: () => Promise.resolve(),
+      } as ReplicaRaftStorage;
+    };
+    return {
+      openStorage: async () => {
+        m.durable ??= new MemoryRaftStorage();
+        return storageOver(m.durable);
+      },
+      bootstrapStorage: async (_dir, confState, data) => {
+        m.durable = MemoryRaftStorage.bootstrap(confState, data);
+        return storageOver(m.durable);
+      },
+      startTransport: async (o) => {
+        const t = this.wire.join(m.id);
+        t.onMessage((msg) => o.onMessage?.(msg));
+        const transport: ReplicaTransport = {
+          port: 0,
+          send: (ms: readonly Message[]) => t.send(ms),
+          flush: () => undefined,
+          openStream: () => Promise.reject(streamRefused()),
+          setPeer: () => undefined,
+          removePeer: () => undefined,
+          close: () => t.close(),
+        } as unknown as ReplicaTransport;
+        return transport;
+      },
+      startDriver: (o) => {
+        const d = new RaftDriver({ ...o, clock: this.clock });
+        m.driver = d;
+        return d;
+      },
+    };
+  }
+
+  private localOf(m: Member): ReplicaLocalStore {
+    return {
+      open: async () => {
+        const l = new SimLocalLog(m.localState);
+        m.local = l;
+        return l as unknown as ReplicaLocalLog;
+      },
+      sync: async () => undefined,
+      markClean: async () => undefined,
+    };
+  }
+
+  private depsOf(m: Member): ReplicaDeps {
+    return {
+      clock: this.clock,
+      random: (k) => m.rng.int(k),
+      randomBytes: (k) => {
+        const b = new Uint8Array(k);
+        for (let i = 0; i < k; i++) b[i] = m.rng.int(256);
+        return b;
+      },
+      raft: this.raftOf(m),
+      local: this.localOf(m),
+    };
+  }
+
+  private start(m: Member): void {
+    m.opening = true;
+    const members = [...this.members.keys()].map((id) => ({
+      id,
+      raftAddress: `127.0.0.1:${7000 + id}`,
+      advertise: `127.0.0.1:${8000 + id}`,
+    }));
+    ReplicatedLog.open(
+      {
+        id: m.id,
+        dir: `/sim/${m.id}`,
+        members,
+        tickMs: DEFAULTS.tickMs,
+        electionTick: 10,
+        heartbeatTick: 2,
+        timeoutMs: DEFAULTS.opTimeoutMs,
+        localWritebackMs: 0,
+        snapshotEvery: this.opts.snapshotEvery ?? 0,
+        snapshotRetain: 4,
+        onFatal: (e) => {
+          this.inv.violations.push({
+            rule: 'member-failed',
+            message: `member ${m.id}: ${e.code} ${e.message}`,
+            time: this.clock.now(),
+          });
+        },
+      },
+      this.depsOf(m),
+    ).then(
+      (log) => {
+        m.opening = false;
+        m.log = log;
+        this.note(`open ${m.id}`);
+        log.onApply((b) => {
+          b.payloads.forEach((p, i) => {
+            this.inv.position(m.id, Number(b.first) + i, dec.decode(p), this.clock.now());
+          });
+        });
+      },
+      (e: unknown) => {
+        m.opening = false;
+        this.inv.violations.push({
+          rule: 'open-failed',
+          message: `member ${m.id}: ${String(e)}`,
+          time: this.clock.now(),
+        });
+      },
+    );
+  }
+
+  private crash(m: Member): void {
+    if (!m.log) return;
+    this.stats.crashes++;
+    this.note(`crash ${m.id}`);
+    m.disk?.crash();
+    if (m.local) m.local.dead = true;
+    void m.driver?.stop().catch(() => undefined);
+    this.wire.join(m.id).closeNow(); // closes the old endpoint; the next open joins again
+    this.net.dropNode(m.id);
+    m.log = undefined;
+    m.restartAt = this.clock.now() + 50 + this.rng.int(150);
+  }
+
+  // ---- clients ----
+
+  private leaderNow(): Member | undefined {
+    for (const m of this.members.values()) if (m.log?.role === 'leader' && m.log.acceptingWrites) return m;
+    return undefined;
+  }
+
+  private client(c: Client): void {
+    const m = this.members.get(c.target);
+    const log = m?.log;
+    if (m === undefined || log?.role !== 'leader') {
+      const hint = log?.status().leader ?? 0;
+      c.target = hint > 0 && this.rng.chance(0.8) ? hint : this.rng.between(1, this.n);
+      c.nextAt = this.clock.now() + 5 + this.rng.int(10);
+      return;
+    }
+    if (!log.acceptingWrites) {
+      c.nextAt = this.clock.now() + 5 + this.rng.int(10);
+      return;
+    }
+    c.busy = true;
+    const now = this.clock.now();
+    const done = () => {
+      c.busy = false;
+      c.nextAt = this.clock.now() + this.rng.int(20);
+    };
+    if (this.rng.chance(0.7)) {
+      const value = `c${c.id}-${++c.seq}`;
+      const cas = this.rng.chance(0.3) ? c.seen : undefined;
+      const op = this.history.invoke(
+        c.id,
+        { kind: 'append', value, ...(cas !== undefined ? { expectedLast: cas } : {}) },
+        now,
+      );
+      this.note(`append ${c.id} ${value} ${cas ?? '-'} at ${m.id}`);
+      const projected = Number(log.status().lastPosition) + 1;
+      const p = log.append([enc.encode(value)], cas !== undefined ? { expectedLast: BigInt(cas) } : {});
+      if (this.opts.plant === 'early-ack' && cas === undefined) {
+        p.catch(() => undefined);
+        this.history.ok(op, { position: projected }, this.clock.now());
+        this.acked.set(value, projected);
+        this.stats.appendsOk++;
+        done();
+        return;
+      }
+      p.then(
+        (r) => {
+          const position = Number(r.first);
+          this.note(`ack ${value} ${position}`);
+          this.history.ok(op, { position }, this.clock.now());
+          this.acked.set(value, position);
+          c.seen = position;
+          this.stats.appendsOk++;
+          done();
+        },
+        (e: unknown) => {
+          const code = isPlexusError(e) ? e.code : String(e);
+          this.note(`refused ${value} ${code}${isPlexusError(e) ? ` ${e.message}` : ''}`);
+          if (cas !== undefined && code.endsWith('_CONFLICT')) {
+            if (this.opts.strictCas) this.history.ok(op, { conflict: true }, this.clock.now());
+            else this.history.fail(op);
+            this.stats.casRefused++;
+          } else this.stats.unknown++; // outcome unknown: the checker may place it or not
+          c.target = this.rng.between(1, this.n);
+          done();
+        },
+      );
+    } else {
+      const op = this.history.invoke(c.id, { kind: 'read' }, now);
+      this.note(`read ${c.id} at ${m.id}`);
+      log
+        .readBarrier()
+        .then(async (upTo) => {
+          const recs = upTo > 0n ? await log.read(1n, { maxCount: Number(upTo), maxBytes: 1 << 30 }) : [];
+          recs.forEach((r, i) => {
+            if (r.position !== BigInt(i + 1)) {
+              this.inv.violations.push({
+                rule: 'positions-contiguous',
+                message: `member ${m.id} returned position ${r.position} as the record number ${i + 1}`,
+                time: this.clock.now(),
+              });
+            }
+          });
+          const values = recs.map((r) => dec.decode(r.payload));
+          this.note(`read ${c.id} ${values.length}`);
+          this.history.ok(op, { values }, this.clock.now());
+          c.seen = values.length;
+          this.stats.readsOk++;
+          done();
+        })
+        .catch(() => {
+          this.history.fail(op); // a read changes nothing: a refused one is as if never made
+          c.target = this.rng.between(1, this.n);
+          done();
+        });
+    }
+  }
+
+  // ---- faults ----
+
+  private fault(): void {
+    const now = this.clock.now();
+    this.nextFault = now + 100 + this.rng.int(150);
+    const ids = [...this.members.keys()];
+    const up = [...this.members.values()].filter((m) => m.log);
+    const leader = this.leaderNow();
+    const k = this.rng.int(6);
+    if (k === 0 || k === 1) {
+      this.stats.partitions++;
+      if (k === 0 && leader) {
+        this.net.isolate(leader.id);
+        this.note(`isolate ${leader.id}`);
+      } else {
+        const shuffled = [...ids];
+        for (let i = shuffled.length - 1; i > 0; i--) {
+          const j = this.rng.int(i + 1);
+          [shuffled[i], shuffled[j]] = [shuffled[j] as number, shuffled[i] as number];
+        }
+        const cut = this.rng.between(1, shuffled.length - 1);
+        this.net.partition([shuffled.slice(0, cut), shuffled.slice(cut)]);
+        this.note(`partition ${shuffled.join(',')} at ${cut}`);
+      }
+      this.healAt = now + 80 + this.rng.int(150);
+    } else if (k === 2 || k === 3) {
+      const down = this.n - up.length;
+      if (down < Math.floor((this.n - 1) / 2) || (down === 0 && this.n >= 3)) {
+        const victim =
+          leader && this.rng.chance(0.6) ? leader : this.rng.pick(up.length > 0 ? up : [...this.members.values()]);
+        this.crash(victim);
+      }
+    } else if (k === 4 && leader) {
+      const others = up.filter((m) => m.id !== leader.id);
+      if (others.length > 0) {
+        const to = this.rng.pick(others).id;
+        this.stats.transfers++;
+        this.note(`transfer ${leader.id} -> ${to}`);
+        leader.log?.transferLeadership(to, 200).catch(() => undefined);
+      }
+    } else {
+      const maxDelay = this.rng.between(2, 40);
+      this.net.setOptions({
+        minDelay: 1,
+        maxDelay,
+        dropRate: this.rng.float() * 0.1,
+        duplicateRate: this.rng.float() * 0.1,
+      });
+      this.note(`network ${maxDelay}`);
+    }
+  }
+
+  // ---- the loop ----
+
+  private async drain(): Promise<void> {
+    await new Promise<void>((r) => setImmediate(r));
+  }
+
+  async run(): Promise<ReplicationSimResult> {
+    for (const m of this.members.values()) this.start(m);
+    await this.drain();
+    const faultsEnd = this.duration;
+    const end = this.duration + 1200; // a quiet period: healed, everyone up, clients stopped
+    let healed = false;
+    while (this.clock.now() < end) {
+      const now = this.clock.now();
+      const active = now < faultsEnd;
+      if (!active && !healed) {
+        healed = true;
+        this.net.heal();
+        this.net.setOptions(DEFAULTS.network);
+        this.note('quiet');
+      }
+      let t = end;
+      const timer = this.clock.nextDue();
+      if (timer !== undefined && timer < t) t = timer;
+      const msg = this.net.nextAt();
+      if (msg !== undefined && msg < t) t = msg;
+      for (const m of this.members.values())
+        if (!m.log && !m.opening && m.restartAt < t) t = Math.max(now, m.restartAt);
+      if (active) {
+        for (const c of this.clients) if (!c.busy && c.nextAt < t) t = Math.max(now, c.nextAt);
+        if (this.faults && this.nextFault < t) t = Math.max(now, this.nextFault);
+        if (this.healAt < t) t = Math.max(now, this.healAt);
+        if (faultsEnd < t) t = faultsEnd;
+      }
+      this.clock.advanceTo(t);
+      this.wire.deliver(t);
+      for (const m of this.members.values()) {
+        if (!m.log && !m.opening && m.restartAt <= t) {
+          this.note(`restart ${m.id}`);
+          this.start(m);
+        }
+      }
+      if (active) {
+        if (this.healAt <= t) {
+          this.healAt = Number.POSITIVE_INFINITY;
+          this.net.heal();
+          this.note('heal');
+        }
+        if (this.faults && this.nextFault <= t) this.fault();
+        for (const c of this.clients) if (!c.busy && c.nextAt <= t) this.client(c);
+      }
+      await this.drain();
+      const leader = this.leaderNow();
+      if (leader && leader.id !== this.lastLeader) {
+        this.lastLeader = leader.id;
+        this.stats.leaderChanges++;
+        this.note(`leader ${leader.id}`);
+      }
+    }
+    return this.finish();
+  }
+
+  private async finish(): Promise<ReplicationSimResult> {
+    const now = this.clock.now();
+    // Every member's local log, read whole: contiguous from 1, one value per position.
+    const logs = new Map<number, string[]>();
+    for (const m of this.members.values()) {
+      const log = m.log;
+      if (!log) continue;
+      const recs = log.last > 0n ? await log.read(1n, { maxCount: Number(log.last), maxBytes: 1 << 30 }) : [];
+      const values: string[] = [];
+      recs.forEach((r, i) => {
+        if (r.position !== BigInt(i + 1)) {
+          this.inv.violations.push({
+            rule: 'positions-contiguous',
+            message: `member ${m.id} holds position ${r.position} as its record number ${i + 1}`,
+            time: now,
+          });
+        }
+        const v = dec.decode(r.payload);
+        values.push(v);
+        this.inv.position(m.id, i + 1, v, now);
+      });
+      logs.set(m.id, values);
+      this.stats.snapshotsTaken += log.status().snapshotsTaken;
+      this.stats.snapshotsInstalled += log.status().snapshotsInstalled;
+    }
+    let longest: string[] = [];
+    for (const v of logs.values()) if (v.length > longest.length) longest = v;
+    // Acknowledged appends are never lost: each is in the longest log, at the position acknowledged.
+    for (const [value, position] of this.acked) {
+      if (longest[position - 1] !== value) {
+        this.inv.violations.push({
+          rule: 'acknowledged-lost',
+          message: `${value} was acknowledged at position ${position}; the log holds ${longest[position - 1] ?? 'nothing'} there`,
+          time: now,
+        });
+      }
+    }
+    // Appends whose outcome the client never learnt: placed where the log holds them, or not made.
+    const at = new Map(longest.map((v, i) => [v, i + 1] as const));
+    for (const op of this.history.unknown()) {
+      if (op.input.kind !== 'append') continue;
+      const p = at.get(op.input.value);
+      if (p === undefined) this.history.fail(op.id);
+      else this.history.resolve(op.id, { position: p });
+    }
+    // Closing may wait for a Raft write that only simulated time would finish: not awaited.
+    for (const m of this.members.values()) void m.log?.close().catch(() => undefined);
+    await this.drain();
+    for (const v of this.inv.violations) this.note(`violation ${v.rule}`);
+    this.note(`logs ${[...logs.values()].map((v) => v.length).join(',')}`);
+    const lin = checkLinearizable(this.history.operations(), appendLogModel(), 200_000);
+    return {
+      seed: this.opts.seed,
+      nodes: this.n,
+      ok: this.inv.violations.length === 0 && lin.result !== 'violation',
+      violations: this.inv.violations,
+      linearizability: lin,
+      history: this.history,
+      stats: this.stats,
+      fingerprint: this.hash.toString(16).padStart(8, '0'),
+      trace: this.trace,
+    };
+  }
+}

@@ -1,0 +1,8 @@
+/** Whole replicated logs on the deterministic simulator (docs/replication.md, "Simulation"). */
+export {
+  assertReplicationSimOk,
+  type ReplicationSimOptions,
+  type ReplicationSimResult,
+  replicationReplayHint,
+  runReplicationSimulation,
+} from './cluster.js';
