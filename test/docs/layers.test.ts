@@ -76,12 +76,6 @@ function isWireConstant(name: string): boolean {
 
 /** Today's wire constants outside codec/: "file: NAME" (path under ts/) with the reason. */
 const KNOWN_WIRE_CONSTANTS: Readonly<Record<string, string>> = {
-  'replication/catch-up-wire.ts: CATCH_UP_HEADER_BYTES': 'the catch-up stream format, not yet in codec/',
-  'replication/catch-up-wire.ts: CATCH_UP_VERSION': 'the catch-up stream format, not yet in codec/',
-  'replication/catch-up-wire.ts: MAGIC': 'the catch-up stream format, not yet in codec/',
-  'replication/snapshot.ts: DESCRIPTOR_MAGIC': 'the snapshot descriptor file, not yet in codec/',
-  'replication/entries.ts: META_MAGIC': "the replicated log's meta file, not yet in codec/",
-  'replication/entries.ts: COMPACT_MAGIC': "the replicated log's compaction entry, not yet in codec/",
   'chronacta/record.ts: RECORD_HEADER_BYTES': 'the Chronacta record layout, not yet in codec/',
   'raft-io/tcp-transport.ts: MAGIC': 'the Raft transport handshake, not yet in codec/',
   'raft-io/tcp-transport.ts: STREAM_MAGIC': 'the Raft snapshot stream, not yet in codec/',

@@ -23,7 +23,9 @@
  */
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
+import { RefusedReason } from '../codec/catch-up.js';
 import { decodeEvfr, type EvfrFrame, encodeEvfr } from '../codec/evfr.js';
+import { encodeCompactMarker, isCompactMarker, isMeta } from '../codec/replication-entries.js';
 import type { TimerHandle } from '../core/clock.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { Condition, type WaitOptions } from '../core/watermark.js';
@@ -32,17 +34,13 @@ import type { Entry, Role, Snapshot, SoftState } from '../raft/types.js';
 import { conflictError, fencedError } from '../storage/errors.js';
 import type { FileLog } from '../storage/file-log.js';
 import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
-import { RefusedReason } from './catch-up-wire.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
 import {
   concatFrames,
   decodeMeta,
-  encodeCompactMarker,
   type FrameGroup,
   hex,
   hexBytes,
-  isCompactMarker,
-  isMeta,
   type Mark,
   SOLO_FRAME_BYTES,
   sameBytes,
