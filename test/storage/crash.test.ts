@@ -6,7 +6,7 @@
  * Each seed runs two rounds on the same directory, so recovery is also followed by more
  * appends and another crash.
  *
- * The child runs the TypeScript sources of ts/core and ts/storage, transpiled once per run
+ * The child runs the TypeScript sources of ts/core, ts/codec and ts/storage, transpiled once per run
  * into a temporary directory (types stripped with the TypeScript compiler, nothing else
  * changed; they import nothing but Node.js built-ins and each other).
  */
@@ -43,7 +43,8 @@ beforeAll(async () => {
   built = await mkdtemp(join(tmpdir(), 'plexus-crash-child-'));
   // ts/core/wasm/module.ts finds the WebAssembly core three levels up, in build/.
   await symlink(join(ROOT, 'build'), join(built, 'build'));
-  for (const file of [...(await sources(join(ROOT, 'ts/core'))), ...(await sources(join(ROOT, 'ts/storage')))]) {
+  const dirs = ['ts/core', 'ts/codec', 'ts/storage'];
+  for (const file of (await Promise.all(dirs.map((d) => sources(join(ROOT, d))))).flat()) {
     const out = ts.transpileModule(await readFile(file, 'utf8'), {
       fileName: file,
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },

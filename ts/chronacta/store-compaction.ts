@@ -6,13 +6,14 @@
  */
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { encodeEntry, RecordKind } from '../codec/chronacta-record.js';
 import { openLog } from '../storage/file-log.js';
 import { isSegmented, logSegments } from '../storage/segmented.js';
 import type { FsyncMode, LogStorage, SegmentInfo, StorageLogger } from '../storage/types.js';
 import { ArchiveGen, genDirName, writePointer } from './archive.js';
 import { fromStorage } from './errors.js';
 import type { PreparedDataDir } from './layout.js';
-import { encodeEntry, RecordKind, redact } from './record.js';
+import { redact } from './record.js';
 import type { StoreState as State } from './state.js';
 import { decodeRecord, sameBytes, stderrWarnings } from './store-log.js';
 import { CHUNK } from './store-reads.js';
