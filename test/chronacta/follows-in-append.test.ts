@@ -7,7 +7,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { checkTable, encodeTable, tableOf } from '../../ts/chronacta/batch.js';
-import { decodeEntry, followsInAppend, streamBytesOf } from '../../ts/chronacta/record.js';
+import { decodeEntry } from '../../ts/chronacta/record.js';
+import { followsInAppend, streamBytesOf } from '../../ts/codec/chronacta-record.js';
 
 const seed = process.env.PLEXUS_FUZZ_SEED;
 const fuzz = seed === 'random' ? {} : { seed: seed === undefined ? 20_261_201 : Number(seed) };

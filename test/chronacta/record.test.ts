@@ -4,15 +4,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  bytesToUuid,
-  decodeEntry,
-  type Entry,
-  encodeEntry,
-  RECORD_HEADER_BYTES,
-  RecordKind,
-  uuidToBytes,
-} from '../../ts/chronacta/record.js';
+import { bytesToUuid, decodeEntry, uuidToBytes } from '../../ts/chronacta/record.js';
+import { type Entry, encodeEntry, RECORD_HEADER_BYTES, RecordKind } from '../../ts/codec/chronacta-record.js';
 
 const base: Entry = {
   kind: RecordKind.EVENT,

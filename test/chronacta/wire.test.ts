@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { checkTable, encodeTable, fingerprintTable, tableOf } from '../../ts/chronacta/batch.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
-import { decodeEntry, encodeEntry, RecordKind, uuidToBytes } from '../../ts/chronacta/record.js';
+import { decodeEntry, uuidToBytes } from '../../ts/chronacta/record.js';
 import { checkEvents, fingerprint } from '../../ts/chronacta/validate.js';
 import {
   decodeAppendRequest,
@@ -19,6 +19,7 @@ import {
   EV_TYPE,
   encodeAppendResponseFrame,
 } from '../../ts/chronacta/wire.js';
+import { encodeEntry, RecordKind } from '../../ts/codec/chronacta-record.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 
 const SEED = 20261130;

@@ -79,28 +79,10 @@ function isWireConstant(name: string): boolean {
 
 /** Today's wire constants outside codec/: "file: NAME" (path under ts/) with the reason. */
 const KNOWN_WIRE_CONSTANTS: Readonly<Record<string, string>> = {
-  'replication/catch-up-wire.ts: CATCH_UP_HEADER_BYTES': 'the catch-up stream format, not yet in codec/',
-  'replication/catch-up-wire.ts: CATCH_UP_VERSION': 'the catch-up stream format, not yet in codec/',
-  'replication/catch-up-wire.ts: MAGIC': 'the catch-up stream format, not yet in codec/',
-  'replication/snapshot.ts: DESCRIPTOR_MAGIC': 'the snapshot descriptor file, not yet in codec/',
-  'replication/entries.ts: META_MAGIC': "the replicated log's meta file, not yet in codec/",
-  'replication/entries.ts: COMPACT_MAGIC': "the replicated log's compaction entry, not yet in codec/",
-  'chronacta/record.ts: RECORD_HEADER_BYTES': 'the Chronacta record layout, not yet in codec/',
-  'raft-io/tcp-transport.ts: MAGIC': 'the Raft transport handshake, not yet in codec/',
-  'raft-io/tcp-transport.ts: STREAM_MAGIC': 'the Raft snapshot stream, not yet in codec/',
-  'storage/format.ts: SEGMENT_HEADER_BYTES': 'the log segment format, not yet in codec/',
-  'storage/format.ts: SEGMENT_MAGIC': 'the log segment format, not yet in codec/',
-  'storage/format.ts: RECORD_HEADER_BYTES': 'the log segment format, not yet in codec/',
-  'storage/format.ts: META_MAGIC': 'the log meta file, not yet in codec/',
-  'storage/format.ts: META_HEADER_BYTES': 'the log meta file, not yet in codec/',
-  'storage/format.ts: META_V1_MAGIC': 'the log meta file (version 1, still read), not yet in codec/',
-  'storage/format.ts: INDEX_MAGIC': 'the log index file, not yet in codec/',
-  'storage/format.ts: INDEX_HEADER_BYTES': 'the log index file, not yet in codec/',
   'cluster/meta.ts: HASH_VERSION': "the placement hash version in a cluster's meta file",
   'cluster/authority-state.ts: VERSION': "the lease authority's state file version",
   'federation/keys/file.ts: VERSION': 'the key file version',
   'federation/inbound-log.ts: VERSION': "the federation inbound log's file version",
-  'sperli/comm-stream.ts: CKPT_DATA_HEADER_SIZE': 'the SPERLI checkpoint data header, not yet in codec/',
 };
 
 function sources(dir: string): string[] {

@@ -4,8 +4,9 @@
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { encodeRecords, encodeRefused } from '../../ts/codec/catch-up.js';
 import { isPlexusError, type PlexusError } from '../../ts/core/errors.js';
-import { encodeRecords, encodeRefused } from '../../ts/replication/catch-up-wire.js';
+import { catchUpRefusal } from '../../ts/replication/errors.js';
 import { queryHolding } from '../../ts/replication/snapshot.js';
 import { freePort } from '../helpers/ports.js';
 
@@ -49,7 +50,7 @@ describe('queryHolding', () => {
   });
 
   it('refuses a RECORDS frame sent in answer to a QUERY', async () => {
-    const client = await pair((s) => s.once('data', () => s.write(encodeRecords(1n, 1n, []))));
+    const client = await pair((s) => s.once('data', () => s.write(encodeRecords(1n, 1n, [], catchUpRefusal))));
     const e = await refusal(queryHolding(client, 5000));
     expect(e.code).toBe('PLX_REPLICATION_BAD_FRAME');
   });

@@ -6,10 +6,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FrameType } from '../../ts/codec/sperli-frame.js';
-import { ChunkReceiver, CkptDataKind, encodeCkptData, MAX_CHUNK } from '../../ts/codec/sperli-payloads.js';
+import {
+  ChunkReceiver,
+  CKPT_DATA_HEADER_SIZE,
+  CkptDataKind,
+  encodeCkptData,
+  MAX_CHUNK,
+} from '../../ts/codec/sperli-payloads.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { type CheckpointLink, FrameRouter, frameKey } from '../../ts/sperli/checkpoint-frames.js';
-import { CKPT_DATA_HEADER_SIZE, IncomingFrame } from '../../ts/sperli/comm-stream.js';
+import { IncomingFrame } from '../../ts/sperli/comm-stream.js';
 import type { TransportFrame } from '../../ts/sperli/transport.js';
 
 const OWN = frameKey(FrameType.CKPT_DATA, CkptDataKind.ownChunk);

@@ -9,9 +9,9 @@
  * are, with no object per event.
  */
 import { randomFillSync } from 'node:crypto';
+import { FINGERPRINT_BYTES, RECORD_FORMAT, RECORD_HEADER_BYTES, RecordKind } from '../codec/chronacta-record.js';
 import { sha256 } from '../core/index.js';
 import { badInput, tooLarge } from './errors.js';
-import { FINGERPRINT_BYTES, RECORD_FORMAT, RECORD_HEADER_BYTES, RecordKind } from './record.js';
 import type { EventData } from './types.js';
 import {
   MAX_BATCH_BYTES,

@@ -7,8 +7,10 @@
  * they are durable, and open applies every entry of the archive and the log in position
  * order, so both end in the same state.
  */
+
+import { type Entry, RecordKind } from '../codec/chronacta-record.js';
 import { ChronactaCode, chronactaError } from './errors.js';
-import { decodeStreamMeta, type Entry, metaTarget, RecordKind } from './record.js';
+import { decodeStreamMeta, metaTarget } from './record.js';
 
 export type DeletedState = 'none' | 'soft' | 'hard';
 

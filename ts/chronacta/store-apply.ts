@@ -5,10 +5,12 @@
  * and stream changes once the log made them durable, and in cluster mode every batch the
  * replicated log commits (the leader's own included).
  */
+
+import { type Entry, followsInAppend, RecordKind, streamBytesOf } from '../codec/chronacta-record.js';
 import type { PlexusError } from '../core/errors.js';
 import { Watermark } from '../core/watermark.js';
 import { fromStorage } from './errors.js';
-import { decodeEntry, type Entry, followsInAppend, RecordKind, streamBytesOf } from './record.js';
+import { decodeEntry } from './record.js';
 import type { StoreState as State } from './state.js';
 import { corrupt, type Decoded, decodePayload, toRecorded } from './store-log.js';
 import type { RecordedEvent } from './types.js';

@@ -6,6 +6,7 @@
  */
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { encodeEntry, RecordKind } from '../codec/chronacta-record.js';
 import type { Clock } from '../core/clock.js';
 import { openLog } from '../storage/file-log.js';
 import { isSegmented, logSegments } from '../storage/segmented.js';
@@ -13,7 +14,7 @@ import type { FsyncMode, LogStorage, SegmentInfo, StorageLogger } from '../stora
 import { ArchiveGen, genDirName, writePointer } from './archive.js';
 import { fromStorage } from './errors.js';
 import type { PreparedDataDir } from './layout.js';
-import { encodeEntry, RecordKind, redact } from './record.js';
+import { redact } from './record.js';
 import type { StoreState as State } from './state.js';
 import { decodeRecord, sameBytes, stderrWarnings } from './store-log.js';
 import { CHUNK } from './store-reads.js';

@@ -3,10 +3,12 @@
  * readers get it, replay of a log into the indexes, and the warnings logger used when the
  * caller gives none.
  */
+
+import type { Entry } from '../codec/chronacta-record.js';
 import type { PlexusError } from '../core/errors.js';
 import type { LogRecord, LogStorage, StorageLogger } from '../storage/types.js';
 import { ChronactaCode, chronactaError } from './errors.js';
-import { bytesToUuid, decodeEntry, type Entry } from './record.js';
+import { bytesToUuid, decodeEntry } from './record.js';
 import type { RecordedEvent } from './types.js';
 
 export interface Decoded {

@@ -18,6 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { type Entry, encodeEntry, RecordKind } from '../codec/chronacta-record.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { Condition } from '../core/watermark.js';
@@ -38,15 +39,7 @@ import { type AppliedBatch, openClusterLog, type ReplicatedLog, type ReplicatedL
 import { ChronactaCode, chronactaError, fromStorage } from './errors.js';
 import { HaErrorCode, haError } from './ha-errors.js';
 import { type PreparedDataDir, prepareDataDir } from './layout.js';
-import {
-  bytesToUuid,
-  type Entry,
-  encodeEntry,
-  encodeStreamMeta,
-  RecordKind,
-  type StreamMeta,
-  uuidToBytes,
-} from './record.js';
+import { bytesToUuid, encodeStreamMeta, type StreamMeta, uuidToBytes } from './record.js';
 import { type StoreState as State, StoreState, type StreamHead } from './state.js';
 import { ApplyPath, type OwnBatch } from './store-apply.js';
 import { checkExpected, idempotencyConflict } from './store-checks.js';

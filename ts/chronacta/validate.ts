@@ -4,9 +4,10 @@
  * PLX_CHRONACTA_BAD_INPUT or PLX_CHRONACTA_TOO_LARGE with what was wrong.
  */
 import { randomUUID } from 'node:crypto';
+import { FINGERPRINT_BYTES } from '../codec/chronacta-record.js';
 import { sha256 } from '../core/index.js';
 import { badInput, tooLarge } from './errors.js';
-import { FINGERPRINT_BYTES, isUuid, uuidToBytes } from './record.js';
+import { isUuid, uuidToBytes } from './record.js';
 import type { EventData, ExpectedVersion } from './types.js';
 
 export const MAX_STREAM_NAME_BYTES = 512;

@@ -1,6 +1,7 @@
 /**
  * The byte cursor and writer of the formats in plexus/codec. Numbers are little-endian; a u64
- * is read and written as a JavaScript number and must stay within 2^53 - 1. Every read is
+ * is read and written as a JavaScript number within 2^53 - 1 (`u64`) or as a bigint over its
+ * whole range (`u64n`). Every read is
  * bounds-checked first, so cut-short input is a coded refusal (`PLX_CODEC_SHORT` unless the
  * format passes its own `fail`), never a RangeError from a DataView. The big-endian reads exist
  * only for formats that kept an older big-endian version readable (Raft journal records v1).
@@ -76,6 +77,14 @@ export class ByteReader {
     if (hi > 0x1fffff) throw this.fail('range', what, `${what} is above 2^53 - 1`);
     this.at += 8;
     return hi * TWO_32 + lo;
+  }
+
+  /** A little-endian u64 as a bigint (the full range: epochs and ids that are not positions). */
+  u64n(what = 'u64'): bigint {
+    this.need(8, what);
+    const v = this.dv.getBigUint64(this.at, true);
+    this.at += 8;
+    return v;
   }
 
   /** A big-endian u32 (older formats only). */
@@ -185,6 +194,14 @@ export class ByteWriter {
     this.room(8);
     this.dv.setUint32(this.at, v % TWO_32, true);
     this.dv.setUint32(this.at + 4, Math.floor(v / TWO_32), true);
+    this.at += 8;
+    return this;
+  }
+
+  /** A bigint (0 .. 2^64 - 1) as a little-endian u64. */
+  u64n(v: bigint): this {
+    this.room(8);
+    this.dv.setBigUint64(this.at, v, true);
     this.at += 8;
     return this;
   }

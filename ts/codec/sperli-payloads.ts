@@ -586,10 +586,13 @@ function ckptDataRefusal(rule: string, message: string): PlexusError {
   return sperliError(SperliCode.frame, 'ckpt-data', `CKPT_DATA refused: ${message}`, { rule });
 }
 
+/** The fixed part of a CKPT_DATA payload before its chunk (docs/sperli.md): kind, 3 reserved, rank, offset, total. */
+export const CKPT_DATA_HEADER_SIZE = 24;
+
 export function encodeCkptData(d: CkptData): Uint8Array {
   _uint(d.kind, 0, 4, 'kind');
   _bytes(d.chunk, 'chunk', undefined, MAX_CHUNK);
-  const w = new _Writer(24 + d.chunk.length)
+  const w = new _Writer(CKPT_DATA_HEADER_SIZE + d.chunk.length)
     .u8(d.kind)
     .raw(new Uint8Array(3))
     .u32(_uint(d.rank, 0, 0xffff_ffff, 'rank'))

@@ -33,6 +33,7 @@ import {
   type Server as TlsServer,
   connect as tlsConnect,
 } from 'node:tls';
+import { decodeRaftGreeting, encodeRaftGreeting, RAFT_GREETING_BYTES } from '../codec/raft-greeting.js';
 import { encodeRaftMessage, RaftMessageStream } from '../codec/raft-wire.js';
 import { PlexusError } from '../core/errors.js';
 import type { Message } from '../raft/types.js';
@@ -107,20 +108,6 @@ export interface RaftTransportOptions {
 export const MAX_MESSAGE_BYTES = 80 * 1024 * 1024;
 /** The default cap on inbound connections (`maxInboundConnections`). */
 export const MAX_INBOUND_CONNECTIONS = 256;
-
-const GREETING_BYTES = 24;
-const MAGIC = 0x48525850; // "PXRH" little endian
-const STREAM_MAGIC = 0x53525850; // "PXRS" little endian
-
-function greeting(from: number, to: number, magic = MAGIC): Uint8Array {
-  const b = new Uint8Array(GREETING_BYTES);
-  const dv = new DataView(b.buffer);
-  dv.setUint32(0, magic, true);
-  dv.setUint32(4, 1, true);
-  dv.setBigUint64(8, BigInt(from), true);
-  dv.setBigUint64(16, BigInt(to), true);
-  return b;
-}
 
 function parseAddress(addr: string): { host: string; port: number } {
   const i = addr.lastIndexOf(':');
@@ -340,7 +327,7 @@ export class RaftTcpTransport implements RaftTransport {
         s.removeAllListeners('close');
         s.on('error', () => undefined);
         s.on('close', () => this.streams.delete(s));
-        s.write(greeting(this.opts.id, id, STREAM_MAGIC));
+        s.write(encodeRaftGreeting(this.opts.id, id, 'stream'));
         resolve(s);
       });
     });
@@ -410,7 +397,7 @@ export class RaftTcpTransport implements RaftTransport {
       p.connecting = false;
       p.socket = s;
       p.backoff.reset();
-      s.write(greeting(this.opts.id, id));
+      s.write(encodeRaftGreeting(this.opts.id, id));
     });
     // The dialled side never writes; data here is a protocol error.
     s.on('data', () => s.destroy());
@@ -525,17 +512,13 @@ export class RaftTcpTransport implements RaftTransport {
         const joined = new Uint8Array(head.length + data.length);
         joined.set(head);
         joined.set(data, head.length);
-        if (joined.length < GREETING_BYTES) {
+        if (joined.length < RAFT_GREETING_BYTES) {
           head = joined;
           return;
         }
-        const dv = new DataView(joined.buffer, joined.byteOffset, GREETING_BYTES);
-        const to = Number(dv.getBigUint64(16, true));
-        const sender = dv.getBigUint64(8, true);
-        const magic = dv.getUint32(0, true);
-        if ((magic !== MAGIC && magic !== STREAM_MAGIC) || dv.getUint32(4, true) !== 1) {
-          return refuse('not a Raft greeting');
-        }
+        const g = decodeRaftGreeting(joined);
+        if (g === undefined) return refuse('not a Raft greeting');
+        const { to, from: sender } = g;
         if (to !== this.opts.id) return refuse(`the peer dialled node ${to}, this is node ${this.opts.id}`, { to });
         if (sender < 1n || sender > BigInt(Number.MAX_SAFE_INTEGER)) return refuse('bad sender id');
         if (certified !== undefined && sender !== BigInt(certified)) {
@@ -546,9 +529,9 @@ export class RaftTcpTransport implements RaftTransport {
         }
         from = Number(sender);
         clearTimeout(timer);
-        data = joined.subarray(GREETING_BYTES);
+        data = joined.subarray(RAFT_GREETING_BYTES);
         head = new Uint8Array(0);
-        if (magic === STREAM_MAGIC) {
+        if (g.kind === 'stream') {
           const onStream = this.opts.onStream;
           if (!onStream) return refuse('side streams are not served here', { from });
           // Hand the socket over: it is the callee's from here on, with the bytes after the greeting.

@@ -7,11 +7,12 @@
  * entries is in the local log.
  */
 import { decodeEvfr, type EvfrFrame } from '../codec/evfr.js';
+import { isCompactMarker, isMeta } from '../codec/replication-entries.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import type { Entry } from '../raft/types.js';
 import type { FileLog } from '../storage/file-log.js';
 import type { HaMember } from './config.js';
-import { decodeMeta, hex, isCompactMarker, isMeta, sameBytes } from './entries.js';
+import { decodeMeta, hex, sameBytes } from './entries.js';
 import { ReplicationErrorCode, replicationError } from './errors.js';
 import type { ReplicaSignals, ReplicaState } from './replica-state.js';
 import { type AppliedBatch, FrameBatch } from './types.js';

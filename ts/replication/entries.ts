@@ -1,15 +1,13 @@
 /**
  * What the replicated log puts in Raft entries besides EVFR frames, and the bookkeeping of its
- * group commit: appends gathered for one entry (`FrameGroup`, `concatFrames`), compaction
- * records (`PXHC`), membership records (`PXHM`), and the marks that map Raft indexes to local
- * positions. Pure functions; the replica (replica.ts) uses them.
+ * group commit: appends gathered for one entry (`FrameGroup`, `concatFrames`), membership
+ * records (`PXHM`) with their member checked, and the marks that map Raft indexes to local
+ * positions. The byte layouts of the membership and compaction (`PXHC`) records are in
+ * ts/codec/replication-entries.ts. Pure functions; the replica (replica.ts) uses them.
  */
+import { decodeMeta as decodeMetaRecord } from '../codec/replication-entries.js';
 import { checkMember, type HaMember } from './config.js';
 import { ReplicationErrorCode, replicationError } from './errors.js';
-
-/** A membership record carried in a Raft entry: magic `PXHM`, then JSON. */
-export const META_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x4d);
-export const META_MAX = 4096;
 
 /** What the window remembers of the last frame at or below a Raft index. */
 /** `frames`: appends (EVFR frames) this member applied or skipped up to this entry since it opened. */
@@ -50,42 +48,12 @@ export function concatFrames(frames: readonly Uint8Array[], bytes: number): Uint
   return out;
 }
 
-/** A compaction record: magic `PXHC`, then the u64 position below which members may compact. */
-export const COMPACT_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x43);
-
-export function isCompactMarker(data: Uint8Array): boolean {
-  return data.length === 12 && COMPACT_MAGIC.every((b, i) => data[i] === b);
-}
-
-export function encodeCompactMarker(below: number): Uint8Array {
-  const out = new Uint8Array(12);
-  out.set(COMPACT_MAGIC);
-  new DataView(out.buffer).setBigUint64(4, BigInt(below), true);
-  return out;
-}
-
-export function isMeta(data: Uint8Array): boolean {
-  return data.length >= 4 && data[0] === 0x50 && data[1] === 0x58 && data[2] === 0x48 && data[3] === 0x4d;
-}
-
-export function encodeMeta(member: HaMember): Uint8Array {
-  const json = new TextEncoder().encode(JSON.stringify({ op: 'member', member }));
-  const out = new Uint8Array(4 + json.length);
-  out.set(META_MAGIC);
-  out.set(json, 4);
-  return out;
-}
-
+/**
+ * The member of a membership record (ts/codec/replication-entries.ts), checked; a record that
+ * does not decode is PLX_REPLICATION_DIVERGED.
+ */
 export function decodeMeta(data: Uint8Array): HaMember {
-  if (data.length > META_MAX)
-    throw replicationError(
-      ReplicationErrorCode.DIVERGED,
-      `membership record of ${data.length} bytes is above ${META_MAX}`,
-    );
-  const v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(data.subarray(4))) as Record<string, unknown>;
-  if (v.op !== 'member')
-    throw replicationError(ReplicationErrorCode.DIVERGED, `unknown membership record op ${String(v.op)}`);
-  return checkMember(v.member);
+  return checkMember(decodeMetaRecord(data, (message) => replicationError(ReplicationErrorCode.DIVERGED, message)));
 }
 
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

@@ -9,6 +9,8 @@
  * passes an alias table (`ReplicatedLogOptions.errorCodes`); the log then refuses with the
  * alias, keeping the layer's code as the error's cause (see `translateError`).
  */
+import type { CatchUpRefusal } from '../codec/catch-up.js';
+import type { DescriptorRefusal } from '../codec/snapshot-descriptor.js';
 import { isPlexusError, type PlexusCode, PlexusError } from '../core/errors.js';
 
 export const ReplicationErrorCode = {
@@ -61,3 +63,15 @@ export function translateError<T>(e: T, aliases: ReplicationErrorAliases | undef
   if (e.stack !== undefined) out.stack = e.stack.replace(e.code, alias);
   return out;
 }
+
+/** The refusal of a catch-up frame (ts/codec/catch-up.ts) under the layer's code: PLX_REPLICATION_BAD_FRAME. */
+export const catchUpRefusal: CatchUpRefusal = (message, details) =>
+  replicationError(ReplicationErrorCode.BAD_FRAME, message, details);
+
+/**
+ * The refusal of a snapshot descriptor (ts/codec/snapshot-descriptor.ts): one above its size is
+ * a bad configuration (PLX_REPLICATION_BAD_CONFIG); data that is not a descriptor means the
+ * member cannot follow the log (PLX_REPLICATION_DIVERGED).
+ */
+export const descriptorRefusal: DescriptorRefusal = (reason, message) =>
+  replicationError(reason === 'too-large' ? ReplicationErrorCode.BAD_CONFIG : ReplicationErrorCode.DIVERGED, message);

@@ -4,13 +4,14 @@
  * leadership over; and what a committed configuration change does here. A member's addresses
  * travel in a membership record (`PXHM`, entries.ts) committed before its configuration change.
  */
+
+import { encodeMeta } from '../codec/replication-entries.js';
 import type { ClockTimers } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
 import { decodeConfChange } from '../raft/confchange.js';
 import type { RaftNode } from '../raft/node.js';
 import type { Entry } from '../raft/types.js';
 import { checkMember, type HaMember } from './config.js';
-import { encodeMeta } from './entries.js';
 import { ReplicationErrorCode, replicationError } from './errors.js';
 
 export interface MembershipDeps {

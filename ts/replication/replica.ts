@@ -22,6 +22,7 @@
  */
 import { join } from 'node:path';
 import { encodeEvfr } from '../codec/evfr.js';
+import { encodeCompactMarker } from '../codec/replication-entries.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import { Condition, type WaitOptions } from '../core/watermark.js';
 import { RaftNode } from '../raft/node.js';
@@ -30,7 +31,7 @@ import { conflictError, fencedError } from '../storage/errors.js';
 import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } from '../storage/types.js';
 import { ApplyPath } from './apply.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
-import { encodeCompactMarker, hexBytes, splitAddress } from './entries.js';
+import { hexBytes, splitAddress } from './entries.js';
 import { type ReplicationCode, ReplicationErrorCode, replicationError, translateError } from './errors.js';
 import { GroupCommit } from './group-commit.js';
 import { LocalDurability, type SyncedSegments } from './local-tail.js';

@@ -12,9 +12,6 @@
  * resumes from the local log's last position, on any source.
  */
 import type { Socket } from 'node:net';
-import { systemClock, type Timers } from '../core/clock.js';
-import { isPlexusError, PlexusError } from '../core/errors.js';
-import type { LogRecord, LogStorage } from '../storage/types.js';
 import {
   CATCH_UP_MAX_REQUEST_BODY,
   type CatchUpFrame,
@@ -25,78 +22,29 @@ import {
   encodeRecords,
   encodeRefused,
   RefusedReason,
-} from './catch-up-wire.js';
+} from '../codec/catch-up.js';
+import {
+  decodeSnapshotDescriptor,
+  encodeSnapshotDescriptor,
+  type SnapshotDescriptorData,
+} from '../codec/snapshot-descriptor.js';
+import { systemClock, type Timers } from '../core/clock.js';
+import { isPlexusError, PlexusError } from '../core/errors.js';
+import type { LogRecord, LogStorage } from '../storage/types.js';
 import { checkMember, type HaMember } from './config.js';
-import { ReplicationErrorCode, replicationError } from './errors.js';
+import { catchUpRefusal, descriptorRefusal, ReplicationErrorCode, replicationError } from './errors.js';
 
-/** Magic `PXHS` and version 1, then JSON. */
-const DESCRIPTOR_MAGIC = Uint8Array.of(0x50, 0x58, 0x48, 0x53);
-const DESCRIPTOR_MAX = 64 * 1024;
-
-export interface SnapshotDescriptor {
-  /** Raft index and term the snapshot covers. */
-  readonly index: number;
-  readonly term: number;
-  /** The local log's last position as of `index` (0: no record yet). */
-  readonly lastPosition: number;
-  /** Batch id (hex) and epoch of the record at `lastPosition` ('' and 0 when there is none). */
-  readonly lastBatchId: string;
-  readonly lastEpoch: string;
-  readonly members: readonly HaMember[];
-  /** Positions below this one may be compacted away on every member (agreed through Raft). Default 1. */
-  readonly compactBelow?: number;
-}
+/** The snapshot data (docs/formats.md, ts/codec/snapshot-descriptor.ts) with the members it names. */
+export type SnapshotDescriptor = SnapshotDescriptorData<HaMember>;
 
 export function encodeDescriptor(d: SnapshotDescriptor): Uint8Array {
-  const json = new TextEncoder().encode(JSON.stringify({ v: 1, ...d }));
-  const out = new Uint8Array(4 + json.length);
-  out.set(DESCRIPTOR_MAGIC);
-  out.set(json, 4);
-  if (out.length > DESCRIPTOR_MAX) {
-    throw replicationError(
-      ReplicationErrorCode.BAD_CONFIG,
-      `a snapshot descriptor of ${out.length} bytes is above ${DESCRIPTOR_MAX}`,
-    );
-  }
-  return out;
-}
-
-function corrupt(why: string): Error {
-  return replicationError(
-    ReplicationErrorCode.DIVERGED,
-    `the Raft snapshot's data is not a replicated-log descriptor: ${why}`,
-  );
+  return encodeSnapshotDescriptor(d, descriptorRefusal);
 }
 
 /** Decodes snapshot data; `undefined` for the empty data of a founding snapshot. */
 export function decodeDescriptor(data: Uint8Array): SnapshotDescriptor | undefined {
-  if (data.length === 0) return undefined;
-  if (data.length > DESCRIPTOR_MAX) throw corrupt(`${data.length} bytes is above ${DESCRIPTOR_MAX}`);
-  if (data.length < 4 || DESCRIPTOR_MAGIC.some((b, i) => data[i] !== b)) throw corrupt('no PXHS magic');
-  let v: Record<string, unknown>;
-  try {
-    v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(data.subarray(4))) as Record<string, unknown>;
-  } catch (e) {
-    throw corrupt(String(e));
-  }
-  const whole = (x: unknown) => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
-  if (v.v !== 1) throw corrupt(`version ${String(v.v)}`);
-  if (!whole(v.index) || !whole(v.term) || !whole(v.lastPosition)) throw corrupt('index, term or position');
-  if (typeof v.lastBatchId !== 'string' || !/^([0-9a-f]{32})?$/.test(v.lastBatchId)) throw corrupt('batch id');
-  if (typeof v.lastEpoch !== 'string' || !/^\d{1,20}$/.test(v.lastEpoch)) throw corrupt('epoch');
-  if (!Array.isArray(v.members) || v.members.length > 64) throw corrupt('members');
-  if (v.compactBelow !== undefined && (!whole(v.compactBelow) || (v.compactBelow as number) < 1)) {
-    throw corrupt('compactBelow');
-  }
-  return {
-    ...(v.compactBelow !== undefined ? { compactBelow: v.compactBelow as number } : {}),
-    index: v.index as number,
-    term: v.term as number,
-    lastPosition: v.lastPosition as number,
-    lastBatchId: v.lastBatchId,
-    lastEpoch: v.lastEpoch,
-    members: v.members.map(checkMember),
-  };
+  const d = decodeSnapshotDescriptor(data, descriptorRefusal);
+  return d === undefined ? undefined : { ...d, members: d.members.map(checkMember) };
 }
 
 /** Reads frames off a socket one at a time (a pull model: the caller asks for the next frame). */
@@ -118,7 +66,7 @@ class FrameReader {
     maxBody?: number,
     private readonly timers: Timers = systemClock,
   ) {
-    this.decoder = new CatchUpStream(maxBody);
+    this.decoder = new CatchUpStream(catchUpRefusal, maxBody);
     socket.on('data', (chunk: Buffer) => {
       try {
         this.frames.push(...this.decoder.push(chunk));
@@ -219,7 +167,7 @@ export class CatchUpServer {
             const last = this.local.last;
             const durable = this.durable?.() ?? last;
             // biome-ignore lint/complexity/useMathMinMax: bigint operands, which Math.min does not take
-            answer = encodeHolding(this.local.first, last, durable < last ? durable : last);
+            answer = encodeHolding(this.local.first, last, durable < last ? durable : last, catchUpRefusal);
           } else if (f.type === 'fetch') {
             this.stats.fetches++;
             answer = await this.answer(f.from, f.to, f.maxBytes);
@@ -262,7 +210,7 @@ export class CatchUpServer {
       return refuse(RefusedReason.COMPACTED, `position ${from} is not in the local log`);
     }
     this.stats.recordsSent += out.length;
-    return encodeRecords(first, last, out);
+    return encodeRecords(first, last, out, catchUpRefusal);
   }
 
   close(): void {

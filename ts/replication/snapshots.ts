@@ -7,13 +7,13 @@
  * may agree that members drop records (what every member has applied and keeps on disk).
  */
 import type { Socket } from 'node:net';
+import { RefusedReason } from '../codec/catch-up.js';
 import type { ClockTimers } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { delay, RetryPolicy } from '../core/retry.js';
 import type { RaftNode } from '../raft/node.js';
 import type { Entry, Snapshot } from '../raft/types.js';
 import type { LogRecord } from '../storage/types.js';
-import { RefusedReason } from './catch-up-wire.js';
 import type { HaMember } from './config.js';
 import { hex, hexBytes } from './entries.js';
 import { ReplicationErrorCode, replicationError } from './errors.js';

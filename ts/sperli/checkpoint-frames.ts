@@ -12,11 +12,17 @@
  */
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import { FrameType, frameTypeName } from '../codec/sperli-frame.js';
-import { type CkptData, decodeCkptData, encodeCkptData, MAX_CHUNK } from '../codec/sperli-payloads.js';
+import {
+  CKPT_DATA_HEADER_SIZE,
+  type CkptData,
+  decodeCkptData,
+  encodeCkptData,
+  MAX_CHUNK,
+} from '../codec/sperli-payloads.js';
 import type { PlexusError } from '../core/errors.js';
 import type { CommitCheck, JobLayout } from './checkpoint-layout.js';
 import type { CheckpointStore } from './checkpoint-store.js';
-import { CKPT_DATA_HEADER_SIZE, type IncomingFrame } from './comm-stream.js';
+import type { IncomingFrame } from './comm-stream.js';
 import type { TransportFrame } from './transport.js';
 
 /** What the checkpoint procedure needs of the communicator (comm.ts provides it). */

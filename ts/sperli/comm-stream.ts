@@ -12,9 +12,6 @@
 import { COLLECTIVE_HEADER_SIZE } from '../codec/sperli-payloads.js';
 import type { PlexusError } from '../core/errors.js';
 
-/** The fixed part of a CKPT_DATA payload before its chunk (docs/sperli.md). */
-export const CKPT_DATA_HEADER_SIZE = 24;
-
 /** Takes `chunk`, the data bytes at offset `at` of the frame's data. */
 export type PieceSink = (at: number, chunk: Uint8Array) => void;
 

@@ -37,6 +37,7 @@ const WRITE_PIECE = 128 * 1024;
 import { type PieceEvent, PieceStream } from '../codec/sperli-mesh-stream.js';
 import {
   type Abort,
+  CKPT_DATA_HEADER_SIZE,
   COLLECTIVE_HEADER_SIZE,
   decodeAbort,
   decodeHeartbeat,
@@ -45,7 +46,7 @@ import {
 } from '../codec/sperli-payloads.js';
 import { type Clock, monotonicClock } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
-import { CKPT_DATA_HEADER_SIZE, IncomingFrame } from './comm-stream.js';
+import { IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
 import {
   AbortReason,
