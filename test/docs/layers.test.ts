@@ -78,12 +78,7 @@ function isWireConstant(name: string): boolean {
 }
 
 /** Today's wire constants outside codec/: "file: NAME" (path under ts/) with the reason. */
-const KNOWN_WIRE_CONSTANTS: Readonly<Record<string, string>> = {
-  'cluster/meta.ts: HASH_VERSION': "the placement hash version in a cluster's meta file",
-  'cluster/authority-state.ts: VERSION': "the lease authority's state file version",
-  'federation/keys/file.ts: VERSION': 'the key file version',
-  'federation/inbound-log.ts: VERSION': "the federation inbound log's file version",
-};
+const KNOWN_WIRE_CONSTANTS: Readonly<Record<string, string>> = {};
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {

@@ -5,6 +5,8 @@
  * cluster (placement, the `cluster` processor, the journal, ClusterNode). docs/cluster.md
  * describes them.
  */
+
+export { HASH_VERSION, META_FILE } from '../codec/cluster-meta.js';
 export { type AuthorityOptions, type AuthorityReady, MemoryAuthority, rankedOwner } from './authority.js';
 export { BUILTIN_CHARTS, counterChart, relayChart } from './charts.js';
 export { decodeReply, decodeRequest, encodeReply, encodeRequest, serveAuthority } from './codec.js';
@@ -34,8 +36,6 @@ export {
   type ClusterMeta,
   checkJoinMeta,
   clusterMeta,
-  HASH_VERSION,
-  META_FILE,
   metaDifference,
   readClusterMeta,
   shardOfIri,

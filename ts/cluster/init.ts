@@ -10,11 +10,13 @@
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { META_FILE } from '../codec/cluster-meta.js';
+import { isDnsLabel } from '../core/names.js';
 import { createClusterCa, issueNodeCertificate } from '../net/ca.js';
 import type { ClusterConfig, DetectorConfig, LeaseConfig } from './config.js';
 import { ensureDir, writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
-import { clusterMeta, isDnsLabel, META_FILE, writeClusterMeta } from './meta.js';
+import { clusterMeta, writeClusterMeta } from './meta.js';
 import type { ClusterNodeConfig } from './node.js';
 
 export interface InitOptions {

@@ -5,18 +5,22 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import {
+  CLUSTER_META_FIELDS,
+  type ClusterMetaFields,
+  encodeClusterMeta,
+  HASH_VERSION,
+  META_FILE,
+} from '../codec/cluster-meta.js';
 import { MAX_SHARDS, shardOf } from '../core/index.js';
+import { isDnsLabel } from '../core/names.js';
 import { writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 
-export const META_FILE = 'cluster.meta';
-/** The only shard hash version: FNV-1a 64 over the IRI's UTF-8 bytes, mod the shard count. */
-export const HASH_VERSION = 1;
 /** The largest replication factor this build keeps its promise for. */
 export const MAX_REPLICATION_FACTOR = 1;
-const ID = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
-export interface ClusterMeta {
+export interface ClusterMeta extends ClusterMetaFields {
   /** The cluster id: a DNS label (lower-case letters, digits, hyphens; 1 to 63). */
   readonly id: string;
   /** A power of two from 1 to 2^20. */
@@ -28,11 +32,6 @@ export interface ClusterMeta {
    * (PLX_CLUSTER_REPLICATION_UNSUPPORTED) rather than accepted and ignored.
    */
   readonly replicationFactor: number;
-}
-
-/** Whether `s` is a valid cluster or node id (a DNS label). */
-export function isDnsLabel(s: unknown): s is string {
-  return typeof s === 'string' && ID.test(s);
 }
 
 /** Checks and freezes a ClusterMeta. */
@@ -60,7 +59,7 @@ export function clusterMeta(m: ClusterMeta): ClusterMeta {
   return Object.freeze({ id: m.id, shardCount: n, hashVersion: m.hashVersion, replicationFactor: rf });
 }
 
-const FIELDS = ['id', 'shardCount', 'hashVersion', 'replicationFactor'] as const;
+const FIELDS = CLUSTER_META_FIELDS;
 
 /** The first field in which `theirs` differs from `ours`, or undefined when they agree. */
 export function metaDifference(ours: ClusterMeta, theirs: ClusterMeta): (typeof FIELDS)[number] | undefined {
@@ -124,6 +123,6 @@ export async function writeClusterMeta(dir: string, meta: ClusterMeta): Promise<
     checkJoinMeta(existing, m, 'the new cluster.meta');
     return existing;
   }
-  await writeFileDurably(join(dir, META_FILE), `${JSON.stringify(m, null, 2)}\n`);
+  await writeFileDurably(join(dir, META_FILE), encodeClusterMeta(m));
   return m;
 }

@@ -6,13 +6,14 @@
  * `clusterMeta` refuses in `meta` (PLX_CLUSTER_BAD_META, PLX_CLUSTER_REPLICATION_UNSUPPORTED).
  */
 import { MAX_SHARDS } from '../core/index.js';
+import { DNS_LABEL as DNS_LABEL_RE } from '../core/names.js';
 import { clusterConfig, detectorConfig, leaseConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { clusterMeta } from './meta.js';
 import { firstProblem, type Schema } from './schema.js';
 
 const DNS_LABEL = {
-  re: /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/,
+  re: DNS_LABEL_RE,
   what: 'a DNS label (lower-case letters, digits, hyphens; 1 to 63)',
 };
 /** host:port, the host a DNS name, an IPv4 address or a bracketed IPv6 address. */

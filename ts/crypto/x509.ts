@@ -13,6 +13,7 @@ import { createPrivateKey, createPublicKey, randomBytes, webcrypto } from 'node:
 import type { PeerCertificate } from 'node:tls';
 import * as x509 from '@peculiar/x509';
 import { PlexusError } from '../core/errors.js';
+import { isDnsLabel } from '../core/names.js';
 
 /** The largest number of ranks in a job (SPERLI version 1), so ranks are 0 ..= 4095. */
 export const MAX_RANKS = 4096;
@@ -24,7 +25,6 @@ const RANK_CN = /^sperli-([0-9a-f]{32})-(0|[1-9][0-9]{0,3})$/;
 const JOB_HEX = /^[0-9a-f]{32}$/;
 const IPV4_OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
 const DOTTED_IPV4 = new RegExp(`^${IPV4_OCTET}(?:\\.${IPV4_OCTET}){3}$`);
-const DNS_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 /** Allowance for clocks that run slightly behind the launcher's. */
 const CLOCK_SKEW_MS = 5 * 60 * 1000;
 /** Default lifetime of the certificates of a job. */
@@ -161,7 +161,7 @@ export function normalizeHost(host: string): string | undefined {
   const name = (host.endsWith('.') ? host.slice(0, -1) : host).replace(/[A-Z]/g, (c) => c.toLowerCase());
   if (name.length === 0 || name.length > 253) return undefined;
   const labels = name.split('.');
-  if (!labels.every((l) => DNS_LABEL.test(l))) return undefined;
+  if (!labels.every(isDnsLabel)) return undefined;
   if (/^[0-9]+$/.test(labels[labels.length - 1]!)) return undefined;
   return name;
 }

@@ -18,6 +18,7 @@
  */
 
 import { createHash } from 'node:crypto';
+import type { InboundRefusal } from '../codec/inbound-record.js';
 import type { Clock } from '../core/clock.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
 import type { DeliverResult, Envelope, JsonValue } from '../runtime/types.js';
@@ -25,7 +26,7 @@ import type { DidDocumentSource } from './did/types.js';
 import type { DidCommMessage } from './didcomm/message.js';
 import { unpack } from './didcomm/unpack.js';
 import { descriptorMatches, eventTokens, type GrantSet } from './grants.js';
-import type { InboundLog, InboundRefusal } from './inbound-log.js';
+import type { InboundLog } from './inbound-log.js';
 import type { KeyManager } from './keys/types.js';
 
 /** The longest runtime message id (the journal record's limit). */

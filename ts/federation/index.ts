@@ -6,6 +6,7 @@
  * Refusals are PlexusError with codes PLX_DID_*, PLX_KEYS_*, PLX_DIDCOMM_* (docs/federation.md).
  */
 
+export * from '../codec/inbound-record.js';
 export * from './admission.js';
 export * from './did/index.js';
 export * from './didcomm/index.js';

@@ -9,10 +9,10 @@ import 'reflect-metadata';
 import { randomBytes, webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 import { PlexusError } from '../core/errors.js';
+import { isDnsLabel } from '../core/names.js';
 import type { IdentityPolicy } from './tls-endpoint.js';
 
 export const NAME_SUFFIX = 'plexus.internal';
-const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const ED25519 = { name: 'Ed25519' } as const;
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -35,7 +35,7 @@ export interface NodeCredentials {
 }
 
 function label(what: string, v: string): string {
-  if (typeof v !== 'string' || !LABEL.test(v)) {
+  if (!isDnsLabel(v)) {
     throw new PlexusError(
       'PLX_WIRE_BAD_NAME',
       `${what} ${JSON.stringify(v)} must be a DNS label: lower-case letters, digits and hyphens, 1 to 63`,
@@ -55,7 +55,7 @@ export function nodeOfName(name: string, cluster: string): string | undefined {
   const suffix = `.${cluster}.${NAME_SUFFIX}`;
   if (!name.endsWith(suffix)) return undefined;
   const node = name.slice(0, -suffix.length);
-  return LABEL.test(node) ? node : undefined;
+  return isDnsLabel(node) ? node : undefined;
 }
 
 /**

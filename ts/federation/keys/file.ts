@@ -12,16 +12,22 @@ import { hmac } from '@noble/hashes/hmac.js';
 import { scrypt } from '@noble/hashes/scrypt.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { randomBytes } from '@noble/hashes/utils.js';
+import {
+  type KeyFile as CodecKeyFile,
+  encodeKeyFile,
+  type KeyFileRecord,
+  keyFileAad,
+  keyFileMacInput,
+  MAX_KEY_FILE,
+  newKeyFile,
+  parseKeyFile,
+} from '../../codec/key-file.js';
 import { type CodeSuffix, PlexusError } from '../../core/errors.js';
 import { b64uDecode, b64uEncode } from '../did/base64url.js';
 import type { KeyType } from '../did/multibase.js';
 import { type KeyRecord, KeyRing } from './key-ring.js';
 import type { KeyInfo, KeyManager, KeyManagerOptions } from './types.js';
 
-const FORMAT = 'plexus-keys';
-const VERSION = 1;
-/** The largest key file read. */
-export const MAX_KEY_FILE = 16 * 1024 * 1024;
 /** The most memory scrypt may use (128 * r * N bytes): 256 MiB. */
 export const MAX_SCRYPT_MEMORY = 256 * 1024 * 1024;
 
@@ -39,23 +45,7 @@ export interface FileKeyManagerOptions extends KeyManagerOptions {
   scrypt?: ScryptParams;
 }
 
-interface KeyFileRecord {
-  kid: string;
-  type: KeyType;
-  status: 'active' | 'retired';
-  createdAt: number;
-  retiredAt?: number;
-  nonce: string;
-  sealed: string;
-}
-
-interface KeyFile {
-  format: string;
-  version: number;
-  kdf: { name: 'scrypt'; N: number; r: number; p: number; salt: string };
-  keys: KeyFileRecord[];
-  mac?: string;
-}
+type KeyFile = CodecKeyFile<KeyType>;
 
 function fail(reason: CodeSuffix<'PLX_KEYS_'>, message: string, details: Record<string, unknown> = {}): never {
   throw new PlexusError(`PLX_KEYS_${reason}`, message, details);
@@ -82,13 +72,8 @@ function deriveKeys(passphrase: string, kdf: KeyFile['kdf']): { enc: Uint8Array;
   return { enc: out.slice(0, 32), mac: out.slice(32) };
 }
 
-function aad(kid: string, type: KeyType): Uint8Array {
-  return new TextEncoder().encode(`${FORMAT}/${VERSION}\n${kid}\n${type}`);
-}
-
 function macOf(file: KeyFile, macKey: Uint8Array): string {
-  const { mac: _mac, ...body } = file;
-  return b64uEncode(hmac(sha256, macKey, new TextEncoder().encode(JSON.stringify(body))));
+  return b64uEncode(hmac(sha256, macKey, keyFileMacInput(file)));
 }
 
 export class FileKeyManager implements KeyManager {
@@ -133,20 +118,7 @@ export class FileKeyManager implements KeyManager {
       });
     }
     if (st.size > MAX_KEY_FILE) fail('BAD_FILE', `${path} is larger than ${MAX_KEY_FILE} bytes`);
-    let file: KeyFile;
-    try {
-      file = JSON.parse(readFileSync(path, 'utf8')) as KeyFile;
-    } catch {
-      fail('BAD_FILE', `${path} is not a plexus key file (not JSON)`);
-    }
-    if (
-      file?.format !== FORMAT ||
-      file.version !== VERSION ||
-      file.kdf?.name !== 'scrypt' ||
-      !Array.isArray(file.keys)
-    ) {
-      fail('BAD_FILE', `${path} is not a version ${VERSION} plexus key file`);
-    }
+    const file = parseKeyFile<KeyType>(readFileSync(path, 'utf8'), path);
     const keys = deriveKeys(passphrase, file.kdf);
     if (typeof file.mac !== 'string' || macOf(file, keys.mac) !== file.mac) {
       fail('WRONG_PASSPHRASE', `cannot open ${path}: wrong passphrase, or the file was altered`);
@@ -155,7 +127,7 @@ export class FileKeyManager implements KeyManager {
       const secret = xchacha20poly1305(
         keys.enc,
         b64uDecode(r.nonce, 'nonce', 'PLX_KEYS_BAD_FILE'),
-        aad(r.kid, r.type),
+        keyFileAad(r.kid, r.type),
       ).decrypt(b64uDecode(r.sealed, 'sealed', 'PLX_KEYS_BAD_FILE'));
       const rec: KeyRecord = {
         kid: r.kid,
@@ -175,11 +147,11 @@ export class FileKeyManager implements KeyManager {
 
   private persist(): Promise<void> {
     const run = async (): Promise<void> => {
-      const file: KeyFile = { format: FORMAT, version: VERSION, kdf: this.#kdf, keys: [] };
+      const file = newKeyFile<KeyType>(this.#kdf);
       for (const rec of this.#ring.exportRecords()) {
         const nonce = randomBytes(24);
-        const sealed = xchacha20poly1305(this.#enc, nonce, aad(rec.kid, rec.type)).encrypt(rec.secret);
-        const r: KeyFileRecord = {
+        const sealed = xchacha20poly1305(this.#enc, nonce, keyFileAad(rec.kid, rec.type)).encrypt(rec.secret);
+        const r: KeyFileRecord<KeyType> = {
           kid: rec.kid,
           type: rec.type,
           status: rec.status,
@@ -191,7 +163,7 @@ export class FileKeyManager implements KeyManager {
         file.keys.push(r);
       }
       file.mac = macOf(file, this.#mac);
-      writeAtomic(this.path, `${JSON.stringify(file, null, 1)}\n`);
+      writeAtomic(this.path, encodeKeyFile(file));
     };
     const p = this.#writing.then(run);
     this.#writing = p.catch(() => undefined);

@@ -1,9 +1,10 @@
 /** Key management: the KeyManager seam, an in-memory and a file-backed implementation. */
+
+export { MAX_KEY_FILE } from '../../codec/key-file.js';
 export {
   DEFAULT_SCRYPT,
   FileKeyManager,
   type FileKeyManagerOptions,
-  MAX_KEY_FILE,
   MAX_SCRYPT_MEMORY,
   type ScryptParams,
 } from './file.js';
