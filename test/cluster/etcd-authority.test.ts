@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdAuthority, type EtcdAuthorityOptions } from '../../ts/cluster/etcd-authority.js';
 import { EtcdGateway } from '../../ts/cluster/etcd-gateway.js';
 import type { AuthorityReply } from '../../ts/cluster/lease-authority.js';
+import type { View } from '../../ts/cluster/types.js';
 import { PlexusError } from '../../ts/core/errors.js';
 import {
   LEASE_AUTHORITY_SUITE,
@@ -179,6 +180,46 @@ describe.skipIf(!etcdAvailable)('EtcdAuthority on a real etcd cluster (skipped: 
         );
       }
       expect(new Set(granted).size).toBe(granted.length);
+    } finally {
+      for (const a of auths) a.close();
+    }
+  });
+
+  it('answers every concurrent request of racing authorities once, and one version names one view across them', async () => {
+    const clock = { now: 1000 };
+    const p = prefix();
+    const nodes = ['a', 'b', 'c'];
+    const auths = await Promise.all(nodes.map(() => EtcdAuthority.open(options(clock, p))));
+    const views: View[] = [];
+    try {
+      for (const [i, a] of auths.entries()) {
+        ok(await a.call({ type: 'join', node: nodes[i] as string, address: '', meta: LEASE_AUTHORITY_SUITE.meta }));
+      }
+      // Each authority grants and releases its own shards while the others do the same: the
+      // writes never conflict on a shard, but every one of them races for the view key.
+      await Promise.all(
+        auths.map(async (a, i) => {
+          const node = nodes[i] as string;
+          for (let round = 0; round < 4; round++) {
+            for (const shard of [i, i + 3]) {
+              const g = ok(await a.call({ type: 'grant', node, shard }));
+              views.push(g.view);
+              // A release applied once is answered ok, even when its view lost a race first.
+              const r = ok(await a.call({ type: 'release', node, shard, epoch: g.lease?.epoch as bigint }));
+              views.push(r.view);
+              expect(g.lease?.epoch).toBe(BigInt(round + 1));
+            }
+          }
+        }),
+      );
+      const byVersion = new Map<number, string>();
+      for (const v of views) {
+        const text = JSON.stringify(v.leases, (_k, x) => (typeof x === 'bigint' ? `${x}n` : x));
+        const seen = byVersion.get(v.version);
+        if (seen !== undefined) expect(text).toBe(seen);
+        byVersion.set(v.version, text);
+      }
+      expect(byVersion.size).toBeGreaterThan(10);
     } finally {
       for (const a of auths) a.close();
     }

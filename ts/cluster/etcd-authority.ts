@@ -28,7 +28,7 @@
  * only when they expire.
  */
 import { randomBytes } from 'node:crypto';
-import type { Clock } from '../core/clock.js';
+import { type Clock, type ClockTimers, monotonicClock } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
 import { type DetectorConfig, type LeaseConfig, leaseConfig } from './config.js';
 import { FailureDetector } from './detector.js';
@@ -48,8 +48,10 @@ export interface EtcdAuthorityOptions {
   readonly members: readonly MemberInfo[];
   readonly lease?: Partial<LeaseConfig>;
   readonly detector?: Partial<DetectorConfig>;
-  /** The authority's time (ms); default the process's monotonic clock. */
+  /** The authority's time (ms) that leases end on; default the process's monotonic clock. */
   readonly clock?: Clock;
+  /** Timers of the watch's restarts (default monotonicClock's, unreferenced). */
+  readonly timers?: ClockTimers;
   /** TTL (s) of the etcd lease behind each shard lease: the clean-up backstop (default max(10, 3 lease lengths)). */
   readonly gcTtlSeconds?: number;
   /** Keep `isMember`/`isAdmitted` current with a `/v3/watch` on the prefix (default true). */
@@ -81,8 +83,8 @@ type Outcome =
 
 /** Reads and writes before a request gives up on contention (each a full read, decide, compare-and-set). */
 const MAX_ROUNDS = 32;
-
-const monotonic: Clock = { now: () => performance.now() };
+/** Pause before watching again after the watch stream ended (an etcd member died, say). */
+const WATCH_AGAIN_MS = 200;
 
 export class EtcdAuthority implements LeaseAuthority {
   readonly meta: ClusterMeta;
@@ -92,6 +94,7 @@ export class EtcdAuthority implements LeaseAuthority {
   /** This object's name in the lease values it writes. */
   readonly incarnation = randomBytes(8).toString('hex');
   private readonly clock: Clock;
+  private readonly timers: ClockTimers;
   private readonly gcTtl: number;
   private readonly allowed = new Map<string, MemberInfo>();
   private readonly detector: FailureDetector;
@@ -104,7 +107,7 @@ export class EtcdAuthority implements LeaseAuthority {
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
   private watcher: { close(): void } | undefined;
-  private watchTimer: ReturnType<typeof setTimeout> | undefined;
+  private watchTimer: unknown;
 
   private constructor(opts: EtcdAuthorityOptions) {
     this.meta = clusterMeta(opts.meta);
@@ -116,7 +119,8 @@ export class EtcdAuthority implements LeaseAuthority {
       });
     }
     this.gateway = opts.etcd instanceof EtcdGateway ? opts.etcd : new EtcdGateway(opts.etcd);
-    this.clock = opts.clock ?? monotonic;
+    this.clock = opts.clock ?? monotonicClock;
+    this.timers = opts.timers ?? monotonicClock;
     this.gcTtl = opts.gcTtlSeconds ?? Math.max(10, Math.ceil((3 * this.lease.ttlMs) / 1000));
     if (!Number.isInteger(this.gcTtl) || this.gcTtl * 1000 < this.lease.ttlMs * 2) {
       throw clusterError(
@@ -185,7 +189,7 @@ export class EtcdAuthority implements LeaseAuthority {
     this.closed = true;
     this.watcher?.close();
     this.watcher = undefined;
-    if (this.watchTimer !== undefined) clearTimeout(this.watchTimer);
+    if (this.watchTimer !== undefined) this.timers.clearTimeout(this.watchTimer);
   }
 
   // ---- requests ----
@@ -194,21 +198,24 @@ export class EtcdAuthority implements LeaseAuthority {
     if (this.closed) throw clusterError(ClusterCode.UNAVAILABLE, 'the etcd authority is closed');
     const now = this.clock.now();
     this.detector.tick(now);
-    for (let round = 0; round < MAX_ROUNDS; round++) {
-      const snap = await this.load();
-      const out = await this.apply(req, snap, now);
-      if (out.kind === 'conflict') continue;
-      const after = out.kind === 'ok' && out.changed ? await this.load() : snap;
-      const view = await this.publish(after, now);
+    let out: Outcome = { kind: 'conflict' };
+    let snap: Snapshot | undefined;
+    for (let round = 0; round < MAX_ROUNDS && out.kind === 'conflict'; round++) {
+      snap = await this.load();
+      out = await this.apply(req, snap, now);
+    }
+    // The request is applied (or refused) once; only publishing its view may take more rounds.
+    for (let round = 0; round < MAX_ROUNDS && out.kind !== 'conflict' && snap !== undefined; round++) {
+      if (round > 0 || (out.kind === 'ok' && out.changed)) snap = await this.load();
+      const view = await this.publish(snap, now);
       if (view === undefined) continue;
       if (out.kind === 'fail') return { ok: false, code: out.code, message: out.message, details: out.details, view };
-      const reply: AuthorityReply = {
+      return {
         ok: true,
         view,
         ...(out.lease ? { lease: { ...out.lease, ttlMs: this.lease.ttlMs } } : {}),
         ...(out.renewed ? { renewed: out.renewed, ttlMs: this.lease.ttlMs } : {}),
       };
-      return reply;
     }
     throw clusterError(
       ClusterCode.UNAVAILABLE,
@@ -557,8 +564,7 @@ export class EtcdAuthority implements LeaseAuthority {
       () => {
         if (this.closed) return;
         // Watch again from the next revision (etcd replays what was missed) after a pause.
-        this.watchTimer = setTimeout(() => this.watchFrom(next), 200);
-        this.watchTimer.unref?.();
+        this.watchTimer = this.timers.setTimeout(() => this.watchFrom(next), WATCH_AGAIN_MS);
       },
     );
   }
