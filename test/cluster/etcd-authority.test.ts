@@ -11,12 +11,14 @@ import { EtcdGateway } from '../../ts/cluster/etcd-gateway.js';
 import type { AuthorityReply } from '../../ts/cluster/lease-authority.js';
 import type { View } from '../../ts/cluster/types.js';
 import { PlexusError } from '../../ts/core/errors.js';
+import { RetryPolicy } from '../../ts/core/retry.js';
 import {
   LEASE_AUTHORITY_SUITE,
   type LeaseAuthorityHarness,
   leaseAuthoritySuite,
 } from '../compliance/lease-authority.suite.js';
 import { type EtcdCluster, etcdAvailable, etcdHttp, startEtcd } from '../helpers/etcd.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
 import { until } from '../helpers/until.js';
 
 let etcd: EtcdCluster | undefined;
@@ -222,6 +224,89 @@ describe.skipIf(!etcdAvailable)('EtcdAuthority on a real etcd cluster (skipped: 
       expect(byVersion.size).toBeGreaterThan(10);
     } finally {
       for (const a of auths) a.close();
+    }
+  });
+
+  it('lets another node take a shard from a node cut off from etcd only after the cut-off holder stopped using it', async () => {
+    const cluster = etcd as EtcdCluster;
+    const p = prefix();
+    const lease = { ttlMs: 3000, safetyMarginMs: 600, renewEveryMs: 300 };
+    const detector = { suspectAfterMs: 5000, failedAfterMs: 10_000 };
+    // Node a reaches etcd only through fault proxies, one per etcd member.
+    const proxies = await Promise.all(
+      cluster.clientUrls.map((u) => FaultProxy.start({ host: '127.0.0.1', port: Number(new URL(u).port) })),
+    );
+    const base = {
+      prefix: p,
+      meta: LEASE_AUTHORITY_SUITE.meta,
+      members: LEASE_AUTHORITY_SUITE.members,
+      lease,
+      detector,
+    };
+    const a = await EtcdAuthority.open({
+      ...base,
+      etcd: {
+        endpoints: proxies.map((x) => `http://127.0.0.1:${x.port}`),
+        timeoutMs: 500,
+        retry: new RetryPolicy({ baseMs: 10, capMs: 50, maxAttempts: 3 }),
+      },
+    });
+    // Node b's authority reads the monotonic clock; its last reading is when it decided.
+    let bDecidedAt = 0;
+    const b = await EtcdAuthority.open({
+      ...base,
+      etcd: { endpoints: endpoints() },
+      clock: {
+        now: () => {
+          bDecidedAt = performance.now();
+          return bDecidedAt;
+        },
+      },
+    });
+    try {
+      ok(await a.call({ type: 'join', node: 'a', address: '', meta: LEASE_AUTHORITY_SUITE.meta }));
+      ok(await b.call({ type: 'join', node: 'b', address: '', meta: LEASE_AUTHORITY_SUITE.meta }));
+      const ea = ok(await a.call({ type: 'grant', node: 'a', shard: 2 })).lease?.epoch as bigint;
+      // a renews a few times; the holder's lease runs ttl - margin from when it sent its last renewal.
+      let lastSent = 0;
+      for (let i = 0; i < 3; i++) {
+        const sent = performance.now();
+        ok(await a.call({ type: 'renew', node: 'a', shard: 2, epoch: ea }));
+        lastSent = sent;
+        expect((await b.call({ type: 'grant', node: 'b', shard: 2 })).ok).toBe(false);
+        await new Promise((r) => setTimeout(r, lease.renewEveryMs));
+      }
+      for (const x of proxies) x.partition();
+      const cut = await a.call({ type: 'renew', node: 'a', shard: 2, epoch: ea }).then(
+        () => 'answered',
+        (e: unknown) => (e as PlexusError).code,
+      );
+      expect(cut).toBe('PLX_CLUSTER_UNAVAILABLE');
+      const holderStops = lastSent + lease.ttlMs - lease.safetyMarginMs;
+      let refusals = 0;
+      const eb = await until(
+        async () => {
+          const r = await b.call({ type: 'grant', node: 'b', shard: 2 });
+          if (r.ok) return r.lease?.epoch as bigint;
+          expect(r.code).toBe('PLX_CLUSTER_LEASE_HELD');
+          refusals++;
+          return undefined;
+        },
+        { what: 'b to be granted shard 2', timeoutMs: 20_000, intervalMs: 100 },
+      );
+      expect(refusals).toBeGreaterThan(0);
+      expect(eb).toBeGreaterThan(ea);
+      // b got the shard only once a, by its own clock, had stopped using it.
+      expect(bDecidedAt).toBeGreaterThanOrEqual(holderStops);
+      // Healed, a learns it lost the lease.
+      for (const x of proxies) x.heal();
+      const back = await a.call({ type: 'renew', node: 'a', shard: 2, epoch: ea });
+      expect(back.ok).toBe(false);
+      if (!back.ok) expect(back.code).toBe('PLX_CLUSTER_LEASE_LOST');
+    } finally {
+      a.close();
+      b.close();
+      for (const x of proxies) await x.close();
     }
   });
 
