@@ -103,6 +103,8 @@ export class EtcdAuthority implements LeaseAuthority {
   /** Joined and removed members as last read or watched (`isMember`, `isAdmitted`). */
   private joined = new Set<string>();
   private removed = new Set<string>();
+  /** The etcd revision `joined` and `removed` are current at (a watch event at or below it is old news). */
+  private cacheRevision = 0n;
   private published = false;
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
@@ -444,8 +446,11 @@ export class EtcdAuthority implements LeaseAuthority {
       view: undefined,
     };
     for (const kv of r.kvs) this.read(kv, s);
-    this.joined = new Set(s.members.keys());
-    this.removed = s.removed;
+    if (s.revision >= this.cacheRevision) {
+      this.joined = new Set(s.members.keys());
+      this.removed = s.removed;
+      this.cacheRevision = s.revision;
+    }
     // Forget first sightings of lease revisions that are no longer current.
     const current = new Set([...s.leases].map(([shard, l]) => `${shard}@${l.mod}`));
     for (const k of this.firstSeen.keys()) if (!current.has(k)) this.firstSeen.delete(k);
@@ -551,6 +556,7 @@ export class EtcdAuthority implements LeaseAuthority {
       (rev, events) => {
         next = rev + 1n;
         for (const ev of events) {
+          if (ev.kv.modRevision <= this.cacheRevision) continue;
           const rest = ev.kv.key.slice(this.prefix.length);
           if (rest.startsWith('members/')) {
             const id = rest.slice('members/'.length);
@@ -560,11 +566,14 @@ export class EtcdAuthority implements LeaseAuthority {
             this.removed.add(rest.slice('removed/'.length));
           }
         }
+        if (rev > this.cacheRevision) this.cacheRevision = rev;
       },
       () => {
         if (this.closed) return;
         // Watch again from the next revision (etcd replays what was missed) after a pause.
-        this.watchTimer = this.timers.setTimeout(() => this.watchFrom(next), WATCH_AGAIN_MS);
+        // (From the cache's revision when a read is newer: etcd may have compacted older ones.)
+        const from = next > this.cacheRevision ? next : this.cacheRevision + 1n;
+        this.watchTimer = this.timers.setTimeout(() => this.watchFrom(from), WATCH_AGAIN_MS);
       },
     );
   }
