@@ -166,6 +166,40 @@ describe('etcd gateway client against misbehaving HTTP servers on loopback', () 
     expect(up.hits()).toBe(1);
   });
 
+  it('reads a watch stream line by line, ends it on a damaged result, and passes over a silent endpoint', async () => {
+    const kv = { key: b64(Buffer.from('/p/members/a')), mod_revision: '5', value: b64(Buffer.from('{}')) };
+    const streaming = await serve((_req, res) => {
+      res.write(`${JSON.stringify({ result: { header: { revision: '4' }, created: true } })}\n`);
+      res.write(`${JSON.stringify({ result: { header: { revision: '5' }, events: [{ kv }] } })}\n`);
+      res.write(
+        `${JSON.stringify({ result: { header: { revision: '6' }, events: [{ type: 'DELETE', kv: { ...kv, mod_revision: '6' } }] } })}\n`,
+      );
+      res.write('{"result": {"header": {"revision": 7}}}\n');
+    });
+    const gw = new EtcdGateway({ endpoints: [streaming.url], timeoutMs: 200 });
+    const seen: string[] = [];
+    const ended = await new Promise<unknown>((resolve) =>
+      gw.watch(
+        '/p/',
+        4n,
+        (rev, events) => {
+          for (const e of events) seen.push(`${rev}:${e.type}:${e.kv.key}`);
+        },
+        resolve,
+      ),
+    );
+    expect(seen).toEqual(['5:PUT:/p/members/a', '6:DELETE:/p/members/a']);
+    expect((ended as PlexusError).code).toBe('PLX_CLUSTER_ETCD_RESPONSE');
+
+    const silent = await serve(() => undefined);
+    const t0 = performance.now();
+    const quiet = await new Promise<unknown>((resolve) =>
+      new EtcdGateway({ endpoints: [silent.url], timeoutMs: 200 }).watch('/p/', 1n, () => undefined, resolve),
+    );
+    expect((quiet as PlexusError).code).toBe('PLX_CLUSTER_UNAVAILABLE');
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
+  });
+
   it('refuses a reply above the size limit and one that is not JSON, without retrying', async () => {
     const big = await serve((_req, res) => res.end(Buffer.alloc(10_000, 0x20)));
     const gw = new EtcdGateway({ endpoints: [big.url], retry: policy(), maxResponseBytes: 4096 });

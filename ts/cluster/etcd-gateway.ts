@@ -322,7 +322,14 @@ export class EtcdGateway {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'content-length': data.length },
     });
+    // etcd answers a watch's creation at once: an endpoint silent until then is passed over.
+    req.setTimeout(this.timeoutMs, () => {
+      this.next++;
+      req.destroy();
+      end(clusterError(ClusterCode.UNAVAILABLE, `etcd watch at ${endpoint} did not start within ${this.timeoutMs} ms`));
+    });
     req.on('response', (res) => {
+      req.setTimeout(0);
       if (res.statusCode !== 200) {
         this.next++;
         res.resume();
