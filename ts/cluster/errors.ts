@@ -45,6 +45,8 @@ export const ClusterCode = {
   BAD_TLS: 'PLX_CLUSTER_BAD_TLS',
   /** A node cannot listen on its member address (the port is taken, or the address is not this machine's). */
   LISTEN: 'PLX_CLUSTER_LISTEN',
+  /** An etcd gateway reply that is not JSON, is above its size limit, lacks a field or holds a value of a bad shape. */
+  ETCD_RESPONSE: 'PLX_CLUSTER_ETCD_RESPONSE',
 } as const;
 export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
 
