@@ -80,6 +80,7 @@ describe('journal layouts', () => {
       .then((v) => {
         done = v;
       });
+    // Kept: while c is away nothing happens, and nothing marks that it did not; this long is the proof.
     await new Promise((r) => setTimeout(r, 1500));
     expect(done).toBeUndefined();
     expect(ownerOf(ma.view(), shard)).toBeUndefined(); // nobody else took it

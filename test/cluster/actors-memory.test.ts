@@ -153,6 +153,7 @@ describe('actors across nodes (MemoryWire)', () => {
     void a.node.send(target, 'inc', { id: 'h-1' }).then((v) => {
       done = v;
     });
+    // Kept: a held message leaves no trace to wait for; give it time to (wrongly) be delivered.
     await new Promise((r) => setTimeout(r, 300));
     expect(done).toBeUndefined();
     await c.memberships.get('b')!.grant(shard);

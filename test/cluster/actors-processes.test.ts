@@ -3,14 +3,12 @@
  * mutual TLS and a shared journal store: actors on different nodes message each other,
  * forwarding with a redirect, the hop limit, the delivery deadline, and a SIGSTOPped owner
  * fenced on SIGCONT; then the journals are read back from disk and checked.
- * Needs `npx tsc -p tsconfig.build.json` first.
+ * Needs `npm run build` first.
  */
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
@@ -18,10 +16,16 @@ import { shardOf } from '../../ts/core/index.js';
 import { openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { shardDir } from '../../ts/runtime/log-journal.js';
 import { openLog } from '../../ts/storage/index.js';
+import { runNode } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 import { CLI, dataDirOf, freePorts, type Line, NodeProc, patchConfig } from './actor-procs.js';
 
-const run = promisify(execFile);
+/** The cluster command (the fixture over dist/) run to its end; fails unless it exits 0. */
+async function run(args: string[]): Promise<{ stdout: string }> {
+  const r = await runNode(CLI, args, { timeoutMs: 60_000 });
+  if (r.code !== 0) throw new Error(`cluster ${args.join(' ')} ended with ${r.code ?? r.signal}: ${r.stderr}`);
+  return r;
+}
 const SHARDS = 16;
 const procs: NodeProc[] = [];
 let dir = '';
@@ -31,7 +35,9 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A stretch of time that is itself the proof (see its use): no event can show that nothing came. */
+const HELD_PROOF_MS = 1200;
+const letTimePass = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const shard = (iri: string) => shardOf(iri, SHARDS);
 
 function iriIn(prefix: string, s: number): string {
@@ -81,7 +87,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       for (const n of ['a', 'b', 'c']) expect(ownedBy(n).length).toBeGreaterThan(0);
 
       // `plexus cluster status` answers from another process.
-      const st = await run(process.execPath, [CLI, 'status', '--config', files.get('c')!]);
+      const st = await run(['status', '--config', files.get('c')!]);
       const lines = st.stdout
         .trim()
         .split('\n')
@@ -233,15 +239,15 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       expect(epochs.at(-1)! > e1).toBe(true);
 
       // the dead-letter logs, listed by `plexus cluster dead-letters`
-      const deadA = (await run(process.execPath, [CLI, 'dead-letters', dataDirOf(dir, 'a')])).stdout;
+      const deadA = (await run(['dead-letters', dataDirOf(dir, 'a')])).stdout;
       expect(deadA).toContain('"reason":"stale-epoch"');
-      const deadB = (await run(process.execPath, [CLI, 'dead-letters', dataDirOf(dir, 'b')])).stdout;
+      const deadB = (await run(['dead-letters', dataDirOf(dir, 'b')])).stdout;
       expect(deadB).toContain('"reason":"hop-limit"');
     }, 120_000);
 
     it('answers --help for every subcommand', async () => {
       for (const sub of ['init', 'node', 'status', 'dead-letters']) {
-        const r = await run(process.execPath, [CLI, sub, '--help']);
+        const r = await run([sub, '--help']);
         expect(r.stdout).toContain(`plexus cluster`);
         expect(r.stdout).toContain(sub);
       }
@@ -298,7 +304,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
         });
         const qHeld = a5.queue({ cmd: 'send', target: heldTarget, event: 'inc', id: 'held-1' });
         // Nothing later shows that the held message was not delivered: the wait is the proof.
-        await sleep(1200);
+        await letTimePass(HELD_PROOF_MS);
         expect(a5.lines.some((l) => l.q === qHeld)).toBe(false);
         expect((await a5.cmd({ cmd: 'status' })).leases.some((l: Line) => l.shard === eShard)).toBe(false);
         e5.signal('SIGCONT');

@@ -84,7 +84,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
         if (othersBack && Date.now() - restartedAt > 3 * TTL) break;
         if (Date.now() - restartedAt > 60_000)
           throw new Error(`shards of a and c not back: ${JSON.stringify([...seen])}`);
-        await sleep(100);
+        await sleep(100); // the next look at the leases, for 3 TTL after the restart: the scenario's span
       }
 
       // b returns and takes its shards back, above every epoch so far, with its journal.

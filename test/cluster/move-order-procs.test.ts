@@ -86,6 +86,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       const sB = ofNode('b')[0]!;
       const moved = iriIn('vt:counter/move', sB);
       const before = stream(a, moved, ids('m', 1, 400));
+      // Mid-stream: the first 20 answered (bounded, so that a stuck stream fails below instead of hanging).
       await Promise.race([Promise.all(before.slice(0, 20)), sleep(30_000)]);
       expect((await b.cmd({ cmd: 'release', shard: sB, ms: 60_000 })).ok).toBe(true);
       const granted = await until(

@@ -1,20 +1,19 @@
 /**
  * Real processes on loopback: three cluster nodes (dist/cluster/node-process.js), each with
  * its own HTTP/2 mutual-TLS wire; node a hosts the MemoryAuthority. Build first with
- * `npx tsc -p tsconfig.build.json`.
+ * `npm run build`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/paths.js';
+import { DIST, type Started, startNode, stopStarted } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 import { nodeCreds } from '../net/helpers.js';
 
-const NODE_MAIN = resolve(ROOT, 'dist/cluster/node-process.js');
+const NODE_MAIN = 'cluster/node-process.js';
 const META = { id: 'c1', shardCount: 16, hashVersion: 1, replicationFactor: 1 };
 const LEASE = { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 };
 const DETECTOR = { suspectAfterMs: 500, failedAfterMs: 1500 };
@@ -25,9 +24,9 @@ class Proc {
   readonly events: Event[] = [];
   constructor(
     readonly id: string,
-    readonly child: ChildProcess,
+    readonly proc: Started,
   ) {
-    const rl = createInterface({ input: child.stdout! });
+    const rl = createInterface({ input: proc.child.stdout! });
     rl.on('line', (l) => {
       try {
         this.events.push(JSON.parse(l) as Event);
@@ -35,10 +34,12 @@ class Proc {
         // not an event line
       }
     });
-    child.stderr?.resume();
+  }
+  get pid(): number {
+    return this.proc.pid;
   }
   send(cmd: Record<string, unknown>): void {
-    this.child.stdin?.write(`${JSON.stringify(cmd)}\n`);
+    this.proc.child.stdin?.write(`${JSON.stringify(cmd)}\n`);
   }
   last(ev: string): Event | undefined {
     return [...this.events].reverse().find((e) => e.ev === ev);
@@ -59,15 +60,15 @@ const dirs: string[] = [];
 
 afterEach(async () => {
   for (const p of procs.splice(0)) {
-    if (p.child.exitCode === null && p.child.pid) {
+    if (p.proc.running()) {
       try {
-        process.kill(p.child.pid, 'SIGCONT');
-        process.kill(p.child.pid, 'SIGKILL');
+        process.kill(p.pid, 'SIGCONT'); // a paused node first resumes, then is killed
       } catch {
         // already gone
       }
     }
   }
+  await stopStarted();
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
@@ -89,8 +90,7 @@ async function start(id: string, authorityAddress?: string): Promise<Proc> {
   };
   const file = join(dir, 'config.json');
   await writeFile(file, JSON.stringify(cfg));
-  const child = spawn(process.execPath, [NODE_MAIN, file], { stdio: ['pipe', 'pipe', 'pipe'] });
-  const p = new Proc(id, child);
+  const p = new Proc(id, startNode(NODE_MAIN, [file]));
   procs.push(p);
   await until(() => p.events.some((e) => e.ev === 'joined' || e.ev === 'fatal'), {
     timeoutMs: 15_000,
@@ -121,7 +121,7 @@ async function threeNodes(): Promise<Record<'a' | 'b' | 'c', Proc>> {
   return { a, b, c };
 }
 
-describe.skipIf(!existsSync(NODE_MAIN))('cluster nodes as processes (build dist first)', () => {
+describe.skipIf(!existsSync(join(DIST, NODE_MAIN)))('cluster nodes as processes (build dist first)', () => {
   it('three nodes join; each shard has one owner; a killed node’s shards move only after its leases expire', async () => {
     const { a, b, c } = await threeNodes();
     await until(() => [b, c].every((p) => (p.view()?.version ?? 0) >= (a.view()?.version ?? 0) - 2), {
@@ -139,7 +139,7 @@ describe.skipIf(!existsSync(NODE_MAIN))('cluster nodes as processes (build dist 
     });
     const cShards = before.leases.filter((l) => l.owner === 'c');
     const killedAt = Date.now();
-    process.kill(c.child.pid!, 'SIGKILL');
+    process.kill(c.pid, 'SIGKILL');
     await until(() => a.view()!.leases.length === 16 && a.view()!.leases.every((l) => l.owner !== 'c'), {
       timeoutMs: 15_000,
       what: 'c’s shards to move',
@@ -173,7 +173,7 @@ describe.skipIf(!existsSync(NODE_MAIN))('cluster nodes as processes (build dist 
     });
     const oldEpoch = BigInt(victim.last('prepared')!.epoch as string);
     expect(oldEpoch).toBeGreaterThan(0n);
-    process.kill(victim.child.pid!, 'SIGSTOP');
+    process.kill(victim.pid, 'SIGSTOP');
     await until(
       () => {
         const l = a.view()?.leases.find((x) => x.shard === shard);
@@ -182,7 +182,7 @@ describe.skipIf(!existsSync(NODE_MAIN))('cluster nodes as processes (build dist 
       { timeoutMs: 15_000, what: 'the shard to move to another node', intervalMs: 20 },
     );
     const newEpoch = BigInt(a.view()!.leases.find((x) => x.shard === shard)!.epoch);
-    process.kill(victim.child.pid!, 'SIGCONT');
+    process.kill(victim.pid, 'SIGCONT');
     await until(() => victim.last('sent') !== undefined, {
       timeoutMs: 10_000,
       what: 'the stale frame to be answered',

@@ -143,6 +143,8 @@ describe('Http2Wire batches', () => {
       ),
     );
     await until(() => (peer.streams[0]?.frames.length ?? 0) === 5, { timeoutMs: 5_000, what: 'the early frames' });
+    // Part of the scenario: the late frames leave 200 ms after the early ones, so their
+    // deadlines come after the early frames have expired.
     await new Promise((r) => setTimeout(r, 200));
     const late = Array.from({ length: 5 }, (_, i) => a.send('b', f('vt:s', 'vt:t', 5 + i)));
     let lateSettled = 0;
@@ -153,6 +155,7 @@ describe('Http2Wire batches', () => {
     const sid = peer.streams[0]!.id;
     // The first five ACKs name the five expired frames: nothing of the late ones may settle.
     peer.ack([[sid, 5, 0]]);
+    // Kept: an ACK run that settles nothing leaves no trace to wait for; give it time to (wrongly) settle.
     await new Promise((r) => setTimeout(r, 50));
     expect(lateSettled).toBe(0);
     peer.ack([[sid, 5, 1]]);

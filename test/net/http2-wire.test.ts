@@ -150,12 +150,14 @@ describe('Http2Wire over mutual TLS 1.3', () => {
       const id = Buffer.from(fr.messageId).toString('hex');
       ids.set(id, (ids.get(id) ?? 0) + 1);
       order.push(new TextDecoder().decode(fr.payload));
+      // A receiver that takes a moment per message, so that most are still in flight below.
       await new Promise((r) => setTimeout(r, 1));
       return 'stored';
     });
     const a = net.wires.get('a') as Http2Wire;
     const sends = Array.from({ length: 100 }, (_, i) => a.send('b', f('vt:x', 'vt:y', i)));
-    await new Promise((r) => setTimeout(r, 30));
+    // The connection is lost with some messages stored and most not yet.
+    await until(() => order.length >= 5, { what: 'the first messages stored' });
     a.disconnect('b');
     const verdicts = await Promise.all(sends);
     expect(verdicts.every((v) => v === 'stored' || v === 'duplicate')).toBe(true);
@@ -249,12 +251,14 @@ describe('Http2Wire backpressure', () => {
       );
       let settled = 0;
       for (const p of slowSends) void p.then(() => settled++);
-      await new Promise((r) => setTimeout(r, 500));
+      await until(() => slow.size === 4, { what: 'the slow mailbox to fill' });
+      // The fast pair's frames follow the slow pair's on the same connection: once they are all
+      // stored, every byte of the slow pair that the sender could send has reached the receiver.
+      await Promise.all(Array.from({ length: 200 }, (_, i) => a.send('b', f('vt:x', 'vt:fast', i))));
       // Read-ahead (64 KiB) plus one stream window (256 KiB) plus a chunk at most.
       expect(b.inboundBufferedBytes()).toBeLessThanOrEqual(64 * 1024 + 256 * 1024 + 32 * 1024);
       expect(slow.size).toBe(4);
       expect(settled).toBeLessThanOrEqual(5);
-      await Promise.all(Array.from({ length: 200 }, (_, i) => a.send('b', f('vt:x', 'vt:fast', i))));
       expect(fast).toBe(200);
       // Emptying the mailbox lets the slow pair finish, in order.
       const drained: number[] = [];
@@ -305,7 +309,9 @@ describe('Http2Wire backpressure', () => {
       // A pair on the other stream flows while the slow stream is held.
       expect(await a.send('b', f(onOther, 'vt:t', 0))).toBe('stored');
       expect(await a.send('b', f('vt:s1', 'vt:other', 0))).toBe('stored');
-      await new Promise((r) => setTimeout(r, 100));
+      // One more round trip on the other stream, sent after the blocked frame on the same
+      // connection: had the blocked frame been stored, its verdict would be in by now.
+      await a.send('b', f('vt:s1', 'vt:other', 1));
       expect(blockedDone).toBe(false);
       expect(got).not.toContain(`${onSlow}>vt:t#0`);
       // Emptying the mailbox releases the shared stream, in order.

@@ -57,6 +57,7 @@ describe('Http2Wire pipelined receive', () => {
     expect(order).toEqual([]);
     // Settled out of order: frame 3 first. Its ACK waits for frames 0..2 (runs count in order).
     held[3]?.settle('stored');
+    // Kept: an ACK held back leaves no trace to wait for; give it time to (wrongly) go out.
     await new Promise((r) => setTimeout(r, 50));
     expect(order).toEqual([]);
     held[0]?.settle('stored');
@@ -84,6 +85,7 @@ describe('Http2Wire pipelined receive', () => {
     const a = net.wires.get('a')!;
     const sends = [0, 1, 2].map((i) => a.send('b', frame('vt:s/0', `vt:t/${i}`, i)));
     await until(() => held.length === 1, { timeoutMs: 3_000, what: 'held.length === 1' });
+    // Kept: a frame held back leaves no trace to wait for; give it time to (wrongly) reach the handler.
     await new Promise((r) => setTimeout(r, 50));
     expect(held.length).toBe(1);
     held[0]?.settle('stored');
@@ -110,6 +112,7 @@ describe('Http2Wire pipelined receive', () => {
     await until(() => held.length === 1, { timeoutMs: 3_000, what: 'held.length === 1' });
     // The same id on another pair's stream (as a resend on a new stream would carry it).
     const second = a.send('b', { ...frame('vt:s/1', 'vt:t/1', 0), messageId: id });
+    // Kept: a copy held back leaves no trace to wait for; give it time to (wrongly) reach the handler.
     await new Promise((r) => setTimeout(r, 50));
     expect(held.length).toBe(1);
     held[0]?.settle('stored');

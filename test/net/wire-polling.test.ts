@@ -138,6 +138,7 @@ describe('polling on real wires', () => {
     const last = a.send('b', frame(20));
     expect(a.spinner.waiting).toBe(0); // this frame does not hold the poller
     expect(await last).toBe('stored');
+    // Kept: b's ACK going out leaves no event here; give it time to (wrongly) hold b's poller.
     await new Promise((r) => setTimeout(r, 20));
     expect(b.spinner.waiting).toBe(0); // nor do b's ACKs
     expect(a.spinner.polling).toBe(false);

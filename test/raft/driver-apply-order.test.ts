@@ -8,6 +8,7 @@ import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Message } from '../../ts/raft/types.js';
 import { RaftDriver } from '../../ts/raft-io/driver.js';
+import { until as untilProbe } from '../helpers/until.js';
 import { memoryWriter } from './harness.js';
 
 const stops: (() => Promise<void>)[] = [];
@@ -16,14 +17,14 @@ afterEach(async () => {
 });
 
 const enc = new TextEncoder();
+/**
+ * Nothing marks that the driver has (wrongly) applied an entry whose write is still held: a
+ * check that it did not gives it this turn of the event loop and a few ms first.
+ */
 const tick = () => new Promise((r) => setTimeout(r, 5));
 
 async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (cond()) return;
-    await tick();
-  }
-  throw new Error(`timed out waiting for ${what}`);
+  await untilProbe(cond, { timeoutMs: 5_000, what });
 }
 
 /** A gate that holds a sync until opened. */

@@ -11,6 +11,7 @@ import { freePorts } from '../../ts/net/ports.js';
 import type { Message } from '../../ts/raft/types.js';
 import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
 import { type RaftTransportHarness, raftTransportSuite } from '../compliance/raft-transport.suite.js';
+import { until } from '../helpers/until.js';
 
 const MAX_MESSAGE = 64 * 1024;
 
@@ -69,20 +70,20 @@ async function open(tls: boolean): Promise<RaftTransportHarness & { close(): Pro
     );
   }
   // Dial every peer (the first message to a peer not yet connected is dropped and starts the dial).
-  const end = Date.now() + 10_000;
-  for (;;) {
-    let all = true;
-    transports.forEach((t, i) => {
-      for (const id of [1, 2, 3]) {
-        if (id === i + 1 || t.connected(id)) continue;
-        all = false;
-        t.send([heartbeat(i + 1, id)]);
-      }
-    });
-    if (all) break;
-    if (Date.now() > end) throw new Error('the members did not connect');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await until(
+    () => {
+      let all = true;
+      transports.forEach((t, i) => {
+        for (const id of [1, 2, 3]) {
+          if (id === i + 1 || t.connected(id)) continue;
+          all = false;
+          t.send([heartbeat(i + 1, id)]);
+        }
+      });
+      return all;
+    },
+    { timeoutMs: 10_000, intervalMs: 10, what: 'the members to connect' },
+  );
   const raw = (from: number, to: number, bytes: Uint8Array) =>
     new Promise<void>((resolve) => {
       const port = ports[to - 1] as number;
@@ -102,6 +103,7 @@ async function open(tls: boolean): Promise<RaftTransportHarness & { close(): Pro
     refusals,
     maxMessageBytes: MAX_MESSAGE,
     raw,
+    // The suite's pause before checking that nothing more arrived: a socket has no such event.
     settle: () => new Promise((r) => setTimeout(r, 5)),
     close: async () => {
       for (const t of transports) await t.close();

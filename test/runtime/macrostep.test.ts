@@ -73,6 +73,7 @@ describe('one macrostep', () => {
     const p1 = node.send('vt:c/1', 'relay', { id: 'a', data: { to: ['vt:x/1'], type: 'out' } });
     const p2 = node.send('vt:c/1', 'inc', { id: 'b' });
     await until(() => storage.inFlight === 1, { timeoutMs: 5_000, what: 'storage.inFlight === 1', intervalMs: 2 });
+    // Kept: sends held behind the write leave no trace to wait for; give them time to (wrongly) go out.
     await new Promise((r) => setTimeout(r, 30));
     // the record is on disk, but nothing was sent and the second message did not start
     expect(out.sent).toHaveLength(0);
@@ -186,6 +187,7 @@ describe('mailbox bound', () => {
       waited = true;
       return r;
     });
+    // Kept: a waiting send leaves no trace to wait for; give it time to (wrongly) be taken.
     await new Promise((r) => setTimeout(r, 20));
     expect(waited).toBe(false);
     storage.closedGate = false;

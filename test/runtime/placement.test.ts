@@ -44,6 +44,7 @@ describe('placement', () => {
       done = true;
       return r;
     });
+    // Kept: a held message leaves no trace to wait for; give the node time to (wrongly) run it.
     await new Promise((r) => setTimeout(r, 20));
     expect(done).toBe(false);
     expect(node.activeCount).toBe(0);

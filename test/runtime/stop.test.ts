@@ -8,11 +8,20 @@ import { cleanup, counterChart, GatedJournal, probe, tempDir } from './helpers.j
 
 afterAll(cleanup);
 
+/**
+ * A drain that (wrongly) ended would still close its actors, with real file I/O, before
+ * `stop()` resolves, and no event marks that it has not begun: after moving the node's clock to
+ * just before the deadline, the tests give it this long to resolve before checking it did not.
+ */
+const DRAIN_GRACE_MS = 20;
+const drainGrace = () => new Promise((r) => setTimeout(r, DRAIN_GRACE_MS));
+
 describe('node.stop', () => {
   it('finishes queued macrosteps and flushes local sends before it resolves, refusing new messages meanwhile', async () => {
     const dir = await tempDir();
     const storage = new GatedJournal(await openJournal(dir, { shardCount: 2 }));
-    const node = Node.builder(storage).chart('vt:c/', counterChart()).build();
+    const clock = new ManualClock(1_000);
+    const node = Node.builder(storage).chart('vt:c/', counterChart()).clock(clock).build();
     storage.closedGate = true;
     const queued = [
       node.send('vt:c/1', 'relay', { id: 'a', data: { to: ['vt:c/2', 'vt:c/3'] } }),
@@ -31,7 +40,8 @@ describe('node.stop', () => {
       refused = e;
     }
     expect(isPlexusError(refused, 'PLX_RUNTIME_STOPPED')).toBe(true);
-    await new Promise((r) => setTimeout(r, 20));
+    clock.advance(29_999); // just before the default 30 s deadline of stop()
+    await drainGrace();
     expect(stopped).toBe(false);
     storage.closedGate = false;
     storage.release();
@@ -74,11 +84,12 @@ describe('node.stop', () => {
     const stopping = node.stop({ timeoutMs: 60_000 }).then(() => {
       stopped = true;
     });
-    await new Promise((r) => setTimeout(r, 20));
+    clock.advance(59_999);
+    await drainGrace();
     expect(stopped).toBe(false);
     storage.closedGate = false;
     storage.release();
-    await stopping; // the manual clock never moved: the drain woke on the macrostep's end
+    await stopping; // the deadline never came: the drain woke on the macrostep's end
     expect(await sent).toBe('processed');
     expect(clock.pending()).toBe(0);
 
@@ -93,9 +104,9 @@ describe('node.stop', () => {
     const stopping2 = stuck.stop({ timeoutMs: 500 }).then(() => {
       stopped2 = true;
     });
-    await new Promise((r) => setTimeout(r, 20));
+    await until(() => clock2.pending() > 0, { what: "the drain's deadline on the node's clock" });
     clock2.advance(499);
-    await new Promise((r) => setTimeout(r, 20));
+    await drainGrace();
     expect(stopped2).toBe(false);
     clock2.advance(1);
     await stopping2;

@@ -134,6 +134,7 @@ describe('xstateChart', () => {
       .build();
     await node.send('vt:orders/2', 'pay'); // billing has no chart here: error.communication, ignored in `paying`
     clock.advance(999);
+    // Kept: the clock is manual, but a raise it fired would be processed asynchronously: give it time.
     await new Promise((r) => setTimeout(r, 10));
     const ctx = () => stateOf<{ context: Ctx }>(node, 'vt:orders/2').context ?? { total: 0, reason: '', reminders: -1 };
     expect(ctx().reminders).toBe(0);

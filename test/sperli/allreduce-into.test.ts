@@ -4,11 +4,11 @@
  * results of several frames), on both in-memory transports and across real processes;
  * a bad `into` is refused on the rank alone (H1618) before anything is sent.
  */
-import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { runOn, TRANSPORTS } from '../helpers/comm-memory.js';
 import { ROOT } from '../helpers/paths.js';
+import { runPlexus, stopStarted } from '../helpers/processes.js';
 import { refusal } from '../helpers/refusal.js';
 
 describe('allreduce into a given array', () => {
@@ -114,11 +114,11 @@ describe('allreduce into a given array', () => {
 });
 
 describe('allreduce into a given array across processes', () => {
-  it('2 ranks over the TLS mesh: 8 bytes and 16 MiB, results checked', () => {
-    const r = spawnSync(
-      process.execPath,
+  afterAll(() => stopStarted());
+
+  it('2 ranks over the TLS mesh: 8 bytes and 16 MiB, results checked', async () => {
+    const r = await runPlexus(
       [
-        join(ROOT, 'dist/cli/main.js'),
         'sperli',
         'launch',
         '-n',
@@ -130,9 +130,9 @@ describe('allreduce into a given array across processes', () => {
         '3',
         'into',
       ],
-      { encoding: 'utf8', timeout: 120_000, cwd: ROOT },
+      { timeoutMs: 120_000, cwd: ROOT },
     );
-    expect(r.status, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(0);
     const lines = [...r.stdout.matchAll(/CPU (\{.*\})/g)].map((m) => JSON.parse(m[1] as string));
     expect(lines.map((l) => l.rank).sort()).toEqual([0, 1]);
     for (const l of lines) expect(l.into).toBe(true);

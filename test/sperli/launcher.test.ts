@@ -1,16 +1,15 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isLocalHost, launch, parseHostsFile } from '../../ts/sperli/launcher.js';
-import { ROOT } from '../helpers/paths.js';
+import { runPlexus, stopStarted } from '../helpers/processes.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'plexus-launch-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-const BIN = join(ROOT, 'dist/cli/main.js');
+afterAll(() => stopStarted());
 const plexus = (args: string[], env: Record<string, string> = {}) =>
-  spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  runPlexus(args, { timeoutMs: 60_000, env: { ...process.env, ...env } });
 
 const code = async (p: Promise<unknown>) => {
   try {
@@ -77,17 +76,17 @@ describe('the launcher refuses before starting anything', () => {
 });
 
 describe('plexus sperli launch (command line)', () => {
-  it('has a --help and refuses bad usage with exit 2', () => {
-    const h = plexus(['sperli', '--help']);
-    expect(h.status).toBe(0);
+  it('has a --help and refuses bad usage with exit 2', async () => {
+    const h = await plexus(['sperli', '--help']);
+    expect(h.code).toBe(0);
     expect(h.stdout).toContain('--deny-hosts');
-    expect(plexus(['sperli', 'launch', '-n', '2']).status).toBe(2);
-    expect(plexus(['sperli', 'launch', '-n', 'two', '--', 'node']).status).toBe(2);
-    expect(plexus(['sperli', 'frobnicate']).status).toBe(2);
+    expect((await plexus(['sperli', 'launch', '-n', '2'])).code).toBe(2);
+    expect((await plexus(['sperli', 'launch', '-n', 'two', '--', 'node'])).code).toBe(2);
+    expect((await plexus(['sperli', 'frobnicate'])).code).toBe(2);
   });
 
-  it('returns the status of a job whose ranks fail, naming the rank', () => {
-    const r = plexus([
+  it('returns the status of a job whose ranks fail, naming the rank', async () => {
+    const r = await plexus([
       'sperli',
       'launch',
       '-n',
@@ -97,12 +96,12 @@ describe('plexus sperli launch (command line)', () => {
       '-e',
       'process.exit(Number(process.env.X ?? 4))',
     ]);
-    expect(r.status).toBe(1);
+    expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/failed at rank \d: rank \d exited with status 4/);
   });
 
-  it('forwards output with a [rank n] prefix and exits 0 when every rank does', () => {
-    const r = plexus([
+  it('forwards output with a [rank n] prefix and exits 0 when every rank does', async () => {
+    const r = await plexus([
       'sperli',
       'launch',
       '-n',
@@ -112,7 +111,7 @@ describe('plexus sperli launch (command line)', () => {
       '-e',
       "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{console.log('line', s.trim().length > 100, /^[0-9a-f]+$/.test(s.trim()))})",
     ]);
-    expect(r.status, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(0);
     for (const n of [0, 1, 2]) expect(r.stdout).toContain(`[rank ${n}] line true true`);
   });
 });

@@ -5,15 +5,14 @@
 // calls process.exit(3), it SIGKILLs itself, or it finalizes. The rank program is
 // test/sperli/fixtures/loss-job.mjs; it prints what rank 0's call settled with, and when.
 // Every process is stopped by the launcher, or by the test by its PID.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ANY_SOURCE, Comm } from '../../ts/sperli/comm.js';
 import { type LaunchResult, launch } from '../../ts/sperli/launcher.js';
 import { createMemoryTransports } from '../../ts/sperli/memory-transport.js';
 import { ROOT } from '../helpers/paths.js';
+import { runPlexus, stopStarted } from '../helpers/processes.js';
 
-const BIN = join(ROOT, 'dist/cli/main.js');
 const JOB = join(ROOT, 'test/sperli/fixtures/loss-job.mjs');
 /**
  * The silence limit of these jobs (the heartbeat is 1000 ms, mesh.ts): well above what a
@@ -208,34 +207,15 @@ describe('a peer that has left with BYE', () => {
   });
 });
 
-const started: ChildProcess[] = [];
-afterAll(() => {
-  for (const c of started) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
+afterAll(() => stopStarted());
 
 /** `plexus sperli launch -n 2 -- node loss-job.mjs ...` as a user runs it. */
-function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      [BIN, 'sperli', 'launch', '-n', '2', '--silence-ms', String(SILENCE_MS), '--', process.execPath, JOB, ...args],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    started.push(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGTERM'), 60_000);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+async function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const r = await runPlexus(
+    ['sperli', 'launch', '-n', '2', '--silence-ms', String(SILENCE_MS), '--', process.execPath, JOB, ...args],
+    { cwd: ROOT, timeoutMs: 60_000 },
+  );
+  return { status: r.code, stdout: r.stdout, stderr: r.stderr };
 }
 
 describe('plexus sperli launch: ranks that do not say goodbye', () => {

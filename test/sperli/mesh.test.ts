@@ -73,7 +73,11 @@ async function rejectionOf(p: Promise<unknown>): Promise<PlexusError> {
   throw new Error('expected a rejection');
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Time that passes as part of a scenario (a mesh left idle for several silence windows, a rank
+ * that starts late), not a wait for an event: the scenario is that this much time goes by.
+ */
+const letTimePass = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------
 // A hostile peer: a raw TLS client with a real certificate.
@@ -98,36 +102,40 @@ interface RawOptions {
   readonly tls?: tls.ConnectionOptions;
 }
 
-/** Connects as rank `as` to rank `to` of `job` (retrying until it listens). */
+/** Connects as rank `as` to rank `to` of `job` (trying again while it does not listen yet). */
 async function rawPeer(job: TestJob, as: number, to: number, o: RawOptions = {}): Promise<RawPeer | { error: Error }> {
   const entry = job.hosts[to]!;
-  for (let tries = 0; ; tries++) {
-    const socket = tls.connect({
-      host: entry.name,
-      port: entry.port,
-      ca: [o.ca ?? job.ca.cert],
-      cert: o.cert ?? job.creds[as]!.cert,
-      key: o.key ?? job.creds[as]!.key,
-      minVersion: 'TLSv1.3',
-      checkServerIdentity: () => undefined,
-      ...o.tls,
-    });
-    cleanup.push(() => {
+  let tries = 0;
+  return until(
+    async () => {
+      const socket = tls.connect({
+        host: entry.name,
+        port: entry.port,
+        ca: [o.ca ?? job.ca.cert],
+        cert: o.cert ?? job.creds[as]!.cert,
+        key: o.key ?? job.creds[as]!.key,
+        minVersion: 'TLSv1.3',
+        checkServerIdentity: () => undefined,
+        ...o.tls,
+      });
+      cleanup.push(() => {
+        socket.destroy();
+      });
+      let connected = false;
+      socket.once('connect', () => {
+        connected = true;
+      });
+      const r = await new Promise<Error | undefined>((resolve) => {
+        socket.once('secureConnect', () => resolve(undefined));
+        socket.once('error', (e) => resolve(e));
+      });
+      if (r === undefined) return wrap(job, as, to, socket);
       socket.destroy();
-    });
-    let connected = false;
-    socket.once('connect', () => {
-      connected = true;
-    });
-    const r = await new Promise<Error | undefined>((resolve) => {
-      socket.once('secureConnect', () => resolve(undefined));
-      socket.once('error', (e) => resolve(e));
-    });
-    if (r === undefined) return wrap(job, as, to, socket);
-    socket.destroy();
-    if (connected || tries > 100 || (r as NodeJS.ErrnoException).code !== 'ECONNREFUSED') return { error: r };
-    await sleep(20);
-  }
+      if (connected || tries++ > 100 || (r as NodeJS.ErrnoException).code !== 'ECONNREFUSED') return { error: r };
+      return undefined; // not listening yet: try again
+    },
+    { timeoutMs: 30_000, intervalMs: 20, what: `rank ${to} to accept a connection` },
+  );
 }
 
 function wrap(job: TestJob, as: number, to: number, socket: tls.TLSSocket): RawPeer {
@@ -201,10 +209,13 @@ describe('TLS 1.3 mesh: coming up', () => {
   it('a 4-rank mesh on 127.0.0.1..4 comes up and stays up on heartbeats alone', async () => {
     const job = await makeTestJob({ size: 4 });
     expect(job.hosts.map((h) => h.name)).toEqual(['127.0.0.1', '127.0.0.2', '127.0.0.3', '127.0.0.4']);
-    const ts = await openAll(job, { silenceMs: 400, heartbeatMs: 100, connectTimeoutMs: 5000 });
+    // A silence window a loaded machine's stalls stay well below (4 ranks share this process).
+    const silenceMs = 1000;
+    const ts = await openAll(job, { silenceMs, heartbeatMs: silenceMs / 4, connectTimeoutMs: 5000 });
     const failures: PlexusError[] = [];
     for (const t of ts) t.onFailure((e) => failures.push(e));
-    await sleep(1200);
+    // Three silence windows with nothing but heartbeats on the connections.
+    await letTimePass(3 * silenceMs);
     expect(failures).toEqual([]);
     for (const t of ts) expect(t.failure).toBeUndefined();
     const got: number[] = [];
@@ -219,7 +230,8 @@ describe('TLS 1.3 mesh: coming up', () => {
     const job = await makeTestJob({ size: 3 });
     const first = openMesh(job.descriptions[0]!, LOOP);
     const second = openMesh(job.descriptions[1]!, LOOP);
-    await sleep(400);
+    // Rank 2 starts late: ranks 0 and 1 try it again and again (retryMs 50) meanwhile.
+    await letTimePass(400);
     const ts = [track(await openMesh(job.descriptions[2]!, LOOP)), track(await first), track(await second)];
     for (const t of ts) expect(t.failure).toBeUndefined();
     await Promise.all(ts.map((t) => t.close()));
@@ -575,15 +587,20 @@ describe('TLS 1.3 mesh: frames refused after setup', () => {
     const pending = openMesh(fresh.descriptions[1]!, opts);
     const raw = await greeted(fresh, 0, 1);
     const t = track(await pending);
+    // The raw peer answers each heartbeat of the mesh rank (one per heartbeatMs of quiet) with
+    // one of its own: ten rounds span twice the silence window.
+    const beatsIn = () => raw.types().filter((x) => x === FrameType.HEARTBEAT).length;
     for (let i = 1n; i <= 10n; i++) {
+      await until(() => beatsIn() >= Number(i), { what: `heartbeat ${i} of the mesh rank` });
       raw.send(FrameType.HEARTBEAT, encodeHeartbeat(i));
-      await sleep(100);
     }
     expect(t.failure).toBeUndefined();
     raw.send(FrameType.BYE);
     raw.socket.end();
     await raw.closed;
-    await sleep(300);
+    // Nothing marks the end of the rank's handling of a connection closed after BYE: give it
+    // the time to (wrongly) report a loss before checking that it did not.
+    await letTimePass(300);
     expect(t.failure).toBeUndefined();
   });
 });

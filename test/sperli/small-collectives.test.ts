@@ -101,6 +101,7 @@ describe('small and general calls mixed keep their order and results', () => {
     // Ranks 1..3 call first; their frames wait at root 2 until it calls. Integer prod
     // and sum are order-free, so a non-commutative check: bxor then the first operand.
     const early = [0, 1, 3].map((r) => comms[r]!.reduce(2, new Float64Array([2 ** r, -1]), 'sum'));
+    // Part of the scenario: the root calls after the others' frames arrived (no event marks that).
     await new Promise((r) => setTimeout(r, 20));
     const atRoot = await comms[2]!.reduce(2, new Float64Array([4, 0.5]), 'sum');
     expect(await Promise.all(early)).toEqual([null, null, null]);

@@ -1,10 +1,9 @@
 // Polling while a rank waits for a frame (ts/sperli/spin.ts): the spinner's holds and
 // window, the default policy, the queues' holds and releases, and real jobs with polling
 // on, off and refused.
-import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { PlexusError } from '../../ts/core/errors.js';
 import { FrameQueue, Mailbox } from '../../ts/sperli/comm-queues.js';
 import {
@@ -17,11 +16,14 @@ import {
   spinWindowMs,
 } from '../../ts/sperli/spin.js';
 import { ROOT } from '../helpers/paths.js';
+import { runPlexus, stopStarted } from '../helpers/processes.js';
+import { until } from '../helpers/until.js';
 
-const BIN = join(ROOT, 'dist/cli/main.js');
 const JOB = join(ROOT, 'test/fixtures/sperli/spin-job.mjs');
 const turn = () => new Promise((r) => setImmediate(r));
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Resolves once the spinner has stopped polling (its window ran out, or it lost the CPU). */
+const stopsPolling = (s: Spinner, timeoutMs = 10_000) =>
+  until(() => !s.polling, { timeoutMs, what: 'the spinner to stop polling' });
 
 describe('Spinner', () => {
   it('polls while something waits and stops once nothing does', async () => {
@@ -46,7 +48,7 @@ describe('Spinner', () => {
   it('stops polling after its window even while a wait goes on, then sits out 1, 2, 4 ... wait starts', async () => {
     const s = new Spinner(2);
     s.hold();
-    await sleep(20);
+    await stopsPolling(s);
     expect(s.waiting).toBe(1);
     expect(s.polling).toBe(false);
     expect(s.sittingOut).toBe(1);
@@ -55,25 +57,25 @@ describe('Spinner', () => {
     expect(s.sittingOut).toBe(0);
     s.hold(); // polls again, and runs out again: 2 to sit out
     expect(s.polling).toBe(true);
-    await sleep(20);
+    await stopsPolling(s);
     expect(s.sittingOut).toBe(2);
     s.hold();
     s.hold();
     s.hold();
     expect(s.polling).toBe(true);
-    await sleep(20);
+    await stopsPolling(s);
     expect(s.sittingOut).toBe(4);
   });
 
   it('a frame that comes while polling starts the sit-out count at 1 again', async () => {
     const s = new Spinner(2);
     s.hold();
-    await sleep(20); // runs out: sits out 1, next time 2
+    await stopsPolling(s); // runs out: sits out 1, next time 2
     s.hold();
     s.hold();
     expect(s.polling).toBe(true);
     s.release(); // came while polling
-    await sleep(20); // the other wait runs out: 1 to sit out, not 2
+    await stopsPolling(s); // the other wait runs out: 1 to sit out, not 2
     expect(s.sittingOut).toBe(1);
   });
 
@@ -83,7 +85,8 @@ describe('Spinner', () => {
     expect(s.polling).toBe(true);
     // Block this thread without using the CPU, as a rank does when other work has the core.
     setImmediate(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, SAMPLE_MS * 4));
-    await sleep(SAMPLE_MS * 8);
+    // Well inside the 500 ms window: only the CPU share can have stopped it by then.
+    await stopsPolling(s, 400);
     expect(s.polling).toBe(false);
     expect(s.waiting).toBe(1);
     expect(s.sittingOut).toBe(1);
@@ -94,7 +97,7 @@ describe('Spinner', () => {
     for (let i = 0; i < 12; i++) {
       while (s.sittingOut > 0) s.hold();
       s.hold();
-      await sleep(5);
+      await stopsPolling(s);
     }
     expect(s.sittingOut).toBe(MAX_SIT_OUT);
   });
@@ -205,12 +208,12 @@ describe('the queues hold the spinner exactly while a consumer waits', () => {
   });
 });
 
-function launch(n: number, env: Record<string, string>) {
-  return spawnSync(process.execPath, [BIN, 'sperli', 'launch', '-n', String(n), '--', process.execPath, JOB], {
-    encoding: 'utf8',
-    timeout: 120_000,
+/** `plexus sperli launch -n <n> [...opts] -- node spin-job.mjs` to its end. */
+function launch(n: number, env: NodeJS.ProcessEnv, opts: readonly string[] = [], timeoutMs = 120_000) {
+  return runPlexus(['sperli', 'launch', '-n', String(n), ...opts, '--', process.execPath, JOB], {
+    timeoutMs,
     cwd: ROOT,
-    env: { ...process.env, ...env },
+    env,
   });
 }
 
@@ -221,52 +224,40 @@ function windows(stdout: string): number[] {
 }
 
 describe('jobs with polling on, off and refused (real processes)', () => {
+  afterEach(() => stopStarted());
   const cores = availableParallelism();
 
-  it.each([2, 3])('%i ranks on this machine: the default window, and the same answers', (n) => {
+  it.each([2, 3])('%i ranks on this machine: the default window, and the same answers', async (n) => {
     const { SPERLI_SPIN_MS: _, ...env } = process.env;
-    const r = spawnSync(process.execPath, [BIN, 'sperli', 'launch', '-n', String(n), '--', process.execPath, JOB], {
-      encoding: 'utf8',
-      timeout: 120_000,
-      cwd: ROOT,
-      env,
-    });
-    expect(r.status, r.stderr).toBe(0);
+    const r = await launch(n, env);
+    expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('[rank 0] spin ok');
     expect(windows(r.stdout)).toEqual(new Array(n).fill(n <= cores ? DEFAULT_SPIN_MS : 0));
   });
 
-  it('SPERLI_SPIN_MS sets the window of every rank (0 turns polling off)', () => {
+  it('SPERLI_SPIN_MS sets the window of every rank (0 turns polling off)', async () => {
     for (const v of ['0', '0.5']) {
-      const r = launch(2, { SPERLI_SPIN_MS: v });
-      expect(r.status, r.stderr).toBe(0);
+      const r = await launch(2, { ...process.env, SPERLI_SPIN_MS: v });
+      expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toContain('[rank 0] spin ok');
       expect(windows(r.stdout)).toEqual([Number(v), Number(v)]);
     }
   });
 
-  it('--spin-ms sets the window of every rank, and a bad one is a usage error', () => {
-    const r = spawnSync(
-      process.execPath,
-      [BIN, 'sperli', 'launch', '-n', '2', '--spin-ms', '0.25', '--', process.execPath, JOB],
-      { encoding: 'utf8', timeout: 120_000, cwd: ROOT },
-    );
-    expect(r.status, r.stderr).toBe(0);
+  it('--spin-ms sets the window of every rank, and a bad one is a usage error', async () => {
+    const r = await launch(2, process.env, ['--spin-ms', '0.25']);
+    expect(r.code, r.stderr).toBe(0);
     expect(windows(r.stdout)).toEqual([0.25, 0.25]);
     for (const bad of ['x', '-1', '1001']) {
-      const u = spawnSync(
-        process.execPath,
-        [BIN, 'sperli', 'launch', '-n', '2', `--spin-ms=${bad}`, '--', process.execPath, JOB],
-        { encoding: 'utf8', timeout: 60_000, cwd: ROOT },
-      );
-      expect(u.status).toBe(2);
+      const u = await launch(2, process.env, [`--spin-ms=${bad}`], 60_000);
+      expect(u.code).toBe(2);
       expect(u.stderr).toContain(`--spin-ms takes a number of milliseconds from 0 to 1000, got "${bad}"`);
     }
   });
 
-  it('a bad SPERLI_SPIN_MS fails the job with PLX_SPERLI_BAD_ARGUMENT before any message', () => {
-    const r = launch(2, { SPERLI_SPIN_MS: 'fast' });
-    expect(r.status).not.toBe(0);
+  it('a bad SPERLI_SPIN_MS fails the job with PLX_SPERLI_BAD_ARGUMENT before any message', async () => {
+    const r = await launch(2, { ...process.env, SPERLI_SPIN_MS: 'fast' });
+    expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/PLX_SPERLI_BAD_ARGUMENT/);
     expect(r.stderr).toMatch(/SPERLI_SPIN_MS/);
     expect(r.stdout).not.toContain('spin ok');

@@ -8,6 +8,7 @@ import { ROOT } from '../helpers/paths.js';
 // vectors/sperli-vectors.txt is written by scripts/sperli-vectors.py, an implementation of
 // docs/sperli.md in Python's standard library, independent of the TypeScript codecs (which
 // test/codec checks against the same file). Here the script checks the file against itself.
+// python3 is not plexus: it runs directly, to its end (spawnSync), not through test/helpers/processes.ts.
 const python = spawnSync('python3', ['--version'], { encoding: 'utf8' });
 const hasPython = python.status === 0;
 const script = join(ROOT, 'scripts/sperli-vectors.py');
