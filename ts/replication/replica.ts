@@ -5,8 +5,9 @@
  * Each member runs a Raft node (ts/raft) whose log is a FileRaftStorage under `<dir>/raft/`
  * (durable: fsynced before any message of the same Ready leaves), and keeps the committed
  * records in a local FileLog under `<dir>/log/` at their global positions: the state
- * machine. Appends are accepted only on the leader: it checks compare-and-set against its
- * projected last position (applied + its own pending proposals), wraps the batch in an EVFR
+ * machine. Appends are accepted only on the leader: a compare-and-set passes against its
+ * projected last position (applied + its own pending proposals) and is refused only against
+ * committed positions (`refuseCas`), it wraps the batch in an EVFR
  * frame (first position, the Raft term as epoch, the batch id), and hands it to group commit;
  * it answers once the entry is committed by a majority of voters and applied to its own local
  * log. This file holds the lifecycle (open, close), leadership readiness and the wiring of
@@ -430,35 +431,21 @@ export class Replica implements LogStorage {
     if (!(batchId instanceof Uint8Array) || batchId.length !== 16) {
       throw new PlexusError('PLX_STORAGE_BAD_INPUT', 'batchId must be 16 bytes');
     }
-    // Appends pass the leadership check one at a time, in call order, so positions follow call
-    // order. With none waiting and this member accepting writes, the check passes at once.
-    if (this.admitting > 0 || !this.acceptingWrites) {
-      const deadline = this.deps.clock.now() + (this.opts.timeoutMs ?? 10_000);
-      this.admitting++;
-      const turn = this.admission.then(() => this.whenAcceptingWrites(deadline));
-      this.admission = turn.then(
-        () => {
-          this.admitting--;
-        },
-        () => {
-          this.admitting--;
-        },
-      );
-      // `admission` (and the counter) settles before this continuation, and this continuation
-      // (the proposal) runs before the next waiting append's check.
-      await turn;
-    }
-    // From here to the proposal nothing awaits: the compare-and-set and the positions hold.
-    const term = this.node.term;
-    if (opts.epoch !== undefined) {
-      if (opts.epoch < this.local.highestEpoch) throw fencedError(opts.epoch, this.local.highestEpoch);
-      if (opts.epoch > BigInt(term)) {
-        throw this.notLeader(`this leader's term ${term} is older than the caller's epoch ${opts.epoch}`);
+    const deadline = this.deps.clock.now() + (this.opts.timeoutMs ?? 10_000);
+    let term: number;
+    for (;;) {
+      await this.admit(deadline);
+      // From here to the proposal nothing awaits: the compare-and-set and the positions hold.
+      term = this.node.term;
+      if (opts.epoch !== undefined) {
+        if (opts.epoch < this.local.highestEpoch) throw fencedError(opts.epoch, this.local.highestEpoch);
+        if (opts.epoch > BigInt(term)) {
+          throw this.notLeader(`this leader's term ${term} is older than the caller's epoch ${opts.epoch}`);
+        }
       }
-    }
-    const expected = BigInt(this.state.projectedLast);
-    if (opts.expectedLast !== undefined && opts.expectedLast !== expected) {
-      throw conflictError(opts.expectedLast, expected);
+      if (opts.expectedLast === undefined || opts.expectedLast === BigInt(this.state.projectedLast)) break;
+      // Refused only against committed positions (refuseCas); returns when the check is to be made again.
+      await this.refuseCas(opts.expectedLast);
     }
     const first = this.state.projectedLast + 1;
     const frame = encodeEvfr({ batchId, first, epoch: BigInt(term), records: payloads });
@@ -830,6 +817,58 @@ export class Replica implements LogStorage {
         },
       );
     });
+  }
+
+  /**
+   * Appends pass the leadership check one at a time, in call order, so positions follow call
+   * order. With none waiting and this member accepting writes, the check passes at once.
+   */
+  private async admit(deadline: number): Promise<void> {
+    if (this.admitting === 0 && this.acceptingWrites) return;
+    this.admitting++;
+    const turn = this.admission.then(() => this.whenAcceptingWrites(deadline));
+    this.admission = turn.then(
+      () => {
+        this.admitting--;
+      },
+      () => {
+        this.admitting--;
+      },
+    );
+    // `admission` (and the counter) settles before this continuation, and this continuation
+    // (the proposal) runs before the next waiting append's check.
+    await turn;
+  }
+
+  /**
+   * A compare-and-set whose `expected` is not the last position this leader projects
+   * (docs/replication.md, "Compare-and-set"). It is refused with PLX_STORAGE_CONFLICT only
+   * against positions that are committed, at a moment inside the call: committed positions
+   * only grow, so a local log already past `expected` refuses at once; with this leader's own
+   * appends still pending ahead of `expected`, the refusal waits until they are applied (or
+   * fail); beyond everything projected, a read barrier confirms this member still leads and
+   * what it has applied. Returns when the check is to be made again (the appends ahead failed
+   * and gave their positions back, or the confirmed log ends at `expected` after all).
+   */
+  private async refuseCas(expected: bigint): Promise<void> {
+    const last = this.local.last;
+    if (last > expected) throw conflictError(expected, last);
+    const ahead = this.groups.newest;
+    if (expected < BigInt(this.state.projectedLast) && ahead) {
+      await this.untilStepDown(
+        ahead.then(_noop, _noop),
+        (why) => `${why} before the appends ahead of this compare-and-set committed; nothing was appended: retry`,
+      );
+      const now = this.local.last;
+      if (now > expected) throw conflictError(expected, now);
+      if (this.groups.newest === ahead && expected < BigInt(this.state.projectedLast)) {
+        // They failed and still hold their positions: nothing new to decide on.
+        throw this.notLeader('the appends ahead of this compare-and-set failed; nothing was appended: retry');
+      }
+      return;
+    }
+    const confirmed = await this.barrier.wait();
+    if (confirmed !== expected) throw conflictError(expected, confirmed);
   }
 
   /** The last position of the frames up to Raft index `index` (as far as the window knows). */
