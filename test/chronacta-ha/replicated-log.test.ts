@@ -94,6 +94,37 @@ describe('replicated log', () => {
     expect(back.map((r) => r.position)).toEqual([80n, 79n]);
   });
 
+  it('refuses a compare-and-set only against committed positions', async () => {
+    const c = (cluster = await startCluster());
+    const leader = await c.waitLeader();
+    await leader.append([text('x')], { expectedLast: 0n });
+    // Committed up to 1; an append in flight takes 2..3. A compare-and-set naming 1 is refused
+    // only once that append is committed and applied, with the committed end past it.
+    const inFlight = leader.append([text('a1'), text('a2')]);
+    const refused = leader.append([text('b')], { expectedLast: 1n }).then(
+      () => ({ error: undefined as unknown, lastAtRefusal: -1n }),
+      (error: unknown) => ({ error, lastAtRefusal: leader.last }),
+    );
+    const [made, r] = await Promise.all([inFlight, refused]);
+    expect(made.last).toBe(3n);
+    expect(isPlexusError(r.error, 'PLX_STORAGE_CONFLICT')).toBe(true);
+    expect((r.error as { details: unknown }).details).toMatchObject({ expected: 1n, actual: 3n });
+    expect(r.lastAtRefusal).toBe(3n);
+    // Below the committed end: refused at once, without a read barrier round.
+    const rounds = leader.readBarrierRounds;
+    const below = await leader.append([text('c')], { expectedLast: 2n }).catch((e: unknown) => e);
+    expect(isPlexusError(below, 'PLX_STORAGE_CONFLICT')).toBe(true);
+    expect((below as { details: unknown }).details).toMatchObject({ expected: 2n, actual: 3n });
+    expect(leader.readBarrierRounds).toBe(rounds);
+    // Beyond everything projected: refused after a read barrier confirmed this leader and its end.
+    const beyond = await leader.append([text('d')], { expectedLast: 10n }).catch((e: unknown) => e);
+    expect(isPlexusError(beyond, 'PLX_STORAGE_CONFLICT')).toBe(true);
+    expect((beyond as { details: unknown }).details).toMatchObject({ expected: 10n, actual: 3n });
+    expect(leader.readBarrierRounds).toBe(rounds + 1);
+    const all = await sameEverywhere(c);
+    expect(all.map((x) => x.split('|')[3])).toEqual(['x', 'a1', 'a2']);
+  });
+
   it('refuses compare-and-set mismatches and stale epochs, and pipelines appends with expectedLast', async () => {
     const c = (cluster = await startCluster());
     const leader = await c.waitLeader();

@@ -3,8 +3,9 @@
  * nodes with in-memory storage, a message queue per recipient, link cuts, crash and restart,
  * and a text rendering of every Ready and message so scenario scripts can pin traces.
  */
+
+import { decodeConfChange } from '../../ts/codec/raft-confchange.js';
 import { isPlexusError } from '../../ts/core/errors.js';
-import { decodeConfChange } from '../../ts/raft/confchange.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage, type RaftStorageWriter } from '../../ts/raft/storage.js';
 import type { Entry, Message, RaftOptions, Ready } from '../../ts/raft/types.js';

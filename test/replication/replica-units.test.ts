@@ -1,7 +1,8 @@
 /**
  * The units a replica is built from, each driven alone through its dependencies: the apply
- * path on a real local log (files with fsync), the catch-up retry policy, and the catch-up
- * stream's answer timeout on an injected ManualClock over a real loopback connection.
+ * path on a real local log (files with fsync), leadership readiness on a real Raft core, the
+ * catch-up retry policy, and the catch-up stream's answer timeout on an injected ManualClock
+ * over a real loopback connection.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -11,8 +12,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { ManualClock } from '../../ts/core/clock.js';
 import type { PlexusError } from '../../ts/core/errors.js';
+import { RaftNode } from '../../ts/raft/node.js';
+import { message } from '../../ts/raft/raft.js';
+import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Entry } from '../../ts/raft/types.js';
 import { ApplyPath } from '../../ts/replication/apply.js';
+import { replicationError } from '../../ts/replication/errors.js';
+import { Leadership } from '../../ts/replication/leadership.js';
 import { ReplicaState } from '../../ts/replication/replica-state.js';
 import { fetchRecords, queryHolding } from '../../ts/replication/snapshot.js';
 import { CATCH_UP_RETRY } from '../../ts/replication/snapshots.js';
@@ -109,6 +115,92 @@ describe('ApplyPath', () => {
     expect(a.failures).toHaveLength(1);
     expect(state.raftApplied).toBe(0);
     expect(local.last).toBe(0n);
+  });
+});
+
+describe('Leadership', () => {
+  /** A single-voter Raft core whose log holds two entries of term 1 (committed, not applied here). */
+  function leaderOfNewTerm() {
+    const storage = MemoryRaftStorage.bootstrap({ voters: [1], learners: [] });
+    storage.append([
+      { index: 2, term: 1, type: 'normal', data: text('a') },
+      { index: 3, term: 1, type: 'normal', data: text('b') },
+    ]);
+    storage.setHardState({ term: 1, vote: 1, commit: 3 });
+    const node = new RaftNode({ id: 1, storage, random: () => 0 });
+    const state = new ReplicaState();
+    const clock = new ManualClock(1_000);
+    let localLast = 2n;
+    const leadership = new Leadership({
+      state,
+      node,
+      clock,
+      timeoutMs: 5_000,
+      localLast: () => localLast,
+      checkOpen: () => {
+        if (state.closed) throw replicationError('PLX_REPLICATION_STOPPED', 'closed');
+      },
+      notLeader: (why) => replicationError('PLX_REPLICATION_NOT_LEADER', `not leading (${why})`),
+    });
+    return { node, state, clock, leadership, setLocalLast: (v: bigint) => (localLast = v) };
+  }
+
+  it('serves a new leader only once it applied its log as of the election; group commit starts at the local end', async () => {
+    const { node, state, leadership, setLocalLast } = leaderOfNewTerm();
+    expect((await refusal(leadership.whenAcceptingWrites())).code).toBe('PLX_REPLICATION_NOT_LEADER');
+    node.campaign();
+    expect(node.role).toBe('leader');
+    const won = node.status().lastIndex; // its first entry of term 2, after the two of term 1
+    expect(won).toBe(4);
+    leadership.roleChanged('leader');
+    expect(leadership.acceptingWrites).toBe(false);
+    // Appends queue in call order until it is ready.
+    const order: number[] = [];
+    const first = leadership.admit(Number.MAX_SAFE_INTEGER).then(() => order.push(1));
+    const second = leadership.admit(Number.MAX_SAFE_INTEGER).then(() => order.push(2));
+    state.raftApplied = 3;
+    leadership.observe();
+    expect(leadership.acceptingWrites).toBe(false);
+    await new Promise((r) => setImmediate(r));
+    expect(order).toEqual([]);
+    setLocalLast(7n);
+    state.raftApplied = won;
+    leadership.observe();
+    expect(leadership.acceptingWrites).toBe(true);
+    expect(state.projectedLast).toBe(7);
+    await Promise.all([first, second]);
+    expect(order).toEqual([1, 2]);
+  });
+
+  it('refuses with NOT_READY once the deadline passes unapplied, on the clock it is given', async () => {
+    const { node, clock, leadership } = leaderOfNewTerm();
+    node.campaign();
+    leadership.roleChanged('leader');
+    const waiting = leadership.whenAcceptingWrites(clock.now() + 10);
+    clock.advance(20);
+    leadership.notify();
+    expect((await refusal(waiting)).code).toBe('PLX_REPLICATION_NOT_READY');
+  });
+
+  it('fails what waits on its leadership at once when it steps down, with the details given', async () => {
+    const { node, state, leadership } = leaderOfNewTerm();
+    node.campaign();
+    state.raftApplied = 4;
+    leadership.roleChanged('leader');
+    expect(leadership.acceptingWrites).toBe(true);
+    const never = new Promise<number>(() => undefined);
+    const pending = refusal(leadership.untilStepDown(never, (why) => `${why}; retry`, { outcomeUnknown: true }));
+    const settled = leadership.untilStepDown(Promise.resolve(5), (why) => why);
+    expect(await settled).toBe(5);
+    // A heartbeat of a newer term from another member: the core steps down.
+    node.step(message('MsgHeartbeat', { from: 2, to: 1, term: node.term + 1 }));
+    expect(node.role).toBe('follower');
+    leadership.roleChanged(node.role);
+    const e = await pending;
+    expect(e.code).toBe('PLX_REPLICATION_NOT_LEADER');
+    expect(e.message).toContain(`it stepped down in term ${node.term}`);
+    expect(e.details).toMatchObject({ outcomeUnknown: true });
+    expect(leadership.acceptingWrites).toBe(false);
   });
 });
 

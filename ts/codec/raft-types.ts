@@ -5,7 +5,7 @@
  * Indexes, terms and node ids are non-negative safe integers; node id 0 means "none".
  */
 
-/** `normal` carries the application's opaque payload; `conf-change` a ConfChange (ts/raft/confchange.ts). */
+/** `normal` carries the application's opaque payload; `conf-change` a ConfChange (ts/codec/raft-confchange.ts). */
 export type EntryType = 'normal' | 'conf-change';
 
 export interface Entry {

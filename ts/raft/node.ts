@@ -4,7 +4,7 @@
  * `transferLeader`); then, while `hasReady()`, take `ready()`, do what it says in order
  * (persist, send, apply) and call `advance()`. See docs/raft.md.
  */
-import { type ConfChange, encodeConfChange } from './confchange.js';
+import { type ConfChange, encodeConfChange } from '../codec/raft-confchange.js';
 import { notLeader, RaftErrorCode, raftError } from './errors.js';
 import { message, Raft } from './raft.js';
 import type {

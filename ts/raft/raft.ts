@@ -4,7 +4,8 @@
  * RaftNode (ts/raft/node.ts) turns that into a Ready. No clock, socket, disk or Math.random:
  * the only randomness is the injected `random`.
  */
-import { applyToConfState, type ConfChange, decodeConfChange } from './confchange.js';
+import { type ConfChange, decodeConfChange } from '../codec/raft-confchange.js';
+import { applyToConfState } from './confchange.js';
 import { notLeader, RaftErrorCode, raftError } from './errors.js';
 import { RaftLog } from './log.js';
 import { Progress } from './progress.js';

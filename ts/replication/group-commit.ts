@@ -27,6 +27,12 @@ export class GroupCommit {
   /** Entries proposed, and the appends they carried. */
   groupsProposed = 0;
   framesGrouped = 0;
+  /**
+   * The answer of the newest group gathered (it takes the highest positions counted in
+   * `projectedLast`): groups commit in log order, so once it settles, every append counted
+   * before it has committed and been applied here, or failed.
+   */
+  newest: Promise<number> | undefined;
 
   constructor(private readonly deps: GroupCommitDeps) {}
 
@@ -59,6 +65,7 @@ export class GroupCommit {
       });
       g = { term, first, last, batchId, frames: [], bytes: 0, solo, done, resolve, reject };
       this.group = g;
+      this.newest = done;
       if (!this.deps.driver.wake()) this.flush();
     }
     if (this.group === g) {

@@ -5,10 +5,10 @@
  * travel in a membership record (`PXHM`, entries.ts) committed before its configuration change.
  */
 
+import { decodeConfChange } from '../codec/raft-confchange.js';
 import { encodeMeta } from '../codec/replication-entries.js';
 import type { ClockTimers } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
-import { decodeConfChange } from '../raft/confchange.js';
 import type { RaftNode } from '../raft/node.js';
 import type { Entry } from '../raft/types.js';
 import { checkMember, type HaMember } from './config.js';

@@ -5,11 +5,12 @@
  * Each member runs a Raft node (ts/raft) whose log is a FileRaftStorage under `<dir>/raft/`
  * (durable: fsynced before any message of the same Ready leaves), and keeps the committed
  * records in a local FileLog under `<dir>/log/` at their global positions: the state
- * machine. Appends are accepted only on the leader: it checks compare-and-set against its
- * projected last position (applied + its own pending proposals), wraps the batch in an EVFR
+ * machine. Appends are accepted only on the leader: a compare-and-set passes against its
+ * projected last position (applied + its own pending proposals) and is refused only against
+ * committed positions (`refuseCas`), it wraps the batch in an EVFR
  * frame (first position, the Raft term as epoch, the batch id), and hands it to group commit;
  * it answers once the entry is committed by a majority of voters and applied to its own local
- * log. This file holds the lifecycle (open, close), leadership readiness and the wiring of
+ * log. This file holds the lifecycle (open, close), the append path and the wiring of
  * the units, each with its dependencies passed in and the shared `ReplicaState`
  * (replica-state.ts):
  * - group-commit.ts: appends gathered into one Raft entry and proposed;
@@ -18,13 +19,16 @@
  * - snapshots.ts: when to take a Raft snapshot, installing one (catch-up from other members
  *   over snapshot.ts's streams), compaction cutoffs;
  * - local-tail.ts (`LocalDurability`): the local log's syncs and write-back without fsyncs;
+ * - leadership.ts: when a new leader may serve (its earlier terms applied, then group commit
+ *   starts from its exact last position), appends admitted in call order, what fails when it
+ *   steps down;
  * - membership.ts, read-barrier.ts: membership changes and linearizable reads.
  */
 import { join } from 'node:path';
 import { encodeEvfr } from '../codec/evfr.js';
 import { encodeCompactMarker } from '../codec/replication-entries.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
-import { Condition, type WaitOptions } from '../core/watermark.js';
+import type { WaitOptions } from '../core/watermark.js';
 import { RaftNode } from '../raft/node.js';
 import type { Role, SoftState } from '../raft/types.js';
 import { conflictError, fencedError } from '../storage/errors.js';
@@ -32,8 +36,9 @@ import type { AppendOptions, AppendResult, LogRecord, LogStorage, ReadOptions } 
 import { ApplyPath } from './apply.js';
 import { checkAddress, checkMember, type HaMember } from './config.js';
 import { hexBytes, splitAddress } from './entries.js';
-import { type ReplicationCode, ReplicationErrorCode, replicationError, translateError } from './errors.js';
+import { ReplicationErrorCode, replicationError, translateError } from './errors.js';
 import { GroupCommit } from './group-commit.js';
+import { Leadership } from './leadership.js';
 import { LocalDurability, type SyncedSegments } from './local-tail.js';
 import { MembershipChanges } from './membership.js';
 import type { ReplicaDeps, ReplicaDriver, ReplicaLocalLog, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
@@ -56,15 +61,8 @@ export class Replica implements LogStorage {
   private readonly dialOverride = new Map<number, string>();
   private readonly listeners = new Set<(b: AppliedBatch) => void>();
   private readonly compactionListeners = new Set<(below: bigint) => void>();
-  private admission: Promise<void> = Promise.resolve();
-  /** Appends waiting in `admission` (an append may skip the queue only when none waits). */
-  private admitting = 0;
-  /** The term in which this leader has applied every earlier entry, and the index it waits for. */
-  private readyTerm = 0;
-  /** Notified whenever `acceptingWrites` may have changed (role, readiness, failure, close). */
-  private readonly readiness = new Condition();
-  private barrierTerm = 0;
-  private barrierIndex = 0;
+  /** When this member may serve as leader, and what waits on its leadership (leadership.ts). */
+  private readonly leadership: Leadership;
   private readonly membership: MembershipChanges;
   /** Appends gathered into Raft entries (group-commit.ts). */
   private readonly groups: GroupCommit;
@@ -74,8 +72,6 @@ export class Replica implements LogStorage {
   private readonly snapshots: Snapshots;
   /** The local log's syncs and background write-back with localFsync 'never' (local-tail.ts). */
   private readonly durability: LocalDurability;
-  /** What waits on this member's leadership (pending appends, read barriers): each one's abort, run when it steps down. */
-  private readonly onStepDown = new Set<(why: string) => void>();
   /** Read barriers: the ReadIndex round in flight, and the one gathering the reads that arrive meanwhile. */
   private readonly barrier = new ReadBarrier({
     checkLeader: () => {
@@ -84,7 +80,7 @@ export class Replica implements LogStorage {
       if (role !== 'leader') throw this.notLeader(`it is a ${role} and cannot confirm a leader read`);
     },
     confirmLeadership: () =>
-      this.untilStepDown(
+      this.leadership.untilStepDown(
         this.driver.read(),
         (why) => `${why} before a majority confirmed its leadership for this read; read at the leader`,
       ),
@@ -105,11 +101,20 @@ export class Replica implements LogStorage {
   ) {
     const state = this.state;
     const signals = { fail: (err: PlexusError) => this.fail(err), checkOpen: () => this.checkOpen() };
+    this.leadership = new Leadership({
+      state,
+      node,
+      clock: deps.clock,
+      timeoutMs: opts.timeoutMs ?? 10_000,
+      localLast: () => local.last,
+      checkOpen: signals.checkOpen,
+      notLeader: (why) => this.notLeader(why),
+    });
     this.membership = new MembershipChanges({
       clock: deps.clock,
       node: () => this.node,
       propose: (data) => this.driver.propose(data),
-      whenAcceptingWrites: () => this.whenAcceptingWrites(),
+      whenAcceptingWrites: () => this.leadership.whenAcceptingWrites(),
       checkOpen: signals.checkOpen,
       notLeader: (why) => this.notLeader(why),
       timeoutMs: opts.timeoutMs ?? 10_000,
@@ -168,7 +173,7 @@ export class Replica implements LogStorage {
       compactionAgreed: (below) => this.notifyCompaction(below),
       notify: (b) => this.notify(b),
       applied: () => {
-        this.observeLeadership();
+        this.leadership.observe();
         this.snapshots.start();
       },
     });
@@ -407,9 +412,7 @@ export class Replica implements LogStorage {
 
   /** This member leads and accepts appends now (`status().acceptingWrites`, without building the status). */
   get acceptingWrites(): boolean {
-    return (
-      this.node.role === 'leader' && this.readyTerm === this.node.term && !this.state.failure && !this.state.closed
-    );
+    return this.leadership.acceptingWrites;
   }
 
   /**
@@ -418,7 +421,7 @@ export class Replica implements LogStorage {
    * once `timeoutMs` passed first; rejects when `signal` aborts. Callers re-test what they wait for.
    */
   readinessChanged(opts: WaitOptions): Promise<boolean> {
-    return this.readiness.wait(opts);
+    return this.leadership.changed(opts);
   }
 
   async append(payloads: readonly Uint8Array[], opts: AppendOptions = {}): Promise<AppendResult> {
@@ -430,35 +433,21 @@ export class Replica implements LogStorage {
     if (!(batchId instanceof Uint8Array) || batchId.length !== 16) {
       throw new PlexusError('PLX_STORAGE_BAD_INPUT', 'batchId must be 16 bytes');
     }
-    // Appends pass the leadership check one at a time, in call order, so positions follow call
-    // order. With none waiting and this member accepting writes, the check passes at once.
-    if (this.admitting > 0 || !this.acceptingWrites) {
-      const deadline = this.deps.clock.now() + (this.opts.timeoutMs ?? 10_000);
-      this.admitting++;
-      const turn = this.admission.then(() => this.whenAcceptingWrites(deadline));
-      this.admission = turn.then(
-        () => {
-          this.admitting--;
-        },
-        () => {
-          this.admitting--;
-        },
-      );
-      // `admission` (and the counter) settles before this continuation, and this continuation
-      // (the proposal) runs before the next waiting append's check.
-      await turn;
-    }
-    // From here to the proposal nothing awaits: the compare-and-set and the positions hold.
-    const term = this.node.term;
-    if (opts.epoch !== undefined) {
-      if (opts.epoch < this.local.highestEpoch) throw fencedError(opts.epoch, this.local.highestEpoch);
-      if (opts.epoch > BigInt(term)) {
-        throw this.notLeader(`this leader's term ${term} is older than the caller's epoch ${opts.epoch}`);
+    const deadline = this.deps.clock.now() + (this.opts.timeoutMs ?? 10_000);
+    let term: number;
+    for (;;) {
+      await this.leadership.admit(deadline);
+      // From here to the proposal nothing awaits: the compare-and-set and the positions hold.
+      term = this.node.term;
+      if (opts.epoch !== undefined) {
+        if (opts.epoch < this.local.highestEpoch) throw fencedError(opts.epoch, this.local.highestEpoch);
+        if (opts.epoch > BigInt(term)) {
+          throw this.notLeader(`this leader's term ${term} is older than the caller's epoch ${opts.epoch}`);
+        }
       }
-    }
-    const expected = BigInt(this.state.projectedLast);
-    if (opts.expectedLast !== undefined && opts.expectedLast !== expected) {
-      throw conflictError(opts.expectedLast, expected);
+      if (opts.expectedLast === undefined || opts.expectedLast === BigInt(this.state.projectedLast)) break;
+      // Refused only against committed positions (refuseCas); returns when the check is to be made again.
+      await this.refuseCas(opts.expectedLast);
     }
     const first = this.state.projectedLast + 1;
     const frame = encodeEvfr({ batchId, first, epoch: BigInt(term), records: payloads });
@@ -466,7 +455,7 @@ export class Replica implements LogStorage {
     // Ready; its positions are taken now (the next append's compare-and-set sees them).
     const done = this.groups.gather(frame, term, first, first + payloads.length - 1, batchId);
     // A leader that steps down (check-quorum, a newer term) fails it at once, not after timeoutMs.
-    await this.untilStepDown(
+    await this.leadership.untilStepDown(
       done,
       (why) =>
         `${why}; the append's outcome is unknown (it may still commit under the next leader): retry it with the same idempotency key`,
@@ -522,7 +511,7 @@ export class Replica implements LogStorage {
    * holds the agreement back (it still needs those records from the others).
    */
   async agreeCompaction(wanted: bigint): Promise<bigint> {
-    await this.whenAcceptingWrites();
+    await this.leadership.whenAcceptingWrites();
     const safe = await this.snapshots.compactionCutoff();
     const below = Math.min(Number(wanted), safe);
     if (below <= this.state.compactBelow) return BigInt(this.state.compactBelow);
@@ -542,7 +531,7 @@ export class Replica implements LogStorage {
   async close(): Promise<void> {
     if (this.state.closed) return;
     this.state.closed = true;
-    this.readiness.notify();
+    this.leadership.notify();
     this.snapshots.closeStream();
     this.catchUp.close();
     await this.driver.stop();
@@ -748,88 +737,43 @@ export class Replica implements LogStorage {
     );
   }
 
-  /** Resolves once this member is a leader that has applied every entry of earlier terms. */
-  private async whenAcceptingWrites(end = this.deps.clock.now() + (this.opts.timeoutMs ?? 10_000)): Promise<void> {
-    if (this.acceptingWrites) return;
-    for (;;) {
-      this.checkOpen();
-      const s = this.node.status();
-      if (s.role !== 'leader') throw this.notLeader(`it is a ${s.role}`);
-      if (this.readyTerm === s.term) return;
-      this.observeLeadership();
-      if (this.readyTerm === s.term) return;
-      if (this.deps.clock.now() > end) {
-        throw replicationError(
-          ReplicationErrorCode.NOT_READY,
-          `leader ${s.id} has not applied the entries of earlier terms yet (applied ${this.state.raftApplied}, needs ${this.barrierIndex}); retry`,
-          { applied: this.state.raftApplied, needs: this.barrierIndex },
-        );
-      }
-      await this.readiness.wait({ timeoutMs: end - this.deps.clock.now() + 1 });
-    }
-  }
-
-  /** A leader of a new term waits until it has applied its whole log as of winning the election. */
-  private observeLeadership(): void {
-    const s = this.node.status();
-    if (s.role !== 'leader') return;
-    if (this.barrierTerm !== s.term) {
-      this.barrierTerm = s.term;
-      this.barrierIndex = s.lastIndex;
-    }
-    if (this.readyTerm !== s.term && this.state.raftApplied >= this.barrierIndex) {
-      this.readyTerm = s.term;
-      this.state.projectedLast = Number(this.local.last);
-      this.readiness.notify();
-    }
-  }
-
   private softState(s: SoftState): void {
     // A follower writes its journal on the main thread (its reply waits for the write anyway);
     // a leader through the thread pool, so that it takes requests and acknowledgements while
     // its write is pending rather than after it.
     this.raftStorage.setInlineSyncWrites(s.role !== 'leader');
-    this.readiness.notify();
-    if (s.role === 'leader') this.observeLeadership();
-    else {
-      this.readyTerm = 0;
-      if (this.onStepDown.size > 0) {
-        const why = `it stepped down in term ${this.node.status().term} (it lost its majority, or a newer term began)`;
-        for (const abort of [...this.onStepDown]) abort(why);
-        this.onStepDown.clear();
-      }
-    }
+    this.leadership.roleChanged(s.role);
   }
 
   /**
-   * Settles with `p`, or rejects with PLX_REPLICATION_NOT_LEADER (`message(why)`) as soon as
-   * this member stops leading, whichever comes first.
+   * A compare-and-set whose `expected` is not the last position this leader projects
+   * (docs/replication.md, "Compare-and-set"). It is refused with PLX_STORAGE_CONFLICT only
+   * against positions that are committed, at a moment inside the call: committed positions
+   * only grow, so a local log already past `expected` refuses at once; with this leader's own
+   * appends still pending ahead of `expected`, the refusal waits until they are applied (or
+   * fail); beyond everything projected, a read barrier confirms this member still leads and
+   * what it has applied. Returns when the check is to be made again (the appends ahead failed
+   * and gave their positions back, or the confirmed log ends at `expected` after all).
    */
-  private untilStepDown<T>(
-    p: Promise<T>,
-    message: (why: string) => string,
-    details: Record<string, unknown> = {},
-  ): Promise<T> {
-    // Callers check leadership just before, with no await since: a step-down after that
-    // reaches softState (and the abort below) with the Ready that reports it.
-    const refuse = (why: string) => {
-      const e = this.notLeader(message(why));
-      return replicationError(e.code as ReplicationCode, e.message, { ...e.details, ...details });
-    };
-    return new Promise<T>((resolve, reject) => {
-      const abort = (why: string) => reject(refuse(why));
-      this.onStepDown.add(abort);
-      p.then(
-        (v) => {
-          this.onStepDown.delete(abort);
-          resolve(v);
-        },
-        (e: unknown) => {
-          this.onStepDown.delete(abort);
-          reject(e);
-        },
+  private async refuseCas(expected: bigint): Promise<void> {
+    const last = this.local.last;
+    if (last > expected) throw conflictError(expected, last);
+    const ahead = this.groups.newest;
+    if (expected < BigInt(this.state.projectedLast) && ahead) {
+      await this.leadership.untilStepDown(
+        ahead.then(_noop, _noop),
+        (why) => `${why} before the appends ahead of this compare-and-set committed; nothing was appended: retry`,
       );
-    });
+      const now = this.local.last;
+      if (now > expected) throw conflictError(expected, now);
+      if (this.groups.newest === ahead && expected < BigInt(this.state.projectedLast)) {
+        // They failed and still hold their positions: nothing new to decide on.
+        throw this.notLeader('the appends ahead of this compare-and-set failed; nothing was appended: retry');
+      }
+      return;
+    }
+    const confirmed = await this.barrier.wait();
+    if (confirmed !== expected) throw conflictError(expected, confirmed);
   }
 
   /** The last position of the frames up to Raft index `index` (as far as the window knows). */
@@ -850,7 +794,7 @@ export class Replica implements LogStorage {
   private fail(err: PlexusError): PlexusError {
     if (!this.state.failure) {
       this.state.failure = err;
-      this.readiness.notify();
+      this.leadership.notify();
       const log = this.opts.logger;
       const shown = translateError(err, this.opts.errorCodes) as PlexusError;
       const details = { id: this.opts.id, code: shown.code, ...err.details };

@@ -4,7 +4,7 @@
  * simulated Raft transport (ts/sim/raft/transport.ts) over a faulty `SimNetwork`, simulated
  * Raft disks whose syncs take a seeded latency and whose unsynced writes a crash loses
  * (ts/sim/raft/disk.ts), and an in-memory local log of committed records. Clients append
- * (some with compare-and-set, `expectedLast`; see `strictCas`) and read linearizably (`readBarrier`, then the
+ * (some with compare-and-set, `expectedLast`) and read linearizably (`readBarrier`, then the
  * local log up to the barrier); faults partition, isolate, change the network, crash and
  * restart members (the leader more often than not) and transfer leadership. The history goes
  * to the linearizability checker with the log model, and the members' applied records to the
@@ -65,14 +65,6 @@ export interface ReplicationSimOptions {
    * position the leader projects for it at once, before its entry is committed.
    */
   readonly plant?: 'early-ack';
-  /**
-   * Record a compare-and-set refusal as the output `conflict` (the log's length was not the one
-   * expected when it was refused). Default false: it is recorded as an append not made, which
-   * is all the replica promises today: a leader checks `expectedLast` against the positions of
-   * its own appends not yet committed, so a refusal may count appends a later read does not
-   * see yet (docs/replication.md, "Simulation"; seed 17 shows it).
-   */
-  readonly strictCas?: boolean;
   /** Keep a readable trace of the run's events (`trace` of the result). Default false. */
   readonly trace?: boolean;
 }
@@ -452,8 +444,7 @@ class ReplicationSim {
           const code = isPlexusError(e) ? e.code : String(e);
           this.note(`refused ${value} ${code}${isPlexusError(e) ? ` ${e.message}` : ''}`);
           if (cas !== undefined && code.endsWith('_CONFLICT')) {
-            if (this.opts.strictCas) this.history.ok(op, { conflict: true }, this.clock.now());
-            else this.history.fail(op);
+            this.history.ok(op, { conflict: true }, this.clock.now());
             this.stats.casRefused++;
           } else this.stats.unknown++; // outcome unknown: the checker may place it or not
           c.target = this.rng.between(1, this.n);
