@@ -10,14 +10,7 @@
  * Timeouts run on the `ClockTimers` given to the constructor; the default is monotonic time
  * with Node.js timers that keep the process alive while a wait with a timeout is pending.
  */
-import type { ClockTimers, TimerHandle } from './clock.js';
-
-/** Monotonic time (`performance.now`) and the global timers, held: the default of both classes. */
-const waitClock: ClockTimers = {
-  now: () => performance.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
+import { type ClockTimers, heldMonotonicClock, type TimerHandle } from './clock.js';
 
 export interface WaitOptions {
   /** Settles the wait with `false` after this many milliseconds (none: waits until released). */
@@ -103,7 +96,7 @@ export class Watermark {
   /** `clock` runs the waits' timeouts. */
   constructor(
     initial = 0n,
-    private readonly clock: ClockTimers = waitClock,
+    private readonly clock: ClockTimers = heldMonotonicClock,
   ) {
     this.v = initial;
   }
@@ -209,7 +202,7 @@ export class Condition {
   private waiters = new Set<Waiter>();
 
   /** `clock` runs the waits' timeouts and measures what is left of an `until`'s. */
-  constructor(private readonly clock: ClockTimers = waitClock) {}
+  constructor(private readonly clock: ClockTimers = heldMonotonicClock) {}
 
   /** Waiters not yet settled. */
   get waiting(): number {

@@ -9,6 +9,7 @@
 import { once } from 'node:events';
 import type { Socket } from 'node:net';
 import * as tls from 'node:tls';
+import type { TimerHandle, Timers } from '../core/clock.js';
 import type { PlexusError } from '../core/errors.js';
 import { acceptedPeerRank, handshakeRefused } from './mesh-identity.js';
 import { StaticReader } from './static-reader.js';
@@ -22,6 +23,8 @@ export interface MeshAcceptorDeps {
   readonly serverOptions: tls.TlsOptions;
   /** How long the lower ranks have to connect. */
   readonly connectTimeoutMs: number;
+  /** Timers of that wait and of the shutdown's grace. */
+  readonly timers: Timers;
   /** Whether `peer` has a link already. */
   readonly isLinked: (peer: number) => boolean;
   /** Makes an accepted connection the link to `peer` (its bytes through `reader` when there is one). */
@@ -38,7 +41,7 @@ export class MeshAcceptor {
   private readonly rawSockets = new Set<Socket>();
   private closing = false;
   private stopped = false;
-  private deadline: NodeJS.Timeout | undefined;
+  private deadline: TimerHandle | undefined;
 
   constructor(private readonly deps: MeshAcceptorDeps) {
     const server = tls.createServer(deps.serverOptions);
@@ -63,12 +66,12 @@ export class MeshAcceptor {
 
   /** Closes the listener at once when there is no lower rank to wait for, else starts the wait. */
   awaitLowerRanks(): void {
-    const { rank, connectTimeoutMs, isLinked, onMissing } = this.deps;
+    const { rank, connectTimeoutMs, timers, isLinked, onMissing } = this.deps;
     if (this.lowerLinked()) {
       this.close();
       return;
     }
-    this.deadline = setTimeout(() => {
+    this.deadline = timers.setTimeout(() => {
       for (let r = 0; r < rank; r++) {
         if (!isLinked(r)) {
           onMissing(r);
@@ -76,7 +79,6 @@ export class MeshAcceptor {
         }
       }
     }, connectTimeoutMs);
-    this.deadline.unref?.();
   }
 
   /** Stops accepting; the sockets it accepted stay open. */
@@ -92,14 +94,13 @@ export class MeshAcceptor {
    */
   async shutdown(graceMs: number): Promise<void> {
     this.stopped = true;
-    if (this.deadline !== undefined) clearTimeout(this.deadline);
+    if (this.deadline !== undefined) this.deps.timers.clearTimeout(this.deadline);
     this.close();
-    const t = setTimeout(() => {
+    const t = this.deps.timers.setTimeout(() => {
       for (const s of this.rawSockets) s.destroy();
     }, graceMs);
-    t.unref?.();
     await this.closed;
-    clearTimeout(t);
+    this.deps.timers.clearTimeout(t);
   }
 
   private accept(socket: tls.TLSSocket): void {
@@ -121,7 +122,7 @@ export class MeshAcceptor {
     attach(peer, socket, StaticReader.adopt(socket));
     if (this.lowerLinked()) {
       this.close();
-      if (this.deadline !== undefined) clearTimeout(this.deadline);
+      if (this.deadline !== undefined) this.deps.timers.clearTimeout(this.deadline);
     }
   }
 
