@@ -11,6 +11,7 @@ import type { Socket } from 'node:net';
 import * as tls from 'node:tls';
 import type { TimerHandle, Timers } from '../core/clock.js';
 import type { PlexusError } from '../core/errors.js';
+import type { RankIdentity } from '../crypto/x509.js';
 import { acceptedPeerRank, handshakeRefused } from './mesh-identity.js';
 import { StaticReader } from './static-reader.js';
 
@@ -21,6 +22,8 @@ export interface MeshAcceptorDeps {
   readonly jobHex: string;
   /** The options of the TLS server (from the job's TLS endpoint). */
   readonly serverOptions: tls.TlsOptions;
+  /** The rank identity of an accepted connection (the job's TLS endpoint); throws the refusal. */
+  readonly identityOf: (socket: tls.TLSSocket) => RankIdentity;
   /** How long the lower ranks have to connect. */
   readonly connectTimeoutMs: number;
   /** Timers of that wait and of the shutdown's grace. */
@@ -104,7 +107,7 @@ export class MeshAcceptor {
   }
 
   private accept(socket: tls.TLSSocket): void {
-    const { rank, jobHex, isLinked, attach, report } = this.deps;
+    const { rank, jobHex, isLinked, attach, report, identityOf } = this.deps;
     socket.on('error', () => {});
     if (this.stopped) {
       socket.destroy();
@@ -112,7 +115,7 @@ export class MeshAcceptor {
     }
     let peer: number;
     try {
-      peer = acceptedPeerRank(socket, jobHex, rank, isLinked);
+      peer = acceptedPeerRank(identityOf(socket), jobHex, rank, isLinked);
     } catch (e) {
       socket.destroy();
       report(e as PlexusError);

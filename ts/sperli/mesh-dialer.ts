@@ -64,7 +64,7 @@ export class MeshDialer {
         const socket = a.socket;
         socket.on('error', () => {});
         try {
-          checkDialledPeer(socket, jobHex, peer);
+          checkDialledPeer(this.deps.endpoint.identityOf(socket), jobHex, peer);
         } catch (e) {
           socket.destroy();
           throw e;

@@ -36,13 +36,13 @@ import type { JobDescription } from '../codec/sperli-jobdesc.js';
 import { decodeHello, encodeHello } from '../codec/sperli-payloads.js';
 import { type Clock, type ClockTimers, heldMonotonicClock, systemClock } from '../core/clock.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
-import { certificateIdentity, jobIdHex, type RankIdentity } from '../crypto/x509.js';
-import { type IdentityPolicy, tlsEndpoint } from '../net/tls-endpoint.js';
+import { jobIdHex } from '../crypto/x509.js';
+import { tlsEndpoint } from '../net/tls-endpoint.js';
 import { type RefusedHosts, refusedHosts } from './hosts.js';
 import { MeshAcceptor } from './mesh-acceptor.js';
 import { MeshDialer } from './mesh-dialer.js';
 import { AbortReason, abortFor, badArgument, lostPeerError } from './mesh-errors.js';
-import { checkDescription, handshakeRefused } from './mesh-identity.js';
+import { checkDescription, handshakeRefused, rankIdentityPolicy } from './mesh-identity.js';
 import { PeerLinks, transportOf } from './mesh-links.js';
 import { MeshSockets } from './mesh-sockets.js';
 import { verifyJoinToken } from './tokens.js';
@@ -118,18 +118,6 @@ function settings(o: MeshOptions): Settings {
   };
 }
 
-/** The mesh's identity policy: a rank certificate's common name names its job and rank. */
-const rankIdentityPolicy: IdentityPolicy<RankIdentity> = {
-  kind: 'rank',
-  identify: (cert) => {
-    try {
-      return certificateIdentity(cert);
-    } catch {
-      return undefined;
-    }
-  },
-};
-
 /**
  * Opens the mesh of the rank `desc` describes. Resolves with its transport once every
  * other rank is connected and its HELLO accepted; rejects with the failure otherwise
@@ -201,6 +189,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     rank,
     jobHex,
     serverOptions: endpoint.serverOptions({ handshakeTimeout: cfg.connectTimeoutMs }),
+    identityOf: (socket) => endpoint.identityOf(socket),
     connectTimeoutMs: cfg.connectTimeoutMs,
     timers,
     isLinked: (peer) => links.hasLink(peer),
