@@ -2,7 +2,9 @@
 // every code in the first column of a table of docs/errors.md, and the SPERLI H-codes of the
 // "Error codes (H-codes)" table of docs/sperli.md. A row whose second column begins with
 // "alias of `CODE`" declares its first-column code an alias of CODE (a code kept for clients
-// after a rename); aliases are in the union too.
+// after a rename); aliases are in the union too. The section "Details of each code" of
+// docs/errors.md declares, one row per code, the fields a code's details carry
+// (`name: type`, `name?: type`); it gives `DECLARED_DETAILS`, the details type per code.
 //   node scripts/gen-error-codes.mjs           rewrite ts/core/codes-catalogue.ts
 //   node scripts/gen-error-codes.mjs --check   exit 1 if the file is not what the docs give
 //   --root DIR                                 read and write under DIR instead of this checkout
@@ -14,6 +16,14 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const OUT = 'ts/core/codes-catalogue.ts';
 export const COMMAND = 'node scripts/gen-error-codes.mjs';
 const CODE = /^(PLX_[A-Z0-9]+(?:_[A-Z0-9]+)+|H\d{4})$/;
+/** The heading of the section of docs/errors.md that declares details. */
+export const DETAILS_HEADING = 'Details of each code';
+/**
+ * One declared field: a name, `?` when it may be absent, and a primitive type or a union of
+ * them written with `or` (a `|` would split the table cell).
+ */
+const FIELD =
+  /^([A-Za-z_][A-Za-z0-9_]*)(\?)?: ((?:string|number|bigint|boolean|null)(?: or (?:string|number|bigint|boolean|null))*)$/;
 
 /** The table rows of a markdown text, each as its list of trimmed cells. */
 function rows(text) {
@@ -36,9 +46,42 @@ function codesIn(cell) {
   return [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]).filter((c) => CODE.test(c));
 }
 
-/** The codes, SPERLI H-codes and aliases the docs list. */
+/** docs/errors.md without its details section, and that section. */
+function splitDetails(errors) {
+  const parts = errors.split(/^(?=## )/m);
+  const isDetails = (p) => p.startsWith(`## ${DETAILS_HEADING}`);
+  return { catalogue: parts.filter((p) => !isDetails(p)).join(''), details: parts.find(isDetails) ?? '' };
+}
+
+/**
+ * The declared details of the section "Details of each code": [code, fields] with fields as
+ * [name, optional, type], in the docs' order; malformed rows go to `problems`.
+ */
+export function readDetails(section, problems = []) {
+  const out = [];
+  for (const [first = '', second = ''] of rows(section)) {
+    if (first === 'code') continue;
+    const code = first.replace(/`/g, '');
+    if (!CODE.test(code)) {
+      problems.push(`"${first}" in "${DETAILS_HEADING}" is not a code`);
+      continue;
+    }
+    const fields = [];
+    for (const [, decl] of second.matchAll(/`([^`]+)`/g)) {
+      const m = FIELD.exec(decl);
+      if (!m) problems.push(`${code}: "${decl}" is not a field declaration (name: type, name?: type)`);
+      else fields.push([m[1], m[2] === '?', m[3].split(' or ').join(' | ')]);
+    }
+    if (fields.length === 0) problems.push(`${code}: "${DETAILS_HEADING}" declares no field`);
+    out.push([code, fields]);
+  }
+  return out;
+}
+
+/** The codes, SPERLI H-codes, aliases and declared details the docs list. */
 export function readCatalogue(root = ROOT) {
-  const errors = readFileSync(join(root, 'docs/errors.md'), 'utf8');
+  const text = readFileSync(join(root, 'docs/errors.md'), 'utf8');
+  const { catalogue: errors, details: detailsSection } = splitDetails(text);
   const sperli = readFileSync(join(root, 'docs/sperli.md'), 'utf8');
   const codes = new Set();
   const aliases = new Map();
@@ -59,16 +102,29 @@ export function readCatalogue(root = ROOT) {
     if (!codes.has(target)) problems.push(`${alias} is an alias of ${target}, which docs/errors.md does not list`);
   }
   if (hCodes.size === 0) problems.push('docs/sperli.md has no "Error codes (H-codes)" table');
+  const details = readDetails(detailsSection, problems);
+  const declared = new Set();
+  for (const [code] of details) {
+    if (declared.has(code)) problems.push(`${code} is declared twice in "${DETAILS_HEADING}"`);
+    declared.add(code);
+    if (!codes.has(code) && !hCodes.has(code)) problems.push(`${code} has declared details but is not a listed code`);
+  }
   return {
     codes: [...codes].sort(),
     hCodes: [...hCodes].sort(),
     aliases: [...aliases].sort(([a], [b]) => (a < b ? -1 : 1)),
+    details: [...details].sort(([a], [b]) => (a < b ? -1 : 1)),
     problems,
   };
 }
 
+/** The TypeScript type of one code's declared fields. */
+export function detailsType(fields) {
+  return `{ ${fields.map(([name, optional, type]) => `readonly ${name}${optional ? '?' : ''}: ${type}`).join('; ')} }`;
+}
+
 /** The text of ts/core/codes-catalogue.ts for a catalogue. */
-export function render({ codes, hCodes, aliases }) {
+export function render({ codes, hCodes, aliases, details = [] }) {
   const list = (xs) => xs.map((c) => `  '${c}',`).join('\n');
   return `// Generated by ${COMMAND} from docs/errors.md and docs/sperli.md; do not edit by hand.
 /**
@@ -94,6 +150,14 @@ export type PlxCode = (typeof PLX_CODES)[number];
 export type SperliHCode = (typeof SPERLI_H_CODES)[number];
 /** Every code of the catalogue: a \`PlexusError\`'s \`code\` is one of these. */
 export type PlexusCode = PlxCode | SperliHCode;
+
+/**
+ * The fields each code's details carry (docs/errors.md, "${DETAILS_HEADING}"): given details
+ * of a code listed here must have these fields with these types; others may be added.
+ */
+export interface DeclaredDetails {
+${details.map(([code, fields]) => `  ${code}: ${detailsType(fields)};`).join('\n')}
+}
 `;
 }
 
@@ -122,6 +186,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     }
   } else {
     writeFileSync(path, text);
-    console.log(`${OUT}: ${cat.codes.length} codes, ${cat.hCodes.length} H-codes, ${cat.aliases.length} aliases`);
+    console.log(
+      `${OUT}: ${cat.codes.length} codes, ${cat.hCodes.length} H-codes, ${cat.aliases.length} aliases, ${cat.details.length} with declared details`,
+    );
   }
 }

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../../ts/core/clock.js';
 import { Condition, Watermark } from '../../ts/core/watermark.js';
 
 afterEach(() => {
@@ -269,5 +270,56 @@ describe('Condition', () => {
     ac.abort(new Error('stop'));
     await expect(p).rejects.toThrow('stop');
     expect(c.waiting).toBe(0);
+  });
+});
+
+describe('Watermark and Condition on a manual clock', () => {
+  it('time out when the clock they are given says so, never on wall time', async () => {
+    const clock = new ManualClock(0);
+    const w = new Watermark(0n, clock);
+    const c = new Condition(clock);
+    const log: string[] = [];
+    const done = Promise.all([
+      track(w.wait(3n, { timeoutMs: 100 }), 'w', log),
+      track(c.wait({ timeoutMs: 200 }), 'c', log),
+    ]);
+    expect(clock.pending()).toBe(2);
+    await flush();
+    expect(log).toEqual([]);
+    clock.advance(99);
+    await flush();
+    expect(log).toEqual([]);
+    clock.advance(1);
+    await flush();
+    expect(log).toEqual(['w:false']);
+    clock.advance(100);
+    await done;
+    expect(log).toEqual(['w:false', 'c:false']);
+    expect(clock.pending()).toBe(0);
+  });
+
+  it("Condition.until counts what is left of its timeout on the clock's time", async () => {
+    const clock = new ManualClock(1000);
+    const c = new Condition(clock);
+    let ready = false;
+    const log: string[] = [];
+    const done = track(
+      c.until(() => ready, { timeoutMs: 100 }),
+      'u',
+      log,
+    );
+    clock.advance(60);
+    c.notify();
+    await flush();
+    // Woken but not ready: it waits again for what is left (40 ms of the clock).
+    expect(log).toEqual([]);
+    clock.advance(39);
+    await flush();
+    expect(log).toEqual([]);
+    clock.advance(1);
+    await done;
+    expect(log).toEqual(['u:false']);
+    ready = true;
+    await expect(c.until(() => ready, { timeoutMs: 1 })).resolves.toBe(true);
   });
 });

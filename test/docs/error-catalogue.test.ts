@@ -5,11 +5,13 @@
  * - the code that handles peers' bytes throws no plain `Error` (nor rejects or destroys with
  *   one): a peer's protocol violation, a connection lost under a read, is a coded refusal.
  * Directories are chosen by glob, not by file list, so files that move between them stay checked.
+ * And the details declared per code in docs/errors.md ("Details of each code") are what the
+ * generated `DeclaredDetails` says, and what `new PlexusError` checks.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PLX_CODES, SPERLI_H_CODES } from '../../ts/core/errors.js';
+import { isPlexusError, PLX_CODES, type PlexusDetails, PlexusError, SPERLI_H_CODES } from '../../ts/core/errors.js';
 import { ROOT } from '../helpers/paths.js';
 
 /** The directories that read peers' bytes: wire and disk formats, transports, protocol handlers. */
@@ -197,5 +199,59 @@ describe('the scanners find what they look for', () => {
     expect(globToRegExp('ts/raft/**').test('ts/raft-io/driver.ts')).toBe(false);
     expect(globToRegExp('ts/raft-io/**').test('ts/raft-io/driver.ts')).toBe(true);
     expect(globToRegExp('ts/*.ts').test('ts/net/x.ts')).toBe(false);
+  });
+});
+
+/** The rows of docs/errors.md's "Details of each code": code and its `name: type` cells. */
+function declaredInDocs(): [code: string, fields: string[]][] {
+  const text = readFileSync(join(ROOT, 'docs/errors.md'), 'utf8');
+  const section = text.split(/^(?=## )/m).find((p) => p.startsWith('## Details of each code')) ?? '';
+  const out: [string, string[]][] = [];
+  for (const line of section.split('\n')) {
+    const m = /^\| `([A-Z0-9_]+)` \| (.+) \|$/.exec(line.trim());
+    if (m) out.push([m[1] as string, [...(m[2] as string).matchAll(/`([^`]+)`/g)].map((f) => f[1] as string)]);
+  }
+  return out;
+}
+
+describe('details declared per code', () => {
+  it('docs/errors.md declares details only for codes of the catalogue, each once', () => {
+    const rows = declaredInDocs();
+    expect(rows.length).toBeGreaterThan(20);
+    const known = new Set<string>([...PLX_CODES, ...SPERLI_H_CODES]);
+    expect(rows.map(([c]) => c).filter((c) => !known.has(c))).toEqual([]);
+    expect(new Set(rows.map(([c]) => c)).size).toBe(rows.length);
+  });
+
+  it('the generated DeclaredDetails has exactly the declared fields and types of the docs', () => {
+    const generated = readFileSync(join(ROOT, 'ts/core/codes-catalogue.ts'), 'utf8');
+    const body = /export interface DeclaredDetails \{\n([\s\S]*?)\n\}/.exec(generated)?.[1] ?? '';
+    const entries = body.split('\n').filter((l) => l.trim() !== '');
+    const expected = declaredInDocs()
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([code, fields]) => {
+        const typed = fields.map((f) => {
+          const [name, type] = f.split(': ') as [string, string];
+          return `readonly ${name}: ${type.split(' or ').join(' | ')}`;
+        });
+        return `  ${code}: { ${typed.join('; ')} };`;
+      });
+    expect(entries).toEqual(expected);
+  });
+
+  it('new PlexusError checks the declared fields of its code, and leaves others free', () => {
+    const deadline = new PlexusError('PLX_WIRE_DEADLINE', 'no acknowledgement', { peer: 'b', attempts: 3 });
+    const peer: string = deadline.details.peer;
+    expect(peer).toBe('b');
+    expect(isPlexusError(deadline, 'PLX_WIRE_DEADLINE')).toBe(true);
+    const listen: PlexusDetails<'PLX_SPERLI_LISTEN'> = { host: '127.0.0.1', port: 7000, code: 'EADDRINUSE' };
+    expect(new PlexusError('PLX_SPERLI_LISTEN', 'taken', listen).details.port).toBe(7000);
+    // @ts-expect-error a declared field of another type
+    const wrongType = new PlexusError('PLX_WIRE_DEADLINE', 'm', { peer: 2 });
+    // @ts-expect-error a declared field missing
+    const missing = new PlexusError('PLX_WIRE_FRAME_TOO_LARGE', 'm', { length: 5 });
+    // A code without declared details takes any record.
+    const free = new PlexusError('PLX_CHRONACTA_BAD_INPUT', 'm', { anything: [1, 2] });
+    expect([wrongType.details.peer, missing.details.max, free.details.anything]).toEqual([2, undefined, [1, 2]]);
   });
 });

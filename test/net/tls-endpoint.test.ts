@@ -5,6 +5,7 @@
  */
 import * as tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
+import { isPlexusError } from '../../ts/core/errors.js';
 import { createCa, issueCertificate } from '../../ts/net/ca.js';
 import { freePort } from '../../ts/net/ports.js';
 import {
@@ -149,6 +150,68 @@ describe('tlsEndpoint', () => {
     });
     expect(r.error).toBeDefined();
     expect(accepted).toEqual([]);
+  });
+});
+
+/** A server of `endpoint` that records what `identityOf` gave or threw for each connection. */
+async function serveIdentities(endpoint: TlsEndpoint<number>) {
+  const seen: unknown[] = [];
+  const server = tls.createServer(endpoint.serverOptions());
+  server.on('secureConnection', (s) => {
+    try {
+      seen.push(endpoint.identityOf(s));
+      s.end('hi');
+    } catch (e) {
+      seen.push(e);
+      s.destroy();
+    }
+  });
+  server.on('tlsClientError', () => {});
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
+  servers.push(server);
+  return { port, seen };
+}
+
+describe('identityOf and the policy refusal hook', () => {
+  it("throws the policy's own refusal, with what identify threw as its cause", async () => {
+    const ca = await createCa('test-ca');
+    const strict: typeof policy = {
+      kind: 'member',
+      identify: (cert) => {
+        const id = policy.identify(cert);
+        if (id === undefined) throw new Error(`no single member URI in "${cert.subjectaltname}"`);
+        return id;
+      },
+      refuse: (refused, cause) =>
+        new Error(`refused (${refused}): ${cause instanceof Error ? cause.message : 'no cause'}`, { cause }),
+    };
+    const two = tlsEndpoint({ ...(await member(ca, [`${PREFIX}2`])), ca: ca.cert }, strict);
+    const { port, seen } = await serveIdentities(two);
+    const client = (uris: string[]) =>
+      member(ca, uris).then((m) =>
+        tlsEndpoint({ ...m, ca: ca.cert }, policy).clientOptions(
+          { expect: 2, mismatch: () => new Error('mismatch') },
+          { host: '127.0.0.1', port },
+        ),
+      );
+    await dial(await client([`${PREFIX}1`]));
+    await dial(await client([`${PREFIX}1`, `${PREFIX}4`]));
+    expect(seen[0]).toBe(1);
+    const e = seen[1] as Error;
+    expect(e.message).toBe(`refused (unnamed): no single member URI in "URI:${PREFIX}1, URI:${PREFIX}4"`);
+    expect((e.cause as Error).message).toBe(`no single member URI in "URI:${PREFIX}1, URI:${PREFIX}4"`);
+  });
+
+  it('without a hook, refuses with PLX_NET_UNTRUSTED_PEER', async () => {
+    const ca = await createCa('test-ca');
+    const two = tlsEndpoint({ ...(await member(ca, [`${PREFIX}2`])), ca: ca.cert }, policy);
+    const { port, seen } = await serveIdentities(two);
+    const twice = tlsEndpoint({ ...(await member(ca, [`${PREFIX}1`, `${PREFIX}4`])), ca: ca.cert }, policy);
+    await dial(twice.clientOptions({ expect: 2, mismatch: () => new Error('mismatch') }, { host: '127.0.0.1', port }));
+    expect(seen).toHaveLength(1);
+    expect(isPlexusError(seen[0], 'PLX_NET_UNTRUSTED_PEER')).toBe(true);
+    expect((seen[0] as Error).message).toBe("the peer's certificate names no member");
   });
 });
 

@@ -435,7 +435,7 @@ describe('TLS 1.3 mesh: HELLO and join tokens', () => {
 
   it('a token checked against the clock it is given: expiry not later than now is refused', async () => {
     const fresh = await job.withNewPorts();
-    const late = { ...LOOP, now: () => Date.now() + 7_200_000 };
+    const late = { ...LOOP, clock: { now: () => Date.now() + 7_200_000 } };
     const [, r1] = await Promise.all([
       failureOf(openMesh(fresh.descriptions[0]!, LOOP)),
       rejectionOf(openMesh(fresh.descriptions[1]!, late)),

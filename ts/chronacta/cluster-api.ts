@@ -17,6 +17,7 @@
  *
  * `attachClusterApi(port, store)` installs all of it on a server started by `startServer`.
  */
+import { type Clock, type ClockTimers, monotonicClock, type TimerHandle, type Timers } from '../core/clock.js';
 import { type PlexusCode, PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
 import type { PeerCredentials } from './client-auth.js';
@@ -97,6 +98,12 @@ export interface ClusterApiOptions {
   /** How long a `leader` read waits for a new leader to apply earlier terms' entries (default 10,000 ms). */
   readonly leaderReadyMs?: number;
   readonly logger?: { warn(message: string, details?: Record<string, unknown>): void };
+  /**
+   * Time and timers of the read admission's deadlines (a follower's staleness, a new leader's
+   * readiness, a deposed leader learning who leads) and of the reconcile interval (default
+   * `monotonicClock`).
+   */
+  readonly clock?: ClockTimers;
   /**
    * What this member presents when it calls the leader's client port (TLS, token:
    * client-auth.ts); asked at each call, so reloaded files are used.
@@ -261,7 +268,7 @@ function statusFor(e: unknown): CallStatus {
  * position minus `maxReadLag` (waiting for its own apply while the news stays fresh).
  */
 class FollowerReadGate {
-  /** What the follower last heard from its leader; `at` on the monotonic clock (performance.now()). */
+  /** What the follower last heard from its leader; `at` on the gate's clock. */
   private heard: { at: number; leader: number; lastPosition: bigint } | undefined;
   private probing: Promise<void> | undefined;
   private client: ChronactaClient | undefined;
@@ -272,6 +279,7 @@ class FollowerReadGate {
     private readonly store: EventStore,
     private readonly bounds: FollowerReadBounds,
     private readonly peer: () => PeerCredentials,
+    private readonly clock: Clock,
   ) {}
 
   private clientFor(address: string): ChronactaClient {
@@ -291,7 +299,7 @@ class FollowerReadGate {
   private probe(s: ReplicatedLogStatus): Promise<void> {
     if (this.probing) return this.probing;
     const address = s.leaderAddress as string;
-    const sentAt = performance.now();
+    const sentAt = this.clock.now();
     const p = this.clientFor(address)
       .clusterStatus()
       .then(
@@ -330,18 +338,18 @@ class FollowerReadGate {
     }
     const bound = this.bounds.maxReadStalenessMs;
     const age = () =>
-      this.heard && this.heard.leader === s.leader ? performance.now() - this.heard.at : Number.POSITIVE_INFINITY;
+      this.heard && this.heard.leader === s.leader ? this.clock.now() - this.heard.at : Number.POSITIVE_INFINITY;
     if (age() > bound / 2) {
       const p = this.probe(s);
       if (age() > bound) await p;
     }
     const heard = this.heard;
-    if (!heard || heard.leader !== s.leader || performance.now() - heard.at > bound) {
+    if (!heard || heard.leader !== s.leader || this.clock.now() - heard.at > bound) {
       throw this.refuse(s, `it has not heard from its leader (member ${s.leader}) within ${bound} ms`);
     }
     const need = heard.lastPosition - BigInt(this.bounds.maxReadLag);
     while (this.store.lastPosition < need) {
-      if (performance.now() - heard.at > bound) {
+      if (this.clock.now() - heard.at > bound) {
         throw this.refuse(
           s,
           `it has applied ${this.store.lastPosition}, the leader had committed ${heard.lastPosition}`,
@@ -352,7 +360,7 @@ class FollowerReadGate {
         );
       }
       // Released as soon as the store applies `need`; wakes at the staleness bound otherwise.
-      await this.store.whenApplied(need, bound - (performance.now() - heard.at) + 1);
+      await this.store.whenApplied(need, bound - (this.clock.now() - heard.at) + 1);
     }
     return this.store.lastPosition;
   }
@@ -368,18 +376,26 @@ class ClusterFileKeeper {
   /** The file as last written (or as the store opened it). */
   current: ClusterFile;
   private writing: Promise<void> = Promise.resolve();
-  private readonly timer: NodeJS.Timeout;
+  private timer: TimerHandle | undefined;
+  private closed = false;
 
   constructor(
     private readonly store: EventStore,
     private readonly logger: ClusterApiOptions['logger'],
-    reconcileMs: number,
+    private readonly reconcileMs: number,
+    private readonly timers: Timers,
   ) {
     this.current = store.prepared.cluster;
-    this.timer = setInterval(() => void this.reconcile(), reconcileMs);
-    this.timer.unref();
+    this.timer = timers.setTimeout(this.round, reconcileMs);
     void this.reconcile();
   }
+
+  /** One reconcile every `reconcileMs` until closed. */
+  private readonly round = (): void => {
+    if (this.closed) return;
+    void this.reconcile();
+    this.timer = this.timers.setTimeout(this.round, this.reconcileMs);
+  };
 
   /** Rewrites cluster.json when the applied membership differs from it; resolves once written. */
   reconcile(): Promise<void> {
@@ -399,7 +415,8 @@ class ClusterFileKeeper {
   }
 
   close(): void {
-    clearInterval(this.timer);
+    this.closed = true;
+    if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
   }
 }
 
@@ -651,6 +668,7 @@ class ReadConsistency {
     private readonly electionMs: number,
     /** How long a new leader may take to apply the entries of earlier terms before it serves reads. */
     private readonly readyMs: number,
+    private readonly clock: Clock,
   ) {
     this.routes = deps.routes;
     this.store = deps.store;
@@ -694,11 +712,11 @@ class ReadConsistency {
    */
   private async knownLeader(e: PlexusError): Promise<PlexusError> {
     if (typeof e.details.leaderAddress === 'string' && e.details.leaderAddress !== '') return e;
-    const end = Date.now() + this.electionMs;
+    const end = this.clock.now() + this.electionMs;
     let s = this.status();
-    while ((s.leader === 0 || s.role === 'leader') && Date.now() < end && !s.failure) {
+    while ((s.leader === 0 || s.role === 'leader') && this.clock.now() < end && !s.failure) {
       // Woken when the log learns its leader (or its role changes, or it fails).
-      await this.readinessChanged(end - Date.now());
+      await this.readinessChanged(end - this.clock.now());
       s = this.status();
     }
     if (s.role === 'leader' || s.leader === 0 || !s.leaderAddress) return e;
@@ -721,9 +739,9 @@ class ReadConsistency {
     }
     if (s.role === 'leader') {
       // A new leader serves reads once it has applied every entry of earlier terms.
-      const end = Date.now() + this.readyMs;
-      while (!s.acceptingWrites && s.role === 'leader' && Date.now() < end) {
-        await this.readinessChanged(end - Date.now());
+      const end = this.clock.now() + this.readyMs;
+      while (!s.acceptingWrites && s.role === 'leader' && this.clock.now() < end) {
+        await this.readinessChanged(end - this.clock.now());
         s = this.status();
       }
       if (s.role === 'leader' && s.acceptingWrites) {
@@ -797,14 +815,15 @@ class ReadConsistency {
 export function attachClusterApi(routes: GrpcRoutes, store: EventStore, opts: ClusterApiOptions = {}): ClusterApi {
   if (!store.clusterStatus()) throw haError(HaErrorCode.BAD_CONFIG, 'the store is not in cluster mode');
   const bounds = followerReadBounds(opts);
-  const gate = new FollowerReadGate(store, bounds, opts.peer ?? (() => ({})));
+  const clock = opts.clock ?? monotonicClock;
+  const gate = new FollowerReadGate(store, bounds, opts.peer ?? (() => ({})), clock);
   const log = replicatedLogOf(store);
-  const file = new ClusterFileKeeper(store, opts.logger, opts.reconcileMs ?? 200);
+  const file = new ClusterFileKeeper(store, opts.logger, opts.reconcileMs ?? 200, clock);
   const deps: ClusterApiDeps = { routes, store, log, file };
   new MembershipApi(deps).install();
   /** One election timeout and a half: how long a deposed leader may take to learn who leads. */
   const electionMs = (opts.tickMs ?? 100) * (opts.electionTick ?? 10) * 1.5;
-  new ReadConsistency(deps, gate, electionMs, opts.leaderReadyMs ?? 10_000).install();
+  new ReadConsistency(deps, gate, electionMs, opts.leaderReadyMs ?? 10_000, clock).install();
   return {
     bounds,
     reconcile: () => file.reconcile(),

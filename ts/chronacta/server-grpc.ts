@@ -3,6 +3,7 @@
  * lean gRPC server (grpc-server.ts) with the port's security, bounds and call metrics.
  */
 import { status as grpcStatus } from '@grpc/grpc-js';
+import type { ClockTimers } from '../core/clock.js';
 import { isPlexusError } from '../core/errors.js';
 import type { StorageLogger } from '../storage/types.js';
 import type { ClientPortSecurity } from './client-auth.js';
@@ -22,6 +23,8 @@ export interface GrpcPortDeps {
   readonly limits: GrpcLimits;
   readonly metrics: ChronactaMetrics;
   readonly logger?: StorageLogger | undefined;
+  /** Time and timers of the port's sweeps and call timeouts (default `systemClock`). */
+  readonly clock?: ClockTimers;
 }
 
 /** Counts ended calls by method and status (`chronacta_grpc_requests_total`). */
@@ -54,7 +57,7 @@ class CallCounter {
  * Refuses with PLX_CHRONACTA_UNAVAILABLE when the port cannot be bound.
  */
 export async function serveGrpcPort(deps: GrpcPortDeps): Promise<GrpcServer> {
-  const { host, port, methods, security, limits, metrics, logger } = deps;
+  const { host, port, methods, security, limits, metrics, logger, clock } = deps;
   const calls = new CallCounter(metrics, methods.keys());
   let server: GrpcServer | undefined;
   const onLimit = limitMetrics(metrics, () => server?.load());
@@ -64,6 +67,7 @@ export async function serveGrpcPort(deps: GrpcPortDeps): Promise<GrpcServer> {
       ...(security.tls ? { tls: security.tls } : {}),
       ...(security.tokens ? { authenticate: security.authenticate } : {}),
       limits,
+      ...(clock ? { clock } : {}),
       onLimit,
       limitMetadata: (reason) => ({
         [CODE_KEY]: ChronactaCode.OVERLOADED,

@@ -51,6 +51,7 @@ export async function openServerStore(options: ServerOptions, metrics: Chronacta
     ...(options.idempotencyTtlMs !== undefined ? { idempotencyTtlMs: options.idempotencyTtlMs } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.timers ? { timers: options.timers } : {}),
     observer: metrics.observer(),
   });
   return { store, replication, clusterPort };

@@ -2,6 +2,7 @@
  * What a Chronacta server runs beside its gRPC port: the cluster API on the port's routes
  * (cluster mode), the metrics endpoint on its own port, and periodic compaction.
  */
+import type { ClockTimers, TimerHandle } from '../core/clock.js';
 import type { ClientPortSecurity } from './client-auth.js';
 import { attachClusterApi, type ClusterApi } from './cluster-api.js';
 import { ChronactaCode, chronactaError } from './errors.js';
@@ -16,6 +17,7 @@ export function clusterApiFor(
   store: EventStore,
   options: ServerOptions,
   security: ClientPortSecurity,
+  clock: ClockTimers,
 ): ClusterApi {
   const r = options.replication ?? {};
   return attachClusterApi(routes, store, {
@@ -25,6 +27,7 @@ export function clusterApiFor(
     ...(options.maxReadStalenessMs !== undefined ? { maxReadStalenessMs: options.maxReadStalenessMs } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     peer: () => security.peerCredentials(),
+    clock,
   });
 }
 
@@ -54,12 +57,20 @@ export async function metricsEndpointFor(
   }
 }
 
-/** Compacts `store` every `options.compactEveryMs` (none when absent); returns the stop. */
-export function compactionFor(store: EventStore, options: ServerOptions): () => void {
-  if (options.compactEveryMs === undefined) return () => {};
-  const timer = setInterval(() => {
+/** Compacts `store` every `options.compactEveryMs` on `timers` (none when absent); returns the stop. */
+export function compactionFor(store: EventStore, options: ServerOptions, timers: ClockTimers): () => void {
+  const every = options.compactEveryMs;
+  if (every === undefined) return () => {};
+  let stopped = false;
+  let timer: TimerHandle;
+  const round = (): void => {
+    if (stopped) return;
     store.compact().catch((e: unknown) => options.logger?.warn('chronacta: compaction failed', { error: String(e) }));
-  }, options.compactEveryMs);
-  timer.unref();
-  return () => clearInterval(timer);
+    timer = timers.setTimeout(round, every);
+  };
+  timer = timers.setTimeout(round, every);
+  return () => {
+    stopped = true;
+    timers.clearTimeout(timer);
+  };
 }

@@ -13,7 +13,7 @@
  * store's record encoder. The other methods' messages go through protobufjs
  * (proto-loader), with the same shapes the typed client uses.
  */
-import type { Clock } from '../core/clock.js';
+import { type Clock, type ClockTimers, systemClock } from '../core/clock.js';
 import type { FsyncMode, StorageLogger } from '../storage/types.js';
 import { type ClientPortSecurityOptions, exposureWarning, loadClientPortSecurity } from './client-auth.js';
 import type { ClusterApi } from './cluster-api.js';
@@ -53,6 +53,12 @@ export interface ServerOptions {
   readonly logger?: StorageLogger;
   /** Wall time of the store (ms since the Unix epoch): a `Clock`, or a function (the earlier form). */
   readonly clock?: Clock | (() => number);
+  /**
+   * Time and timers of the server's parts (default `systemClock`): the compaction interval,
+   * the cluster API's read deadlines and reconcile interval, the gRPC port's sweeps and call
+   * timeouts, the client port's certificate checks, and the store's leader readiness deadline.
+   */
+  readonly timers?: ClockTimers;
   /**
    * Cluster mode: the data directory's cluster files (mode `cluster`, written by
    * `plexus chronacta cluster init`) name the members and this node; the store runs on the
@@ -96,8 +102,12 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     throw chronactaError(ChronactaCode.BAD_INPUT, 'startServer needs options with a dataDir');
   }
   const host = options.host ?? '127.0.0.1';
+  const timers = options.timers ?? systemClock;
   // The files are read (and refused) before the store opens.
-  const security = loadClientPortSecurity(options.clientAuth, options.logger);
+  const security = loadClientPortSecurity(
+    options.clientAuth && { ...options.clientAuth, clock: options.clientAuth.clock ?? timers },
+    options.logger,
+  );
   const exposed = exposureWarning(host, security);
   if (exposed) options.logger?.warn(exposed);
   // Checked before anything opens: a bad bound is PLX_CHRONACTA_BAD_INPUT.
@@ -125,6 +135,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
       limits,
       metrics,
       logger: options.logger,
+      clock: timers,
     });
   } catch (e) {
     await store.close();
@@ -142,13 +153,13 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
   let clusterApi: ClusterApi | undefined;
   let metricsServer: Awaited<ReturnType<typeof metricsEndpointFor>>;
   try {
-    if (replication) clusterApi = clusterApiFor(grpcServer.routes, store, options, security);
+    if (replication) clusterApi = clusterApiFor(grpcServer.routes, store, options, security, timers);
     metricsServer = await metricsEndpointFor(options, host, store, metrics);
   } catch (e) {
     await abandon();
     throw e;
   }
-  const stopCompaction = compactionFor(store, options);
+  const stopCompaction = compactionFor(store, options, timers);
 
   let closing: Promise<void> | undefined;
   return {

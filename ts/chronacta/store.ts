@@ -19,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { type Entry, encodeEntry, RecordKind } from '../codec/chronacta-record.js';
-import { type Clock, systemClock } from '../core/clock.js';
+import { type Clock, type ClockTimers, heldMonotonicClock, systemClock } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { Condition } from '../core/watermark.js';
 import { type FileLog, openLog } from '../storage/file-log.js';
@@ -90,6 +90,11 @@ export interface StoreOptions {
    * Recorded times never go backwards.
    */
   readonly clock?: Clock | (() => number);
+  /**
+   * Time and timers of durations (default `heldMonotonicClock`): in cluster mode, how long a
+   * write waits for a new leader to apply the entries of earlier terms.
+   */
+  readonly timers?: ClockTimers;
   readonly logger?: StorageLogger;
   readonly observer?: StoreObserver;
   /**
@@ -132,7 +137,9 @@ export class EventStore {
   private closing: Promise<void> | undefined;
   private failure: PlexusError | undefined;
   /** Notified when this store fails or closes (a leader's wait for readiness re-checks then). */
-  private readonly changed = new Condition();
+  private readonly changed: Condition;
+  /** Time of the cluster leader's readiness deadline. */
+  private readonly timers: ClockTimers;
   private readonly clock: Clock;
   /** Cluster mode: the replicated log (the same object as `log`). */
   private replicated: ReplicatedLog | undefined;
@@ -157,6 +164,8 @@ export class EventStore {
     this.apply = apply;
     this.lastAssignedMs = state.lastRecordedMs;
     this.clock = storeClock(opts.clock);
+    this.timers = opts.timers ?? heldMonotonicClock;
+    this.changed = new Condition(this.timers);
     this.reader = new StoreReader({ state, log, archive: () => this.archive, observer: opts.observer });
     this.compactor = new Compactor({
       prepared,
@@ -355,12 +364,12 @@ export class EventStore {
    * of earlier terms, so that expected versions and idempotency keys are checked against them.
    */
   private async leaderReady(r: ReplicatedLog): Promise<void> {
-    const end = Date.now() + (this.opts.replication?.timeoutMs ?? 10_000);
+    const end = this.timers.now() + (this.opts.replication?.timeoutMs ?? 10_000);
     for (;;) {
       this.checkWritable();
-      if (r.acceptingWrites || Date.now() > end) return;
+      if (r.acceptingWrites || this.timers.now() > end) return;
       // Wakes when the log's readiness or this store's state changes, or at the deadline.
-      const timeoutMs = end - Date.now() + 1;
+      const timeoutMs = end - this.timers.now() + 1;
       const ac = new AbortController();
       try {
         await Promise.race([

@@ -10,7 +10,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type ClockTimers, systemClock } from '../core/clock.js';
+import { type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
 import { delay, heldClock } from '../core/retry.js';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
@@ -323,6 +323,12 @@ export async function launchClusterNode(
     readonly onError?: (e: unknown) => void;
     /** The wire's polling window (ms; `Http2Wire` `spinMs`, default 0: off). */
     readonly wireSpinMs?: number;
+    /**
+     * Wall time of the node (the base of new lease epochs, claim pauses) and the timers of its
+     * join retries and of the bound on the shard hand-over when it stops (default `heldClock`:
+     * a pending one keeps the process alive).
+     */
+    readonly clock?: ClockTimers;
   } = {},
 ): Promise<ClusterNode> {
   const meta = clusterMeta(cfg.meta);
@@ -357,6 +363,7 @@ async function launch(
   const layout = cfg.journal ?? 'per-node';
   const storeHostId = cfg.storeHost ?? cfg.authority;
   const isAuthority = cfg.self === cfg.authority;
+  const clock = opts.clock ?? heldClock;
 
   // The journal first: a layout that does not fit is refused before any socket opens.
   let wire!: Http2Wire;
@@ -375,7 +382,7 @@ async function launch(
         ...(cfg.detector ? { detector: cfg.detector } : {}),
         journals: layout,
         autoAssign: false,
-        epochBase: BigInt(Date.now()) << 16n,
+        epochBase: BigInt(Math.floor(clock.now())) << 16n,
         tickEveryMs: 20,
         ...(opts.onError ? { onFatal: opts.onError } : {}),
       })
@@ -454,7 +461,7 @@ async function launch(
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
     ...(opts.charts ? { charts: opts.charts } : {}),
     ...(opts.onMacrostep ? { onMacrostep: opts.onMacrostep } : {}),
-    onStop: () => stopNode({ layout, membership: m, host, wire, storeHost, deadLog }),
+    onStop: () => stopNode({ layout, membership: m, host, wire, storeHost, deadLog, clock }),
   });
   if (nodeLog !== undefined) {
     // The node log outlives the shard views the journal closes.
@@ -465,14 +472,14 @@ async function launch(
       await nl.close();
     };
   }
-  await joinWithRetry(m);
+  await joinWithRetry(m, clock);
   const stopClaiming = startClaiming(
     m,
     meta.shardCount,
     cfg.members.map((x) => x.id),
     {
       ...(layout === 'per-node' ? { holds: (s: number) => holds(s) } : {}),
-      skip: (s: number) => (cn.claimPausedUntil.get(s) ?? 0) > Date.now(),
+      skip: (s: number) => (cn.claimPausedUntil.get(s) ?? 0) > clock.now(),
     },
   );
   const stop = cn.stop.bind(cn);
@@ -568,20 +575,28 @@ interface NodeParts {
   readonly wire: Http2Wire;
   readonly storeHost: StoreHost | undefined;
   readonly deadLog: LogStorage;
+  /** Timers of the hand-over bound. */
+  readonly clock: ClockTimers;
 }
 
-async function stopNode({ layout, membership, host, wire, storeHost, deadLog }: NodeParts): Promise<void> {
+/** How long a node that stops waits for its shards to be handed over (ms). */
+const HAND_OVER_BOUND_MS = 3000;
+
+async function stopNode({ layout, membership, host, wire, storeHost, deadLog, clock }: NodeParts): Promise<void> {
   if (layout === 'shared') {
     // A shared store needs no shipping: hand every shard over so another node takes it now.
     // Bounded: when the authority is gone already, the leases simply expire.
-    let timer: NodeJS.Timeout | undefined;
+    let timer: TimerHandle | undefined;
     const handOver = (async () => {
       await membership.drain();
       for (const l of membership.held()) await membership.release(l.shard, l.epoch);
       await membership.leave();
     })().catch(() => {});
-    await Promise.race([handOver, new Promise((r) => (timer = setTimeout(r, 3000)))]);
-    clearTimeout(timer);
+    await Promise.race([
+      handOver,
+      new Promise((r) => (timer = clock.setTimeout(() => r(undefined), HAND_OVER_BOUND_MS))),
+    ]);
+    if (timer !== undefined) clock.clearTimeout(timer);
   }
   await membership.close();
   host?.close();

@@ -46,6 +46,19 @@ export const monotonicClock: ClockTimers = {
   clearTimeout: systemClock.clearTimeout,
 };
 
+/**
+ * Monotonic milliseconds with timers that keep the process alive while pending (plain Node.js
+ * timers): for waits the process must not end during (a setup's pause between connection
+ * tries, a wait with a timeout).
+ */
+export const heldMonotonicClock: ClockTimers = {
+  now: () => performance.now(),
+  setTimeout: (fn: () => void, ms: number): TimerHandle => setTimeout(fn, ms),
+  clearTimeout(handle: TimerHandle): void {
+    clearTimeout(handle as ReturnType<typeof setTimeout>);
+  },
+};
+
 interface ManualTimer {
   readonly due: number;
   readonly seq: number;

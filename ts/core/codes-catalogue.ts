@@ -184,6 +184,7 @@ export const PLX_CODES = [
   'PLX_MEDIATOR_UNKNOWN_RECIPIENT',
   'PLX_MEDIATOR_UNREADABLE',
   'PLX_NET_NO_FREE_PORT',
+  'PLX_NET_UNTRUSTED_PEER',
   'PLX_PICKUP_BAD_ANSWER',
   'PLX_PICKUP_BAD_INPUT',
   'PLX_PICKUP_CLOSED',
@@ -296,3 +297,44 @@ export type PlxCode = (typeof PLX_CODES)[number];
 export type SperliHCode = (typeof SPERLI_H_CODES)[number];
 /** Every code of the catalogue: a `PlexusError`'s `code` is one of these. */
 export type PlexusCode = PlxCode | SperliHCode;
+
+/**
+ * The fields each code's details carry (docs/errors.md, "Details of each code"): given details
+ * of a code listed here must have these fields with these types; others may be added.
+ */
+export interface DeclaredDetails {
+  H1610: { readonly reason: string };
+  H1612: { readonly reason: string };
+  H1617: { readonly reason: string };
+  H1618: { readonly reason: string };
+  H1619: { readonly reason: string };
+  H1620: { readonly reason: string };
+  H1621: { readonly reason: string };
+  H1622: { readonly reason: string };
+  H1623: { readonly reason: string };
+  H1624: { readonly reason: string };
+  PLX_ADMISSION_LOG_CORRUPT: { readonly position: string; readonly why: string };
+  PLX_CLUSTER_BAD_SHARD: { readonly shard: number };
+  PLX_CORE_BAD_RETRY: { readonly field: string };
+  PLX_CORE_CLOCK_BACKWARDS: { readonly now: number; readonly to: number };
+  PLX_CRYPTO_BAD_HOST: { readonly host: string };
+  PLX_CRYPTO_HOST_MISMATCH: { readonly host: string };
+  PLX_EVFR_BAD_FRAME: { readonly reason: string };
+  PLX_JOURNAL_BAD_RECORD: { readonly reason: string };
+  PLX_MEDIATOR_CORRUPT: { readonly reason: string };
+  PLX_MEDIATOR_QUEUE_FULL: { readonly bytes: number; readonly messages: number };
+  PLX_MEDIATOR_REPLAY: { readonly reason: string };
+  PLX_NET_NO_FREE_PORT: { readonly host: string };
+  PLX_RAFT_STORAGE_CORRUPT: { readonly reason: string };
+  PLX_RAFT_TRANSPORT_BAD_ADDRESS: { readonly address: string };
+  PLX_RAFT_WIRE_BAD_MESSAGE: { readonly reason: string };
+  PLX_SPERLI_BAD_ARGUMENT: { readonly reason: string };
+  PLX_SPERLI_LISTEN: { readonly host: string; readonly port: number };
+  PLX_WIRE_BAD_FRAME: { readonly reason: string };
+  PLX_WIRE_BAD_OPTION: { readonly reason: string };
+  PLX_WIRE_DEADLINE: { readonly peer: string };
+  PLX_WIRE_FRAME_TOO_LARGE: { readonly length: number; readonly max: number };
+  PLX_WIRE_NOT_MEMBER: { readonly peer: string };
+  PLX_WIRE_UNREACHABLE: { readonly peer: string };
+  PLX_WIRE_UNTRUSTED: { readonly peer: string };
+}

@@ -5,29 +5,18 @@
  * docs/errors.md lists every code; `PlexusCode` (ts/core/codes-catalogue.ts) is
  * generated from it.
  */
-import { PLX_CODES, type PlexusCode, SPERLI_H_CODES, type SperliHCode } from './codes-catalogue.js';
+import { type DeclaredDetails, PLX_CODES, type PlexusCode, SPERLI_H_CODES } from './codes-catalogue.js';
 
-export type { PlexusCode } from './codes-catalogue.js';
+export type { DeclaredDetails, PlexusCode } from './codes-catalogue.js';
 export { PLEXUS_CODE_ALIASES, PLX_CODES, SPERLI_H_CODES } from './codes-catalogue.js';
 
 const CODES: ReadonlySet<string> = new Set<string>([...PLX_CODES, ...SPERLI_H_CODES]);
 
 /**
- * The details a code always carries, by code. A code not listed here has free-form
- * details; add an entry when a code's details become part of its contract.
+ * The details a code always carries, by code: generated from docs/errors.md ("Details of each
+ * code") into `DeclaredDetails`. A code not listed there has free-form details.
  */
-export interface PlexusDetailsMap extends Record<SperliHCode, { readonly reason: string }> {
-  /** docs/evfr.md: `length`, `magic`, `version`, ... `record-length`. */
-  PLX_EVFR_BAD_FRAME: { readonly reason: string };
-  /** docs/raft-wire.md: `length`, `version`, `type`, ... `body`. */
-  PLX_RAFT_WIRE_BAD_MESSAGE: { readonly reason: string };
-  /** The cluster frame or ACK-run check that failed (`version`, `kind`, ..., `ack-run`). */
-  PLX_WIRE_BAD_FRAME: { readonly reason: string };
-  /** docs/runtime.md, "The journal record". */
-  PLX_JOURNAL_BAD_RECORD: { readonly reason: string };
-  /** `seen`, `stale`, `no-time` or `no-id`. */
-  PLX_MEDIATOR_REPLAY: { readonly reason: string };
-}
+export interface PlexusDetailsMap extends DeclaredDetails {}
 
 /** The details type of a code: its entry in `PlexusDetailsMap`, or a free-form record. */
 export type PlexusDetails<C extends PlexusCode = PlexusCode> = C extends keyof PlexusDetailsMap

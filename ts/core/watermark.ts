@@ -6,7 +6,11 @@
  * A wait resolves `true` when released and `false` when its `timeoutMs` passes; it rejects
  * with the signal's reason when aborted and with the close error once closed. A settled
  * wait leaves no timer and no listener behind, so a process with only settled waits exits.
+ *
+ * Timeouts run on the `ClockTimers` given to the constructor; the default is monotonic time
+ * with Node.js timers that keep the process alive while a wait with a timeout is pending.
  */
+import { type ClockTimers, heldMonotonicClock, type TimerHandle } from './clock.js';
 
 export interface WaitOptions {
   /** Settles the wait with `false` after this many milliseconds (none: waits until released). */
@@ -26,6 +30,7 @@ interface Waiter {
 
 /** Starts one wait: its timer and abort listener, both removed again however it settles. */
 function begin(
+  timers: ClockTimers,
   target: bigint,
   seq: number,
   opts: WaitOptions,
@@ -38,7 +43,7 @@ function begin(
       reject(signal.reason);
       return;
     }
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let timer: TimerHandle | undefined;
     const onAbort = () => {
       w.settle('abort', signal?.reason);
       drop(w);
@@ -50,7 +55,7 @@ function begin(
       settle(how, err) {
         if (w.done) return;
         w.done = true;
-        if (timer !== undefined) clearTimeout(timer);
+        if (timer !== undefined) timers.clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         if (how === 'release') resolve(true);
         else if (how === 'timeout') resolve(false);
@@ -58,7 +63,7 @@ function begin(
       },
     };
     if (timeoutMs !== undefined) {
-      timer = setTimeout(
+      timer = timers.setTimeout(
         () => {
           w.settle('timeout');
           drop(w);
@@ -88,7 +93,11 @@ export class Watermark {
   private closed: unknown;
   private isClosed = false;
 
-  constructor(initial = 0n) {
+  /** `clock` runs the waits' timeouts. */
+  constructor(
+    initial = 0n,
+    private readonly clock: ClockTimers = heldMonotonicClock,
+  ) {
     this.v = initial;
   }
 
@@ -119,6 +128,7 @@ export class Watermark {
     if (this.isClosed) return Promise.reject(this.closed);
     if (target <= this.v) return opts.signal?.aborted ? Promise.reject(opts.signal.reason) : Promise.resolve(true);
     return begin(
+      this.clock,
       target,
       this.seq++,
       opts,
@@ -191,6 +201,9 @@ export class Watermark {
 export class Condition {
   private waiters = new Set<Waiter>();
 
+  /** `clock` runs the waits' timeouts and measures what is left of an `until`'s. */
+  constructor(private readonly clock: ClockTimers = heldMonotonicClock) {}
+
   /** Waiters not yet settled. */
   get waiting(): number {
     return this.waiters.size;
@@ -207,6 +220,7 @@ export class Condition {
   /** Resolves `true` at the next `notify()`, `false` on timeout. */
   wait(opts: WaitOptions = {}): Promise<boolean> {
     return begin(
+      this.clock,
       0n,
       0,
       opts,
@@ -220,10 +234,10 @@ export class Condition {
    * `timeoutMs` passes first. `ready()` may throw to refuse; the wait rejects with it.
    */
   async until(ready: () => boolean, opts: WaitOptions = {}): Promise<boolean> {
-    const end = opts.timeoutMs === undefined ? undefined : performance.now() + opts.timeoutMs;
+    const end = opts.timeoutMs === undefined ? undefined : this.clock.now() + opts.timeoutMs;
     for (;;) {
       if (ready()) return true;
-      const left = end === undefined ? undefined : end - performance.now();
+      const left = end === undefined ? undefined : end - this.clock.now();
       if (left !== undefined && left <= 0) return false;
       await this.wait({ timeoutMs: left, signal: opts.signal });
     }

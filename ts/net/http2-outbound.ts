@@ -18,6 +18,7 @@ import {
   MAX_IRI_BYTES,
   writeDataFrame,
 } from '../codec/cluster-frame.js';
+import type { ClockTimers, TimerHandle } from '../core/clock.js';
 import { codeFromPeer, isPlexusError, PlexusError } from '../core/errors.js';
 import { fnv1a64 } from '../core/index.js';
 import { type Backoff, RetryPolicy } from '../core/retry.js';
@@ -86,7 +87,7 @@ export class OutStream {
   head = 0;
   inflightBytes = 0;
   readonly roomWaiters: (() => void)[] = [];
-  retryTimer: NodeJS.Timeout | undefined;
+  retryTimer: TimerHandle | undefined;
   lastError: unknown;
   /** The batch: frames encoded since the last write (`parts`, then slab[flushFrom, slabAt)). */
   slab: Buffer = Buffer.allocUnsafe(0);
@@ -136,6 +137,12 @@ export class OutStream {
   }
 }
 
+/** The deadline sweep never keeps the process alive (a Node.js timer is unref'd; others have no such notion). */
+function unref(handle: TimerHandle): TimerHandle {
+  (handle as { unref?: () => void } | undefined)?.unref?.();
+  return handle;
+}
+
 interface PairSlot {
   readonly slot: number;
   readonly sender: Uint8Array;
@@ -179,6 +186,8 @@ export interface OutboundDeps {
   readonly backoff: number;
   readonly streamCap: number;
   readonly poolSize: number;
+  /** Time of the delivery deadlines; timers of the resend pauses, the deadline sweep and calls. */
+  readonly clock: ClockTimers;
 }
 
 export class Http2Outbound {
@@ -194,7 +203,10 @@ export class Http2Outbound {
   private readonly resendDelays: Backoff;
   private readonly streamCap: number;
   private readonly poolSize: number;
-  private sweep: NodeJS.Timeout | undefined;
+  private readonly clock: ClockTimers;
+  /** How often (ms) frames past their deadline are failed. */
+  private readonly sweepEvery: number;
+  private sweep: TimerHandle | undefined;
   private closed = false;
   /** Random message ids, 16 bytes each, drawn front to back and refilled 4096 at a time. */
   private idPool = new Uint8Array(0);
@@ -211,12 +223,20 @@ export class Http2Outbound {
     // A constant pause (the delivery deadline bounds the resends), jittered over its upper half so
     // that streams cut off together do not come back together.
     const pause = Math.max(0, deps.backoff);
-    this.resendDelays = new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start();
+    this.clock = deps.clock;
+    this.resendDelays = new RetryPolicy({ baseMs: pause, capMs: pause, factor: 1, jitter: 'equal' }).start(deps.clock);
     this.streamCap = deps.streamCap;
     this.poolSize = deps.poolSize;
-    this.sweep = setInterval(() => this.sweepDeadlines(), Math.max(10, Math.min(250, this.backoff * 5)));
-    this.sweep.unref();
+    this.sweepEvery = Math.max(10, Math.min(250, this.backoff * 5));
+    this.sweep = unref(this.clock.setTimeout(this.sweepRound, this.sweepEvery));
   }
+
+  /** Fails the frames past their deadline, then schedules the next round. */
+  private readonly sweepRound = (): void => {
+    if (this.closed) return;
+    this.sweepDeadlines();
+    this.sweep = unref(this.clock.setTimeout(this.sweepRound, this.sweepEvery));
+  };
 
   private peerState(peer: string): PeerState {
     let p = this.peers.get(peer);
@@ -410,7 +430,7 @@ export class Http2Outbound {
     } catch (e) {
       return Promise.reject(e);
     }
-    const deadline = Date.now() + this.deadline;
+    const deadline = this.clock.now() + this.deadline;
     if (st.full || st.roomWaiters.length > 0) {
       // No room on this stream: wait in line, encode when it is this frame's turn.
       return new Promise<DeliveryVerdict>((resolve, reject) => {
@@ -528,7 +548,7 @@ export class Http2Outbound {
     if (parts.length === 0) return;
     st.parts = [];
     st.batchBytes = 0;
-    if (st.retryTimer || this.closed) return;
+    if (st.retryTimer !== undefined || this.closed) return;
     const s = st.stream;
     if (s && !s.destroyed && !s.closed) {
       s.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
@@ -621,12 +641,12 @@ export class Http2Outbound {
   }
 
   private scheduleRetry(st: OutStream): void {
-    if (st.retryTimer || this.closed) return;
+    if (st.retryTimer !== undefined || this.closed) return;
     // The batch is dropped: the retry writes every unacknowledged frame.
     st.closeRegion();
     st.parts = [];
     st.batchBytes = 0;
-    st.retryTimer = setTimeout(() => {
+    st.retryTimer = this.clock.setTimeout(() => {
       st.retryTimer = undefined;
       this.sweepStream(st);
       const s = st.stream;
@@ -648,7 +668,7 @@ export class Http2Outbound {
   /** Fails the oldest frames whose deadline passed (frames are queued in deadline order). */
   private sweepStream(st: OutStream): void {
     if (st.pendingCount === 0) return;
-    const now = Date.now();
+    const now = this.clock.now();
     let failed = false;
     while (st.pendingCount > 0 && st.queue[st.head]!.deadline <= now) {
       const p = st.shift();
@@ -674,7 +694,7 @@ export class Http2Outbound {
     const session = this.session(peer, 0);
     return new Promise<Uint8Array>((resolve, reject) => {
       const req = session.request({ ':method': 'POST', ':path': CALL_PATH });
-      const timer = setTimeout(() => {
+      const timer = this.clock.setTimeout(() => {
         req.close(http2.constants.NGHTTP2_CANCEL);
         reject(new PlexusError('PLX_WIRE_DEADLINE', `no answer from ${peer} within ${this.deadline} ms`, { peer }));
       }, this.deadline);
@@ -690,11 +710,11 @@ export class Http2Outbound {
         else chunks.push(c);
       });
       req.on('error', (e) => {
-        clearTimeout(timer);
+        this.clock.clearTimeout(timer);
         reject(new PlexusError('PLX_WIRE_UNREACHABLE', `call to ${peer} failed: ${e.message}`, { peer }, { cause: e }));
       });
       req.on('close', () => {
-        clearTimeout(timer);
+        this.clock.clearTimeout(timer);
         const body = Buffer.concat(chunks);
         if (status === 200) resolve(new Uint8Array(body.buffer, body.byteOffset, body.length));
         else if (status === 500) {
@@ -725,10 +745,10 @@ export class Http2Outbound {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.sweep) clearInterval(this.sweep);
+    if (this.sweep !== undefined) this.clock.clearTimeout(this.sweep);
     for (const p of this.peers.values()) {
       for (const st of p.streams.values()) {
-        if (st.retryTimer) clearTimeout(st.retryTimer);
+        if (st.retryTimer !== undefined) this.clock.clearTimeout(st.retryTimer);
         st.retryTimer = undefined;
         this.failAll(st, new PlexusError('PLX_WIRE_CLOSED', 'the wire was closed before an acknowledgement'));
         for (const w of st.roomWaiters.splice(0)) w();

@@ -2,6 +2,7 @@
  * What the two sides of the cluster wire (ts/net/http2-wire.ts) share: its options, the
  * HTTP/2 paths and windows, and the polling state (docs/cluster.md, "Polling").
  */
+import type { ClockTimers } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
 import { Spinner } from '../core/spinner.js';
 import type { WireTuning } from './types.js';
@@ -43,6 +44,12 @@ export interface Http2WireOptions extends WireTuning {
    * the CLI) passes PLEXUS_WIRE_SPIN_MS here through `wireSpinMs`.
    */
   readonly spinMs?: number;
+  /**
+   * Time of the delivery deadlines and timers of the resend pauses, the deadline sweep and the
+   * call timeouts (default `heldClock`, ts/core/retry.ts: a pending resend or call keeps the
+   * process alive; the deadline sweep never does).
+   */
+  readonly clock?: ClockTimers;
 }
 
 /** The environment variable that sets every wire's polling window (ms; 0 turns polling off). */

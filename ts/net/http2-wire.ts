@@ -31,6 +31,7 @@
  */
 import { MAX_CLUSTER_FRAME } from '../codec/cluster-frame.js';
 import { PlexusError } from '../core/errors.js';
+import { heldClock } from '../core/retry.js';
 import type { Spinner } from '../core/spinner.js';
 import { nodeIdentityPolicy, nodeName } from './ca.js';
 import { Http2Inbound } from './http2-inbound.js';
@@ -85,6 +86,7 @@ export class Http2Wire implements Wire {
       backoff: opts.retryBackoffMs ?? 50,
       streamCap: Math.max(1, opts.streamCap ?? DEFAULT_STREAM_CAP),
       poolSize: Math.max(1, opts.poolSize ?? 1),
+      clock: opts.clock ?? heldClock,
     });
   }
 

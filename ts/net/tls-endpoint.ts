@@ -11,9 +11,12 @@
  *   before any application byte is read.
  * - How a certificate names its identity is a policy (`IdentityPolicy`): a subjectAltName URI
  *   with a prefix (`sanUriPolicy`), a DNS name (`sanDnsPolicy`), or any function of the
- *   certificate (the SPERLI rank's common name).
+ *   certificate (the SPERLI rank's common name). A policy may also say how a connection without
+ *   an identity is refused (`refuse`), so that each protocol keeps its own codes and messages;
+ *   `identityOf` then reads a connection's identity or throws that refusal, on either side.
  */
 import type { ConnectionOptions, PeerCertificate, TLSSocket, TlsOptions } from 'node:tls';
+import { PlexusError } from '../core/errors.js';
 
 /** PEM (or DER buffers) of this end's certificate and key, and of the CA its peers chain to. */
 export interface TlsMaterial {
@@ -26,8 +29,17 @@ export interface TlsMaterial {
 export interface IdentityPolicy<I> {
   /** What the identity is, for messages ("node", "member", "rank"). */
   readonly kind: string;
-  /** The identity `cert` names, or undefined when it names none (or more than one). */
+  /**
+   * The identity `cert` names, or undefined when it names none (or more than one). It may
+   * throw instead: the error is the `cause` given to `refuse`.
+   */
   readonly identify: (cert: PeerCertificate) => I | undefined;
+  /**
+   * The error a connection without an identity is refused with: `unauthorized` (no
+   * certificate of the CA), or `unnamed` (its certificate names no identity; `cause` is what
+   * `identify` threw, if it threw). Default: a PLX_NET_UNTRUSTED_PEER refusal.
+   */
+  readonly refuse?: (refused: 'unauthorized' | 'unnamed', cause: unknown) => Error;
 }
 
 /** The subjectAltName entries of one type (`URI`, `DNS`, `IP Address`), as node:tls lists them. */
@@ -92,7 +104,7 @@ export type ServerBinding<I> =
 /** What `accept` found on a server-side connection. */
 export type AcceptedPeer<I> =
   | { readonly identity: I }
-  | { readonly identity?: undefined; readonly refused: 'unauthorized' | 'unnamed' };
+  | { readonly identity?: undefined; readonly refused: 'unauthorized' | 'unnamed'; readonly cause?: unknown };
 
 export interface TlsEndpoint<I> {
   readonly policy: IdentityPolicy<I>;
@@ -102,6 +114,20 @@ export interface TlsEndpoint<I> {
   clientOptions<E extends object = object>(binding: ServerBinding<I>, extra?: E): ConnectionOptions & E;
   /** The identity a server-side connection's client certificate names, or why there is none. */
   accept(socket: TLSSocket): AcceptedPeer<I>;
+  /**
+   * The identity the peer's certificate names on an established connection (accepted or
+   * dialled); throws the policy's refusal (`refuse`) when it names none.
+   */
+  identityOf(socket: TLSSocket): I;
+}
+
+/** The same identity from every policy's `identify`: undefined, or the error it threw. */
+function identifyOrCause<I>(policy: IdentityPolicy<I>, cert: PeerCertificate): { identity?: I; cause?: unknown } {
+  try {
+    return { identity: policy.identify(cert) };
+  } catch (e) {
+    return { cause: e };
+  }
 }
 
 /** One endpoint: `material` on both sides, peers' identities read by `policy`. */
@@ -124,16 +150,31 @@ export function tlsEndpoint<I>(material: TlsMaterial, policy: IdentityPolicy<I>)
         'check' in binding
           ? binding.check
           : (_host: string, cert: PeerCertificate): Error | undefined => {
-              const named = policy.identify(cert);
+              const named = identifyOrCause(policy, cert).identity;
               if (named !== binding.expect) return binding.mismatch(named);
               return binding.afterwards?.(named as I);
             };
       return { ...base, ...(extra as E), checkServerIdentity };
     },
     accept(socket: TLSSocket): AcceptedPeer<I> {
-      if (!socket.authorized) return { refused: 'unauthorized' };
-      const identity = policy.identify(socket.getPeerCertificate());
-      return identity === undefined ? { refused: 'unnamed' } : { identity };
+      const cert = socket.getPeerCertificate();
+      if (!socket.authorized || cert?.raw === undefined) return { refused: 'unauthorized' };
+      const { identity, cause } = identifyOrCause(policy, cert);
+      if (identity !== undefined) return { identity };
+      return cause === undefined ? { refused: 'unnamed' } : { refused: 'unnamed', cause };
+    },
+    identityOf(socket: TLSSocket): I {
+      const peer = this.accept(socket);
+      if (!('refused' in peer)) return peer.identity;
+      if (policy.refuse) throw policy.refuse(peer.refused, peer.cause);
+      throw new PlexusError(
+        'PLX_NET_UNTRUSTED_PEER',
+        peer.refused === 'unauthorized'
+          ? 'the peer presented no certificate of the CA'
+          : `the peer's certificate names no ${policy.kind}`,
+        { reason: peer.refused },
+        peer.cause === undefined ? undefined : { cause: peer.cause },
+      );
     },
   };
 }

@@ -15,7 +15,7 @@
 import { endsMessage, FrameType, MAX_COLLECTIVE_DATA, MAX_PAYLOAD, MAX_USER_TAG } from '../codec/sperli-frame.js';
 import { type CollectiveHeader, encodeCollective, encodeCollectiveHeader } from '../codec/sperli-payloads.js';
 import type { ElementTypeName, ReduceOpName } from '../core/codes.js';
-import { PlexusError } from '../core/errors.js';
+import { type PlexusDetails, PlexusError } from '../core/errors.js';
 import { type Checkpointable, type CheckpointContext, Checkpointer, type CheckpointState } from './checkpoint.js';
 import { type CollectiveLink, Collectives, type ReduceArray, type Reduced, type ScatterData } from './collectives.js';
 import { HeldBytes } from './comm-bytes.js';
@@ -67,7 +67,7 @@ function opAndOptions(third: unknown, fourth: unknown): [op: unknown, options: u
   return fourth === undefined && typeof third === 'object' && third !== null ? [undefined, third] : [third, fourth];
 }
 
-function badArgument(message: string, details: Record<string, unknown>): PlexusError {
+function badArgument(message: string, details: PlexusDetails<typeof BAD_ARGUMENT>): PlexusError {
   return new PlexusError(BAD_ARGUMENT, message, details);
 }
 

@@ -9,7 +9,9 @@
 import { once } from 'node:events';
 import type { Socket } from 'node:net';
 import * as tls from 'node:tls';
+import type { TimerHandle, Timers } from '../core/clock.js';
 import type { PlexusError } from '../core/errors.js';
+import type { RankIdentity } from '../crypto/x509.js';
 import { acceptedPeerRank, handshakeRefused } from './mesh-identity.js';
 import { StaticReader } from './static-reader.js';
 
@@ -20,8 +22,12 @@ export interface MeshAcceptorDeps {
   readonly jobHex: string;
   /** The options of the TLS server (from the job's TLS endpoint). */
   readonly serverOptions: tls.TlsOptions;
+  /** The rank identity of an accepted connection (the job's TLS endpoint); throws the refusal. */
+  readonly identityOf: (socket: tls.TLSSocket) => RankIdentity;
   /** How long the lower ranks have to connect. */
   readonly connectTimeoutMs: number;
+  /** Timers of that wait and of the shutdown's grace. */
+  readonly timers: Timers;
   /** Whether `peer` has a link already. */
   readonly isLinked: (peer: number) => boolean;
   /** Makes an accepted connection the link to `peer` (its bytes through `reader` when there is one). */
@@ -38,7 +44,7 @@ export class MeshAcceptor {
   private readonly rawSockets = new Set<Socket>();
   private closing = false;
   private stopped = false;
-  private deadline: NodeJS.Timeout | undefined;
+  private deadline: TimerHandle | undefined;
 
   constructor(private readonly deps: MeshAcceptorDeps) {
     const server = tls.createServer(deps.serverOptions);
@@ -63,12 +69,12 @@ export class MeshAcceptor {
 
   /** Closes the listener at once when there is no lower rank to wait for, else starts the wait. */
   awaitLowerRanks(): void {
-    const { rank, connectTimeoutMs, isLinked, onMissing } = this.deps;
+    const { rank, connectTimeoutMs, timers, isLinked, onMissing } = this.deps;
     if (this.lowerLinked()) {
       this.close();
       return;
     }
-    this.deadline = setTimeout(() => {
+    this.deadline = timers.setTimeout(() => {
       for (let r = 0; r < rank; r++) {
         if (!isLinked(r)) {
           onMissing(r);
@@ -76,7 +82,6 @@ export class MeshAcceptor {
         }
       }
     }, connectTimeoutMs);
-    this.deadline.unref?.();
   }
 
   /** Stops accepting; the sockets it accepted stay open. */
@@ -92,18 +97,17 @@ export class MeshAcceptor {
    */
   async shutdown(graceMs: number): Promise<void> {
     this.stopped = true;
-    if (this.deadline !== undefined) clearTimeout(this.deadline);
+    if (this.deadline !== undefined) this.deps.timers.clearTimeout(this.deadline);
     this.close();
-    const t = setTimeout(() => {
+    const t = this.deps.timers.setTimeout(() => {
       for (const s of this.rawSockets) s.destroy();
     }, graceMs);
-    t.unref?.();
     await this.closed;
-    clearTimeout(t);
+    this.deps.timers.clearTimeout(t);
   }
 
   private accept(socket: tls.TLSSocket): void {
-    const { rank, jobHex, isLinked, attach, report } = this.deps;
+    const { rank, jobHex, isLinked, attach, report, identityOf } = this.deps;
     socket.on('error', () => {});
     if (this.stopped) {
       socket.destroy();
@@ -111,7 +115,7 @@ export class MeshAcceptor {
     }
     let peer: number;
     try {
-      peer = acceptedPeerRank(socket, jobHex, rank, isLinked);
+      peer = acceptedPeerRank(identityOf(socket), jobHex, rank, isLinked);
     } catch (e) {
       socket.destroy();
       report(e as PlexusError);
@@ -121,7 +125,7 @@ export class MeshAcceptor {
     attach(peer, socket, StaticReader.adopt(socket));
     if (this.lowerLinked()) {
       this.close();
-      if (this.deadline !== undefined) clearTimeout(this.deadline);
+      if (this.deadline !== undefined) this.deps.timers.clearTimeout(this.deadline);
     }
   }
 

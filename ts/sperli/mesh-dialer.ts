@@ -6,10 +6,10 @@
  * is a refusal that ends the setup.
  */
 import type { ConnectOpts } from 'node:net';
-import { performance } from 'node:perf_hooks';
 import * as tls from 'node:tls';
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import type { JobDescription } from '../codec/sperli-jobdesc.js';
+import type { ClockTimers, TimerHandle } from '../core/clock.js';
 import { isPlexusError } from '../core/errors.js';
 import { RetryPolicy } from '../core/retry.js';
 import { isDottedIPv4, normalizeHost, type RankIdentity, serverIdentityCheck } from '../crypto/x509.js';
@@ -25,7 +25,9 @@ export interface MeshDialerDeps {
   readonly jobHex: string;
   /** The job's TLS endpoint. */
   readonly endpoint: TlsEndpoint<RankIdentity>;
-  /** `performance.now()` when the setup began; the connect timeout counts from there. */
+  /** Time of the connect timeout; timers of the pauses between tries and of each try's handshake. */
+  readonly timers: ClockTimers;
+  /** `timers.now()` when the setup began; the connect timeout counts from there. */
   readonly started: number;
   readonly connectTimeoutMs: number;
   readonly retryMs: number;
@@ -47,12 +49,12 @@ export class MeshDialer {
    * after `stop()`; rejects with the refusal or with H1612 when the time is up.
    */
   async dial(peer: number): Promise<void> {
-    const { started, connectTimeoutMs, retryMs, jobHex, hosts } = this.deps;
+    const { timers, started, connectTimeoutMs, retryMs, jobHex, hosts } = this.deps;
     const deadline = started + connectTimeoutMs;
-    const pauses = new RetryPolicy({ baseMs: retryMs, capMs: retryMs, factor: 1, jitter: 'equal' }).start();
+    const pauses = new RetryPolicy({ baseMs: retryMs, capMs: retryMs, factor: 1, jitter: 'equal' }).start(timers);
     for (;;) {
       if (this.stopped) return;
-      const left = deadline - performance.now();
+      const left = deadline - timers.now();
       const a = await this.attempt(peer, Math.max(1, left));
       if (this.stopped) {
         if ('socket' in a) a.socket.destroy();
@@ -62,7 +64,7 @@ export class MeshDialer {
         const socket = a.socket;
         socket.on('error', () => {});
         try {
-          checkDialledPeer(socket, jobHex, peer);
+          checkDialledPeer(this.deps.endpoint.identityOf(socket), jobHex, peer);
         } catch (e) {
           socket.destroy();
           throw e;
@@ -81,7 +83,7 @@ export class MeshDialer {
         }
         throw handshakeRefused(peer, a.error);
       }
-      if (performance.now() + retryMs >= deadline) throw lostPeerError(peer, 'connect', undefined, a.error);
+      if (timers.now() + retryMs >= deadline) throw lostPeerError(peer, 'connect', undefined, a.error);
       await this.sleep(pauses.next() ?? retryMs);
     }
   }
@@ -96,11 +98,11 @@ export class MeshDialer {
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const done = (): void => {
-        clearTimeout(t);
+        this.deps.timers.clearTimeout(t);
         this.waits.delete(done);
         resolve();
       };
-      const t = setTimeout(done, ms);
+      const t: TimerHandle = this.deps.timers.setTimeout(done, ms);
       this.waits.add(done);
     });
   }
@@ -123,16 +125,15 @@ export class MeshDialer {
       const socket = tls.connect(options);
       this.dialing.add(socket);
       let tcp = false;
-      const timer = setTimeout(
+      const timer = this.deps.timers.setTimeout(
         () =>
           socket.destroy(
             sperliError(SperliCode.frame, 'tls-handshake', `no TLS handshake within ${timeoutMs} ms`, { peer }),
           ),
         timeoutMs,
       );
-      timer.unref?.();
       const settle = (a: Attempt): void => {
-        clearTimeout(timer);
+        this.deps.timers.clearTimeout(timer);
         this.dialing.delete(socket);
         socket.removeListener('error', onError);
         resolve(a);

@@ -1,14 +1,16 @@
 /**
  * The identity checks of the SPERLI mesh (the SPERLI protocol, "Transport and security"):
- * the rank's own description and certificate before it listens, and the job and rank a
- * peer's certificate names on an accepted or a dialled connection. Each refusal is an
- * H1610 `PlexusError` (`job-description`, `peer-certificate` or `tls-handshake`).
+ * its identity policy for the job's TLS endpoint (ts/net/tls-endpoint.ts binds a peer's
+ * certificate to its rank on both sides, and refuses through the policy's `refuse`), the
+ * rank's own description and certificate before it listens, and the job and rank that
+ * identity must be on an accepted or a dialled connection. Each refusal is an H1610
+ * `PlexusError` (`job-description`, `peer-certificate` or `tls-handshake`).
  */
-import type * as tls from 'node:tls';
 import { SperliCode, sperliError } from '../codec/sperli-errors.js';
 import type { JobDescription } from '../codec/sperli-jobdesc.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { certificateIdentity, jobIdHex, type RankIdentity } from '../crypto/x509.js';
+import type { IdentityPolicy } from '../net/tls-endpoint.js';
 import type { RefusedHosts } from './hosts.js';
 
 function descriptionRefused(field: string, message: string, details: Record<string, unknown> = {}): PlexusError {
@@ -78,30 +80,36 @@ export function handshakeRefused(peer: number | undefined, cause: unknown): Plex
   );
 }
 
-/** The job and rank of the peer's certificate on an established connection. */
-export function peerIdentity(socket: tls.TLSSocket): RankIdentity {
-  const cert = socket.getPeerCertificate();
-  if (!socket.authorized || cert?.raw === undefined) {
-    throw peerCertificateRefused('name', 'the peer presented no certificate of the job CA');
-  }
-  try {
-    return certificateIdentity(cert);
-  } catch (e) {
-    throw peerCertificateRefused('name', `the peer's certificate names no rank: ${(e as Error).message}`, {}, e);
-  }
-}
+/**
+ * The mesh's identity policy for the job's TLS endpoint (ts/net/tls-endpoint.ts): a rank
+ * certificate's common name names its job and rank; a connection without one is refused with
+ * H1610 `peer-certificate` (rule `name`).
+ */
+export const rankIdentityPolicy: IdentityPolicy<RankIdentity> = {
+  kind: 'rank',
+  identify: (cert) => certificateIdentity(cert),
+  refuse: (refused, cause) =>
+    refused === 'unauthorized'
+      ? peerCertificateRefused('name', 'the peer presented no certificate of the job CA')
+      : peerCertificateRefused(
+          'name',
+          `the peer's certificate names no rank: ${cause instanceof Error ? cause.message : String(cause)}`,
+          {},
+          cause,
+        ),
+};
 
 /**
- * The rank of a peer that connected to rank `rank` of job `jobHex`: a lower rank of the
- * same job that `isLinked` does not know yet. Throws the refusal otherwise.
+ * The rank of a peer that connected to rank `rank` of job `jobHex` with the certificate
+ * identity `id`: a lower rank of the same job that `isLinked` does not know yet. Throws the
+ * refusal otherwise.
  */
 export function acceptedPeerRank(
-  socket: tls.TLSSocket,
+  id: RankIdentity,
   jobHex: string,
   rank: number,
   isLinked: (peer: number) => boolean,
 ): number {
-  const id = peerIdentity(socket);
   if (id.jobId !== jobHex) {
     throw peerCertificateRefused('job-id', `the peer is of job ${id.jobId}, not ${jobHex}`, { jobId: id.jobId });
   }
@@ -112,9 +120,11 @@ export function acceptedPeerRank(
   return id.rank;
 }
 
-/** Checks that the server dialled as rank `peer` of job `jobHex` is that rank; throws the refusal otherwise. */
-export function checkDialledPeer(socket: tls.TLSSocket, jobHex: string, peer: number): void {
-  const id = peerIdentity(socket);
+/**
+ * Checks that the server dialled as rank `peer` of job `jobHex`, whose certificate names `id`,
+ * is that rank; throws the refusal otherwise.
+ */
+export function checkDialledPeer(id: RankIdentity, jobHex: string, peer: number): void {
   if (id.jobId !== jobHex) {
     throw peerCertificateRefused('job-id', `rank ${peer}'s server is of job ${id.jobId}, not ${jobHex}`, {
       peer,

@@ -30,19 +30,19 @@
  * link table (mesh-sockets.ts, mesh-links.ts); a shutdown of the table stops the dialer and
  * closes the listener.
  */
-import { performance } from 'node:perf_hooks';
 import { SperliCode } from '../codec/sperli-errors.js';
 import type { FrameHeader } from '../codec/sperli-frame.js';
 import type { JobDescription } from '../codec/sperli-jobdesc.js';
 import { decodeHello, encodeHello } from '../codec/sperli-payloads.js';
+import { type Clock, type ClockTimers, heldMonotonicClock, systemClock } from '../core/clock.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
-import { certificateIdentity, jobIdHex, type RankIdentity } from '../crypto/x509.js';
-import { type IdentityPolicy, tlsEndpoint } from '../net/tls-endpoint.js';
+import { jobIdHex } from '../crypto/x509.js';
+import { tlsEndpoint } from '../net/tls-endpoint.js';
 import { type RefusedHosts, refusedHosts } from './hosts.js';
 import { MeshAcceptor } from './mesh-acceptor.js';
 import { MeshDialer } from './mesh-dialer.js';
 import { AbortReason, abortFor, badArgument, lostPeerError } from './mesh-errors.js';
-import { checkDescription, handshakeRefused } from './mesh-identity.js';
+import { checkDescription, handshakeRefused, rankIdentityPolicy } from './mesh-identity.js';
 import { PeerLinks, transportOf } from './mesh-links.js';
 import { MeshSockets } from './mesh-sockets.js';
 import { verifyJoinToken } from './tokens.js';
@@ -62,8 +62,14 @@ export interface MeshOptions {
   readonly retryMs?: number;
   /** Hosts that never run a rank (default: only the reserved names). */
   readonly refused?: RefusedHosts;
-  /** The clock join tokens expire by, ms since 1970 (default Date.now). */
-  readonly now?: () => number;
+  /** The wall clock join tokens expire by, ms since 1970 (default `systemClock`). */
+  readonly clock?: Clock;
+  /**
+   * Time and timers of the setup: the connect timeout, the pauses between tries to connect,
+   * the handshake timeout of a try, and the wait for the lower ranks (default `heldMonotonicClock`: a pause between tries keeps the
+   * process alive).
+   */
+  readonly timers?: ClockTimers;
   /**
    * Hears of each connection refused before it belonged to a peer: H1610 `tls-handshake`
    * or `peer-certificate`. Such a connection is closed and the job goes on.
@@ -112,18 +118,6 @@ function settings(o: MeshOptions): Settings {
   };
 }
 
-/** The mesh's identity policy: a rank certificate's common name names its job and rank. */
-const rankIdentityPolicy: IdentityPolicy<RankIdentity> = {
-  kind: 'rank',
-  identify: (cert) => {
-    try {
-      return certificateIdentity(cert);
-    } catch {
-      return undefined;
-    }
-  },
-};
-
 /**
  * Opens the mesh of the rank `desc` describes. Resolves with its transport once every
  * other rank is connected and its HELLO accepted; rejects with the failure otherwise
@@ -135,7 +129,8 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
   const cfg = settings(options);
   const refused = options.refused ?? refusedHosts();
   checkDescription(desc, refused);
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? systemClock;
+  const timers = options.timers ?? heldMonotonicClock;
   const { rank, size } = desc;
   const jobHex = jobIdHex(desc.jobId);
   const hostNames = desc.hosts.map((h) => h.name);
@@ -144,7 +139,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     { ca: [Buffer.from(desc.caCert)], cert: Buffer.from(desc.rankCert), key: Buffer.from(desc.rankKey) },
     rankIdentityPolicy,
   );
-  const started = performance.now();
+  const started = timers.now();
 
   const links: PeerLinks = new PeerLinks({
     jobId: desc.jobId,
@@ -167,7 +162,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
             size,
             incarnation: desc.incarnation,
             hosts: hostNames,
-            now: now(),
+            now: clock.now(),
           },
           desc.jobPublicKey,
         );
@@ -194,7 +189,9 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     rank,
     jobHex,
     serverOptions: endpoint.serverOptions({ handshakeTimeout: cfg.connectTimeoutMs }),
+    identityOf: (socket) => endpoint.identityOf(socket),
     connectTimeoutMs: cfg.connectTimeoutMs,
+    timers,
     isLinked: (peer) => links.hasLink(peer),
     attach,
     report: (e) => {
@@ -210,6 +207,7 @@ export async function openMesh(desc: JobDescription, options: MeshOptions = {}):
     hosts: desc.hosts,
     jobHex,
     endpoint,
+    timers,
     started,
     connectTimeoutMs: cfg.connectTimeoutMs,
     retryMs: cfg.retryMs,
