@@ -16,17 +16,25 @@
  * then waits for one `setImmediate`, by which time every promise continuation the step caused
  * has run (nothing in a member does real I/O here). So one seed always gives the same run.
  *
- * What is not simulated (docs/replication.md, "Simulation"): catch-up side streams (a member
- * that must pull records below a snapshot is refused a stream, stays gated and falls silent,
- * so runs keep snapshots off by default), membership changes, and a power loss of the local
- * log (a crash keeps what the local log holds, as a process crash does; the Raft disk loses
- * its unsynced writes).
+ * Catch-up streams (a member installing a snapshot pulls the records below it from the others;
+ * the leader asks the others what they hold before agreeing a compaction cutoff) run over the
+ * simulated network too (streams.ts): delayed, stalled by partitions, cut at random or by a
+ * fault, and crashed mid-stream, with the member's real `CatchUpServer` and `fetchRecords`.
+ * With snapshots on, the fault schedule also agrees compaction cutoffs and compacts the
+ * members' local logs below them, cuts the open streams, and crashes members while they
+ * install a snapshot; at the end every member must hold the same log (`members-converge`).
+ *
+ * What is not simulated (docs/replication.md, "Simulation"): membership changes, and a power
+ * loss of the local log (a crash keeps what the local log holds, as a process crash does; the
+ * Raft disk loses its unsynced writes).
  */
+import { CatchUpStream, encodeRecords } from '../../codec/catch-up.js';
 import { ManualClock } from '../../core/clock.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
 import { MemoryRaftStorage } from '../../raft/storage.js';
 import type { Message } from '../../raft/types.js';
 import { RaftDriver } from '../../raft-io/driver.js';
+import { catchUpRefusal } from '../../replication/errors.js';
 import type {
   ReplicaDeps,
   ReplicaLocalLog,
@@ -47,6 +55,7 @@ import { type NetworkOptions, SimNetwork } from '../network.js';
 import { SimDisk } from '../raft/disk.js';
 import { SimRaftNetwork } from '../raft/transport.js';
 import { SimRandom } from '../rng.js';
+import { SimStreamNetwork, type SimStreamOptions, type SimStreamTamper } from './streams.js';
 
 export interface ReplicationSimOptions {
   readonly seed: number;
@@ -58,13 +67,23 @@ export interface ReplicationSimOptions {
   /** Crashes, partitions, network changes, leadership transfers. Default true. */
   readonly faults?: boolean;
   readonly network?: Partial<NetworkOptions>;
-  /** `snapshotEvery` of every member (0: off, the default: see the module comment). */
+  /** `snapshotEvery` of every member (0: off, the default). */
   readonly snapshotEvery?: number;
   /**
-   * A planted bug, to show the checkers catch it: `early-ack` answers an append with the
-   * position the leader projects for it at once, before its entry is committed.
+   * Faults of the catch-up path: agreeing compaction cutoffs and compacting local logs below
+   * them, cutting open catch-up streams, crashing a member while it installs a snapshot.
+   * Default: on when snapshots are.
    */
-  readonly plant?: 'early-ack';
+  readonly catchUpFaults?: boolean;
+  /** The catch-up streams' network (delay 1..15 ms; cutRate 0.04 per write while faults run). */
+  readonly streams?: Partial<SimStreamOptions>;
+  /**
+   * A planted bug, to show the checkers catch it: `early-ack` answers an append with the
+   * position the leader projects for it at once, before its entry is committed;
+   * `catch-up-wrong-record` makes every catch-up source send, in each chunk it serves, another
+   * payload for the chunk's last record (batch id, epoch and checksum as they should be).
+   */
+  readonly plant?: 'early-ack' | 'catch-up-wrong-record';
   /**
    * Record a compare-and-set refusal as the output `conflict` (the log's length was not the one
    * expected when it was refused). Default false: it is recorded as an append not made, which
@@ -96,6 +115,15 @@ export interface ReplicationSimResult {
     messages: number;
     snapshotsTaken: number;
     snapshotsInstalled: number;
+    /** Catch-up streams opened, cut by the network, records pulled over them. */
+    streamsOpened: number;
+    streamsCut: number;
+    recordsCaughtUp: number;
+    /** Crashes of a member while it pulled the records of a snapshot. */
+    installCrashes: number;
+    /** Compaction cutoffs agreed (above the last one), and local logs compacted below one. */
+    compactionsAgreed: number;
+    localCompactions: number;
   };
   /** A hash of every event of the run: equal for two runs of one seed. */
   readonly fingerprint: string;
@@ -109,6 +137,9 @@ const DEFAULTS = {
   tickMs: 10,
   opTimeoutMs: 250,
   network: { minDelay: 1, maxDelay: 15, dropRate: 0.03, duplicateRate: 0.03 },
+  streams: { minDelay: 1, maxDelay: 15, cutRate: 0.04 },
+  catchUpTimeoutMs: 200,
+  catchUpChunkBytes: 96,
 } as const;
 
 const enc = new TextEncoder();
@@ -164,6 +195,12 @@ interface Member {
   local: SimLocalLog | undefined;
   opening: boolean;
   restartAt: number;
+  /** The snapshot install this member is in (its catch-up target), as last seen by the loop. */
+  installing: bigint | undefined;
+  /** When the fault schedule crashes this member in the middle of that install. */
+  crashAt: number;
+  /** When the fault schedule cuts this member's catch-up streams in the middle of that install. */
+  cutAt: number;
 }
 
 interface Client {
@@ -176,15 +213,30 @@ interface Client {
   seen: number;
 }
 
-function streamRefused(): PlexusError {
-  return new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', 'catch-up streams are not simulated');
-}
+/** The planted `catch-up-wrong-record` source: another payload for the last record of each chunk it sends. */
+const wrongLastRecord: SimStreamTamper = (bytes) => {
+  let frames: ReturnType<CatchUpStream['push']>;
+  try {
+    frames = new CatchUpStream(catchUpRefusal).push(bytes);
+  } catch {
+    return bytes;
+  }
+  const f = frames[0];
+  if (frames.length !== 1 || f?.type !== 'records' || f.records.length === 0) return bytes;
+  const records = f.records.map((r, i) =>
+    i === f.records.length - 1 ? { ...r, payload: enc.encode(`${dec.decode(r.payload)}~`) } : r,
+  );
+  return encodeRecords(BigInt(f.sourceFirst), BigInt(f.sourceLast), records, catchUpRefusal);
+};
 
 class ReplicationSim {
   private readonly rng: SimRandom;
   private readonly clock = new ManualClock();
   private readonly net: SimNetwork<Message>;
   private readonly wire: SimRaftNetwork;
+  private readonly streams: SimStreamNetwork;
+  private readonly streamOpts: SimStreamOptions;
+  private readonly catchUpFaults: boolean;
   private readonly diskRng: SimRandom;
   private readonly members = new Map<number, Member>();
   private readonly clients: Client[] = [];
@@ -212,6 +264,12 @@ class ReplicationSim {
     messages: 0,
     snapshotsTaken: 0,
     snapshotsInstalled: 0,
+    streamsOpened: 0,
+    streamsCut: 0,
+    recordsCaughtUp: 0,
+    installCrashes: 0,
+    compactionsAgreed: 0,
+    localCompactions: 0,
   };
 
   constructor(private readonly opts: ReplicationSimOptions) {
@@ -224,6 +282,16 @@ class ReplicationSim {
       this.stats.messages++;
     });
     this.diskRng = this.rng.fork();
+    // The streams draw from their own generator: runs that open none take the draws they always did.
+    this.streamOpts = { ...DEFAULTS.streams, ...opts.streams };
+    this.streams = new SimStreamNetwork(
+      this.clock,
+      new SimRandom((opts.seed ^ 0x5bd1e995) >>> 0),
+      (a, b) => this.net.connected(a, b),
+      this.streamOpts,
+      opts.plant === 'catch-up-wrong-record' ? wrongLastRecord : undefined,
+    );
+    this.catchUpFaults = opts.catchUpFaults ?? (opts.snapshotEvery ?? 0) > 0;
     for (let id = 1; id <= this.n; id++) {
       this.members.set(id, {
         id,
@@ -236,6 +304,9 @@ class ReplicationSim {
         local: undefined,
         opening: false,
         restartAt: 0,
+        installing: undefined,
+        crashAt: Number.POSITIVE_INFINITY,
+        cutAt: Number.POSITIVE_INFINITY,
       });
     }
     for (let c = 1; c <= (opts.clients ?? DEFAULTS.clients); c++) {
@@ -285,15 +356,19 @@ class ReplicationSim {
       startTransport: async (o) => {
         const t = this.wire.join(m.id);
         t.onMessage((msg) => o.onMessage?.(msg));
+        const streams = this.streams.join(m.id, o.onStream);
         const transport: ReplicaTransport = {
           port: 0,
           send: (ms: readonly Message[]) => t.send(ms),
           flush: () => undefined,
-          openStream: () => Promise.reject(streamRefused()),
+          openStream: (id: number, timeoutMs = 5000) => this.streams.open(streams, id, timeoutMs),
           setPeer: () => undefined,
           removePeer: () => undefined,
-          close: () => t.close(),
-        } as unknown as ReplicaTransport;
+          close: () => {
+            streams.alive = false;
+            return t.close();
+          },
+        };
         return transport;
       },
       startDriver: (o) => {
@@ -349,6 +424,8 @@ class ReplicationSim {
         localWritebackMs: 0,
         snapshotEvery: this.opts.snapshotEvery ?? 0,
         snapshotRetain: 4,
+        catchUpTimeoutMs: DEFAULTS.catchUpTimeoutMs,
+        catchUpChunkBytes: DEFAULTS.catchUpChunkBytes,
         onFatal: (e) => {
           this.inv.violations.push({
             rule: 'member-failed',
@@ -383,8 +460,15 @@ class ReplicationSim {
   private crash(m: Member): void {
     if (!m.log) return;
     this.stats.crashes++;
-    this.note(`crash ${m.id}`);
+    const installing = m.log.status().catchUpTarget;
+    if (installing !== undefined) this.stats.installCrashes++;
+    this.note(`crash ${m.id}${installing !== undefined ? ` installing to ${installing}` : ''}`);
+    this.stats.recordsCaughtUp += m.log.status().recordsCaughtUp;
     m.disk?.crash();
+    this.streams.crash(m.id);
+    m.installing = undefined;
+    m.crashAt = Number.POSITIVE_INFINITY;
+    m.cutAt = Number.POSITIVE_INFINITY;
     if (m.local) m.local.dead = true;
     void m.driver?.stop().catch(() => undefined);
     this.wire.join(m.id).closeNow(); // closes the old endpoint; the next open joins again
@@ -466,20 +550,23 @@ class ReplicationSim {
       log
         .readBarrier()
         .then(async (upTo) => {
-          const recs = upTo > 0n ? await log.read(1n, { maxCount: Number(upTo), maxBytes: 1 << 30 }) : [];
+          // A log compacted below `first` is read from there: the model checks the values from it on.
+          const from = log.first > 1n ? Number(log.first) : 1;
+          const count = Number(upTo) - from + 1;
+          const recs = count > 0 ? await log.read(BigInt(from), { maxCount: count, maxBytes: 1 << 30 }) : [];
           recs.forEach((r, i) => {
-            if (r.position !== BigInt(i + 1)) {
+            if (r.position !== BigInt(from + i)) {
               this.inv.violations.push({
                 rule: 'positions-contiguous',
-                message: `member ${m.id} returned position ${r.position} as the record number ${i + 1}`,
+                message: `member ${m.id} returned position ${r.position} as the record number ${from + i}`,
                 time: this.clock.now(),
               });
             }
           });
           const values = recs.map((r) => dec.decode(r.payload));
-          this.note(`read ${c.id} ${values.length}`);
-          this.history.ok(op, { values }, this.clock.now());
-          c.seen = values.length;
+          this.note(`read ${c.id} ${values.length}${from > 1 ? ` from ${from}` : ''}`);
+          this.history.ok(op, from > 1 ? { values, from } : { values }, this.clock.now());
+          c.seen = from - 1 + values.length;
           this.stats.readsOk++;
           done();
         })
@@ -499,7 +586,11 @@ class ReplicationSim {
     const ids = [...this.members.keys()];
     const up = [...this.members.values()].filter((m) => m.log);
     const leader = this.leaderNow();
-    const k = this.rng.int(6);
+    const k = this.rng.int(this.catchUpFaults ? 9 : 6);
+    if (k >= 6) {
+      this.catchUpFault(k, leader, up);
+      return;
+    }
     if (k === 0 || k === 1) {
       this.stats.partitions++;
       if (k === 0 && leader) {
@@ -543,6 +634,81 @@ class ReplicationSim {
     }
   }
 
+  /**
+   * A member that starts installing a snapshot is crashed in the middle of it one time in
+   * three (the install resumes from the Raft log on restart), and has its catch-up streams
+   * cut halfway one time in three (it pulls the rest on a new stream).
+   */
+  private watchInstalls(): void {
+    const now = this.clock.now();
+    for (const m of this.members.values()) {
+      const log = m.log;
+      if (!log) continue;
+      if (m.crashAt <= now) {
+        this.crash(m);
+        continue;
+      }
+      if (m.cutAt <= now) {
+        m.cutAt = Number.POSITIVE_INFINITY;
+        this.note(`cut ${this.streams.cutOf(m.id)} streams of ${m.id}`);
+      }
+      const target = log.status().catchUpTarget;
+      if (target !== undefined && target !== m.installing) {
+        const k = this.rng.int(3);
+        if (k === 0) m.crashAt = now + 1 + this.rng.int(20);
+        else if (k === 1) m.cutAt = now + 2 + this.rng.int(20);
+      }
+      m.installing = target;
+    }
+  }
+
+  /** Faults of the catch-up path (`catchUpFaults`). */
+  private catchUpFault(k: number, leader: Member | undefined, up: Member[]): void {
+    if (k === 6) {
+      // Cut every open catch-up stream halfway through whatever it carries.
+      const n = this.streams.cutAll();
+      this.note(`cut ${n} streams`);
+      return;
+    }
+    if (k === 7) {
+      // A follower cut off long enough to fall behind the leader's snapshot: it installs one
+      // (and pulls the records below it) when the partition heals.
+      const followers = up.filter((m) => m.id !== leader?.id);
+      if (followers.length === 0) return;
+      const lag = this.rng.pick(followers);
+      this.stats.partitions++;
+      this.net.isolate(lag.id);
+      this.note(`lag ${lag.id}`);
+      this.healAt = this.clock.now() + 250 + this.rng.int(200);
+      return;
+    }
+    const log = leader?.log;
+    if (!leader || !log) return;
+    // Agree a compaction cutoff at the leader's last position (the leader bounds it by what
+    // every member holds), then compact the members' local logs below it.
+    const wanted = log.last;
+    this.note(`compact ${leader.id} ${wanted}`);
+    const before = log.compactionLimit;
+    log.agreeCompaction(wanted).then(
+      (below) => {
+        this.note(`agreed ${below}`);
+        if (below > before) this.stats.compactionsAgreed++;
+        for (const m of this.members.values()) {
+          const l = m.log;
+          if (!l || l.compactionLimit <= 1n) continue;
+          l.compactBefore(l.compactionLimit).then(
+            () => {
+              this.stats.localCompactions++;
+              this.note(`compacted ${m.id} ${l.first}`);
+            },
+            () => undefined,
+          );
+        }
+      },
+      () => undefined,
+    );
+  }
+
   // ---- the loop ----
 
   private async drain(): Promise<void> {
@@ -562,6 +728,7 @@ class ReplicationSim {
         healed = true;
         this.net.heal();
         this.net.setOptions(DEFAULTS.network);
+        this.streams.opts = { ...this.streamOpts, cutRate: 0 };
         this.note('quiet');
       }
       let t = end;
@@ -569,8 +736,11 @@ class ReplicationSim {
       if (timer !== undefined && timer < t) t = timer;
       const msg = this.net.nextAt();
       if (msg !== undefined && msg < t) t = msg;
-      for (const m of this.members.values())
+      for (const m of this.members.values()) {
         if (!m.log && !m.opening && m.restartAt < t) t = Math.max(now, m.restartAt);
+        if (m.log && m.crashAt < t && active) t = Math.max(now, m.crashAt);
+        if (m.log && m.cutAt < t && active) t = Math.max(now, m.cutAt);
+      }
       if (active) {
         for (const c of this.clients) if (!c.busy && c.nextAt < t) t = Math.max(now, c.nextAt);
         if (this.faults && this.nextFault < t) t = Math.max(now, this.nextFault);
@@ -595,6 +765,7 @@ class ReplicationSim {
         for (const c of this.clients) if (!c.busy && c.nextAt <= t) this.client(c);
       }
       await this.drain();
+      if (this.catchUpFaults && active) this.watchInstalls();
       const leader = this.leaderNow();
       if (leader && leader.id !== this.lastLeader) {
         this.lastLeader = leader.id;
@@ -608,42 +779,76 @@ class ReplicationSim {
   private async finish(): Promise<ReplicationSimResult> {
     const now = this.clock.now();
     // Every member's local log, read whole: contiguous from 1, one value per position.
-    const logs = new Map<number, string[]>();
+    // Every member's local log, read whole from its first position (below it: compacted away).
+    const logs = new Map<number, { first: number; values: string[] }>();
     for (const m of this.members.values()) {
       const log = m.log;
       if (!log) continue;
-      const recs = log.last > 0n ? await log.read(1n, { maxCount: Number(log.last), maxBytes: 1 << 30 }) : [];
+      const first = log.first > 1n ? Number(log.first) : 1;
+      const count = Number(log.last) - first + 1;
+      const recs = count > 0 ? await log.read(BigInt(first), { maxCount: count, maxBytes: 1 << 30 }) : [];
       const values: string[] = [];
       recs.forEach((r, i) => {
-        if (r.position !== BigInt(i + 1)) {
+        if (r.position !== BigInt(first + i)) {
           this.inv.violations.push({
             rule: 'positions-contiguous',
-            message: `member ${m.id} holds position ${r.position} as its record number ${i + 1}`,
+            message: `member ${m.id} holds position ${r.position} as its record number ${first + i}`,
             time: now,
           });
         }
         const v = dec.decode(r.payload);
         values.push(v);
-        this.inv.position(m.id, i + 1, v, now);
+        this.inv.position(m.id, first + i, v, now);
       });
-      logs.set(m.id, values);
-      this.stats.snapshotsTaken += log.status().snapshotsTaken;
-      this.stats.snapshotsInstalled += log.status().snapshotsInstalled;
+      logs.set(m.id, { first, values });
+      const st = log.status();
+      this.stats.snapshotsTaken += st.snapshotsTaken;
+      this.stats.snapshotsInstalled += st.snapshotsInstalled;
+      this.stats.recordsCaughtUp += st.recordsCaughtUp;
     }
-    let longest: string[] = [];
-    for (const v of logs.values()) if (v.length > longest.length) longest = v;
+    this.stats.streamsOpened = this.streams.stats.opened;
+    this.stats.streamsCut = this.streams.stats.cut;
+    let longest = { first: 1, values: [] as string[] };
+    const lastOf = (l: { first: number; values: string[] }) => l.first - 1 + l.values.length;
+    for (const l of logs.values()) if (lastOf(l) > lastOf(longest)) longest = l;
+    // After the quiet period every member holds the whole log: none is left behind (a
+    // snapshot it could not install, a catch-up that stopped short).
+    for (const [id, l] of logs) {
+      if (lastOf(l) !== lastOf(longest)) {
+        this.inv.violations.push({
+          rule: 'members-converge',
+          message: `member ${id} holds positions up to ${lastOf(l)}; member logs reach ${lastOf(longest)}`,
+          time: now,
+        });
+      }
+    }
+    /** The value at `position`: in the longest log, or, compacted there, the one every member applied. */
+    const valueAt = (position: number, value: string): string | undefined =>
+      position >= longest.first
+        ? longest.values[position - longest.first]
+        : this.inv.positionOf(value) === position
+          ? value
+          : undefined;
     // Acknowledged appends are never lost: each is in the longest log, at the position acknowledged.
     for (const [value, position] of this.acked) {
-      if (longest[position - 1] !== value) {
+      const held = valueAt(position, value);
+      if (held !== value) {
         this.inv.violations.push({
           rule: 'acknowledged-lost',
-          message: `${value} was acknowledged at position ${position}; the log holds ${longest[position - 1] ?? 'nothing'} there`,
+          message: `${value} was acknowledged at position ${position}; the log holds ${held ?? 'nothing'} there`,
           time: now,
         });
       }
     }
     // Appends whose outcome the client never learnt: placed where the log holds them, or not made.
-    const at = new Map(longest.map((v, i) => [v, i + 1] as const));
+    const at = new Map(longest.values.map((v, i) => [v, longest.first + i] as const));
+    if (longest.first > 1) {
+      for (const op of this.history.unknown()) {
+        if (op.input.kind !== 'append') continue;
+        const p = this.inv.positionOf(op.input.value);
+        if (p !== undefined && p < longest.first) at.set(op.input.value, p);
+      }
+    }
     for (const op of this.history.unknown()) {
       if (op.input.kind !== 'append') continue;
       const p = at.get(op.input.value);
@@ -654,7 +859,7 @@ class ReplicationSim {
     for (const m of this.members.values()) void m.log?.close().catch(() => undefined);
     await this.drain();
     for (const v of this.inv.violations) this.note(`violation ${v.rule}`);
-    this.note(`logs ${[...logs.values()].map((v) => v.length).join(',')}`);
+    this.note(`logs ${[...logs.values()].map((l) => `${l.first}..${lastOf(l)}`).join(',')}`);
     const lin = checkLinearizable(this.history.operations(), appendLogModel(), 200_000);
     return {
       seed: this.opts.seed,
