@@ -11,6 +11,9 @@
  * invariants (one value per position everywhere; every acknowledged append present at its
  * position; positions contiguous from 1).
  *
+ * The clock, network, disks, history, invariants, trace and fingerprint are the shared
+ * `SimHarness` (ts/sim/harness.ts), as in the Raft cluster.
+ *
  * Determinism: the run is one async loop. Each step moves the clock to the next event (a
  * timer, a message due, a client's or the fault schedule's next move), fires what is due,
  * then waits for one `setImmediate`, by which time every promise continuation the step caused
@@ -29,7 +32,6 @@
  * Raft disk loses its unsynced writes).
  */
 import { CatchUpStream, encodeRecords } from '../../codec/catch-up.js';
-import { ManualClock } from '../../core/clock.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
 import { MemoryRaftStorage } from '../../raft/storage.js';
 import type { Message } from '../../raft/types.js';
@@ -47,13 +49,13 @@ import { ReplicatedLog } from '../../replication/replicated-log.js';
 import type { AppendOptions, AppendResult } from '../../storage/log-storage.js';
 import { MemoryLog, MemoryLogState } from '../../storage/memory-log.js';
 import { SimErrorCode } from '../errors.js';
-import { History } from '../history.js';
-import { ReplicatedLogInvariants, type Violation } from '../invariants.js';
-import { checkLinearizable, type LinearizabilityResult } from '../linearizability.js';
-import { appendLogModel, type LogInput, type LogOutput } from '../log-model.js';
-import { type NetworkOptions, SimNetwork } from '../network.js';
-import { SimDisk } from '../raft/disk.js';
-import { SimRaftNetwork } from '../raft/transport.js';
+import { describeFailure, SimHarness } from '../harness.js';
+import type { History } from '../history.js';
+import type { Violation } from '../invariants.js';
+import type { LinearizabilityResult } from '../linearizability.js';
+import type { LogInput, LogOutput } from '../log-model.js';
+import type { NetworkOptions } from '../network.js';
+import type { SimDisk } from '../raft/disk.js';
 import { SimRandom } from '../rng.js';
 import { SimStreamNetwork, type SimStreamOptions, type SimStreamTamper } from './streams.js';
 
@@ -147,12 +149,8 @@ const dec = new TextDecoder();
 
 /** The line to print when a run fails: how to replay it exactly. */
 export function replicationReplayHint(r: ReplicationSimResult): string {
-  const what = r.violations.map((v) => `${v.rule}: ${v.message} (t=${v.time}ms)`);
-  if (r.linearizability.result === 'violation') {
-    what.push(`not linearizable: ${r.linearizability.unplaced.length} operation(s) cannot be placed`);
-  }
   return (
-    `replicated-log simulation seed ${r.seed} (${r.nodes} members) failed: ${what.join('; ')}. ` +
+    `replicated-log simulation seed ${r.seed} (${r.nodes} members) failed: ${describeFailure(r)}. ` +
     `Replay: PLEXUS_SIM_FIRST_SEED=${r.seed} PLEXUS_SIM_SEEDS=1 PLEXUS_SIM_NODES=${r.nodes} ` +
     'npx vitest run test/sim/replicated-log-simulation.test.ts'
   );
@@ -229,24 +227,15 @@ const wrongLastRecord: SimStreamTamper = (bytes) => {
   return encodeRecords(BigInt(f.sourceFirst), BigInt(f.sourceLast), records, catchUpRefusal);
 };
 
-class ReplicationSim {
-  private readonly rng: SimRandom;
-  private readonly clock = new ManualClock();
-  private readonly net: SimNetwork<Message>;
-  private readonly wire: SimRaftNetwork;
+class ReplicationSim extends SimHarness {
   private readonly streams: SimStreamNetwork;
   private readonly streamOpts: SimStreamOptions;
   private readonly catchUpFaults: boolean;
-  private readonly diskRng: SimRandom;
   private readonly members = new Map<number, Member>();
   private readonly clients: Client[] = [];
-  private readonly history = new History<LogInput, LogOutput>();
-  private readonly inv = new ReplicatedLogInvariants();
   private readonly n: number;
   private readonly duration: number;
   private readonly faults: boolean;
-  private hash = 0x811c9dc5;
-  private readonly trace: string[] = [];
   private nextFault: number;
   private healAt = Number.POSITIVE_INFINITY;
   private lastLeader = 0;
@@ -273,15 +262,10 @@ class ReplicationSim {
   };
 
   constructor(private readonly opts: ReplicationSimOptions) {
-    this.rng = new SimRandom(opts.seed);
+    super(opts.seed, { ...DEFAULTS.network, ...opts.network }, opts.trace ?? false);
     this.n = opts.nodes ?? DEFAULTS.nodes;
     this.duration = opts.durationMs ?? DEFAULTS.durationMs;
     this.faults = opts.faults ?? true;
-    this.net = new SimNetwork<Message>(this.rng.fork(), { ...DEFAULTS.network, ...opts.network });
-    this.wire = new SimRaftNetwork(this.net, this.clock, () => {
-      this.stats.messages++;
-    });
-    this.diskRng = this.rng.fork();
     // The streams draw from their own generator: runs that open none take the draws they always did.
     this.streamOpts = { ...DEFAULTS.streams, ...opts.streams };
     this.streams = new SimStreamNetwork(
@@ -315,17 +299,15 @@ class ReplicationSim {
     this.nextFault = 150 + this.rng.int(100);
   }
 
-  private note(line: string): void {
-    const s = `${this.clock.now()} ${line}`;
-    for (let i = 0; i < s.length; i++) this.hash = Math.imul(this.hash ^ s.charCodeAt(i), 0x01000193) >>> 0;
-    if (this.opts.trace) this.trace.push(s);
+  protected observe(): void {
+    this.stats.messages++;
   }
 
   // ---- the seams: Raft storage, transport, driver and local log of one member ----
 
   private raftOf(m: Member): ReplicaRaft {
     const storageOver = (durable: MemoryRaftStorage): ReplicaRaftStorage => {
-      const disk = new SimDisk(durable, this.clock, () => this.diskRng.between(0, 3));
+      const disk = this.disk(durable, () => this.diskRng.between(0, 3));
       m.disk = disk;
       const s = disk.storage;
       return {
@@ -860,17 +842,6 @@ class ReplicationSim {
     await this.drain();
     for (const v of this.inv.violations) this.note(`violation ${v.rule}`);
     this.note(`logs ${[...logs.values()].map((l) => `${l.first}..${lastOf(l)}`).join(',')}`);
-    const lin = checkLinearizable(this.history.operations(), appendLogModel(), 200_000);
-    return {
-      seed: this.opts.seed,
-      nodes: this.n,
-      ok: this.inv.violations.length === 0 && lin.result !== 'violation',
-      violations: this.inv.violations,
-      linearizability: lin,
-      history: this.history,
-      stats: this.stats,
-      fingerprint: this.hash.toString(16).padStart(8, '0'),
-      trace: this.trace,
-    };
+    return { seed: this.opts.seed, nodes: this.n, ...this.outcome(), stats: this.stats };
   }
 }
