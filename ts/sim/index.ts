@@ -1,7 +1,6 @@
 /** The deterministic simulator: seeded randomness, virtual time, a faulty network, histories and checkers. */
 export { VirtualClock } from './clock.js';
 export { SimErrorCode } from './errors.js';
-export { describeFailure, SimHarness, type SimOutcome } from './harness.js';
 export { History, type Operation } from './history.js';
 export { ReplicatedLogInvariants, type Violation } from './invariants.js';
 export { checkLinearizable, type LinearizabilityResult, type Model } from './linearizability.js';

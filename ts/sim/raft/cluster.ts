@@ -11,7 +11,7 @@
  * (a leader's appends sent before its write, replies after it, the leader applying what it
  * holds durably before writing the next Ready) runs on simulated time under every fault.
  * The clock, network, disks, history, invariants, trace and fingerprint are the shared
- * `SimHarness` (ts/sim/harness.ts), as in the replicated-log cluster.
+ * `SimHarness` (ts/sim/raft/harness.ts), as in the replicated-log cluster.
  */
 import { isPlexusError, PlexusError } from '../../core/errors.js';
 import { RaftNode } from '../../raft/node.js';
@@ -19,13 +19,13 @@ import { MemoryRaftStorage } from '../../raft/storage.js';
 import type { Entry, Message, RaftOptions, ReadState, Snapshot } from '../../raft/types.js';
 import { RaftDriver } from '../../raft-io/driver.js';
 import { SimErrorCode } from '../errors.js';
-import { describeFailure, SimHarness } from '../harness.js';
 import type { History } from '../history.js';
 import type { Violation } from '../invariants.js';
 import type { LinearizabilityResult } from '../linearizability.js';
 import type { LogInput, LogOutput } from '../log-model.js';
 import type { SimRandom } from '../rng.js';
 import type { SimDisk } from './disk.js';
+import { describeFailure, SimHarness } from './harness.js';
 import { SIM_DEFAULTS, type SimRunOptions } from './options.js';
 import { encodeValue, LogStateMachine } from './state-machine.js';
 

@@ -12,7 +12,7 @@
  * position; positions contiguous from 1).
  *
  * The clock, network, disks, history, invariants, trace and fingerprint are the shared
- * `SimHarness` (ts/sim/harness.ts), as in the Raft cluster.
+ * `SimHarness` (ts/sim/raft/harness.ts), as in the Raft cluster.
  *
  * Determinism: the run is one async loop. Each step moves the clock to the next event (a
  * timer, a message due, a client's or the fault schedule's next move), fires what is due,
@@ -49,13 +49,13 @@ import { ReplicatedLog } from '../../replication/replicated-log.js';
 import type { AppendOptions, AppendResult } from '../../storage/log-storage.js';
 import { MemoryLog, MemoryLogState } from '../../storage/memory-log.js';
 import { SimErrorCode } from '../errors.js';
-import { describeFailure, SimHarness } from '../harness.js';
 import type { History } from '../history.js';
 import type { Violation } from '../invariants.js';
 import type { LinearizabilityResult } from '../linearizability.js';
 import type { LogInput, LogOutput } from '../log-model.js';
 import type { NetworkOptions } from '../network.js';
 import type { SimDisk } from '../raft/disk.js';
+import { describeFailure, SimHarness } from '../raft/harness.js';
 import { SimRandom } from '../rng.js';
 import { SimStreamNetwork, type SimStreamOptions, type SimStreamTamper } from './streams.js';
 

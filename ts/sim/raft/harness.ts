@@ -1,5 +1,5 @@
 /**
- * What the two simulation harnesses share (the Raft cluster, ts/sim/raft/cluster.ts, and the
+ * What the two simulation harnesses share (the Raft cluster, cluster.ts here, and the
  * replicated-log cluster, ts/sim/replication/cluster.ts): one seed's generator, one
  * `ManualClock`, the faulty `SimNetwork` with the simulated Raft transport over it, the
  * generator of simulated disk latencies and the disks it drives, the history and the
@@ -9,17 +9,17 @@
  * the disks' second, before anything of a subclass, so a seed replays the same run whichever
  * harness version wrote it down.
  */
-import { ManualClock } from '../core/clock.js';
-import type { MemoryRaftStorage } from '../raft/storage.js';
-import type { HardState, Message } from '../raft/types.js';
-import { History } from './history.js';
-import { ReplicatedLogInvariants, type Violation } from './invariants.js';
-import { checkLinearizable, type LinearizabilityResult } from './linearizability.js';
-import { appendLogModel, type LogInput, type LogOutput } from './log-model.js';
-import { type NetworkOptions, SimNetwork } from './network.js';
-import { SimDisk } from './raft/disk.js';
-import { SimRaftNetwork } from './raft/transport.js';
-import { SimRandom } from './rng.js';
+import { ManualClock } from '../../core/clock.js';
+import type { MemoryRaftStorage } from '../../raft/storage.js';
+import type { HardState, Message } from '../../raft/types.js';
+import { History } from '../history.js';
+import { ReplicatedLogInvariants, type Violation } from '../invariants.js';
+import { checkLinearizable, type LinearizabilityResult } from '../linearizability.js';
+import { appendLogModel, type LogInput, type LogOutput } from '../log-model.js';
+import { type NetworkOptions, SimNetwork } from '../network.js';
+import { SimRandom } from '../rng.js';
+import { SimDisk } from './disk.js';
+import { SimRaftNetwork } from './transport.js';
 
 /** What one run of a harness ends with. */
 export interface SimOutcome {
