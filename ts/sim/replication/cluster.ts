@@ -27,8 +27,11 @@
  * members' local logs below them, cuts the open streams, and crashes members while they
  * install a snapshot; at the end every member must hold the same log (`members-converge`).
  *
- * What is not simulated (docs/replication.md, "Simulation"): membership changes, and a power
- * loss of the local log (a crash keeps what the local log holds, as a process crash does; the
+ * With `membership`, a spare member starts empty with `join` and the leader adds it (a learner,
+ * then a voter once caught up, through a snapshot and catch-up when the log was compacted) and
+ * later removes it; a removed spare is stopped and wiped, to join again.
+ *
+ * What is not simulated (docs/replication.md, "Simulation"): a power loss of the local log (a crash keeps what the local log holds, as a process crash does; the
  * Raft disk loses its unsynced writes).
  */
 import { CatchUpStream, encodeRecords } from '../../codec/catch-up.js';
@@ -77,6 +80,13 @@ export interface ReplicationSimOptions {
    * Default: on when snapshots are.
    */
   readonly catchUpFaults?: boolean;
+  /**
+   * Membership changes while clients append: a spare member (id nodes + 1) starts empty with
+   * `join`, and the fault schedule has the leader add it (as a learner, then a voter once it has
+   * caught up) and later remove it; a removed spare is stopped and wiped, to be added again.
+   * Default false.
+   */
+  readonly membership?: boolean;
   /** The catch-up streams' network (delay 1..15 ms; cutRate 0.04 per write while faults run). */
   readonly streams?: Partial<SimStreamOptions>;
   /**
@@ -126,6 +136,9 @@ export interface ReplicationSimResult {
     /** Compaction cutoffs agreed (above the last one), and local logs compacted below one. */
     compactionsAgreed: number;
     localCompactions: number;
+    /** Members added (as voters) and removed. */
+    membersAdded: number;
+    membersRemoved: number;
   };
   /** A hash of every event of the run: equal for two runs of one seed. */
   readonly fingerprint: string;
@@ -185,7 +198,9 @@ class SimLocalLog extends MemoryLog {
 interface Member {
   readonly id: number;
   durable: MemoryRaftStorage | undefined;
-  readonly localState: MemoryLogState;
+  localState: MemoryLogState;
+  /** Opens with `join` (the spare of `membership` runs): an empty member the leader adds. */
+  readonly joins: boolean;
   readonly rng: SimRandom;
   log: ReplicatedLog | undefined;
   disk: SimDisk | undefined;
@@ -259,7 +274,12 @@ class ReplicationSim extends SimHarness {
     installCrashes: 0,
     compactionsAgreed: 0,
     localCompactions: 0,
+    membersAdded: 0,
+    membersRemoved: 0,
   };
+  /** The spare of `membership` runs, and where it stands. */
+  private readonly spare: number | undefined;
+  private spareState: 'out' | 'adding' | 'in' | 'removing' = 'out';
 
   constructor(private readonly opts: ReplicationSimOptions) {
     super(opts.seed, { ...DEFAULTS.network, ...opts.network }, opts.trace ?? false);
@@ -281,6 +301,7 @@ class ReplicationSim extends SimHarness {
         id,
         durable: undefined,
         localState: new MemoryLogState(),
+        joins: false,
         rng: this.rng.fork(),
         log: undefined,
         disk: undefined,
@@ -297,6 +318,25 @@ class ReplicationSim extends SimHarness {
       this.clients.push({ id: c, target: this.rng.between(1, this.n), seq: 0, busy: false, nextAt: 0, seen: 0 });
     }
     this.nextFault = 150 + this.rng.int(100);
+    if (opts.membership) {
+      this.spare = this.n + 1;
+      this.members.set(this.spare, {
+        id: this.spare,
+        durable: undefined,
+        localState: new MemoryLogState(),
+        joins: true,
+        rng: this.rng.fork(),
+        log: undefined,
+        disk: undefined,
+        driver: undefined,
+        local: undefined,
+        opening: false,
+        restartAt: Number.POSITIVE_INFINITY, // started when the leader is about to add it
+        installing: undefined,
+        crashAt: Number.POSITIVE_INFINITY,
+        cutAt: Number.POSITIVE_INFINITY,
+      });
+    } else this.spare = undefined;
   }
 
   protected observe(): void {
@@ -389,16 +429,13 @@ class ReplicationSim extends SimHarness {
 
   private start(m: Member): void {
     m.opening = true;
-    const members = [...this.members.keys()].map((id) => ({
-      id,
-      raftAddress: `127.0.0.1:${7000 + id}`,
-      advertise: `127.0.0.1:${8000 + id}`,
-    }));
+    const members = [...this.members.keys()].filter((id) => m.joins || id !== this.spare).map((id) => this.address(id));
     ReplicatedLog.open(
       {
         id: m.id,
         dir: `/sim/${m.id}`,
         members,
+        ...(m.joins ? { join: true } : {}),
         tickMs: DEFAULTS.tickMs,
         electionTick: 10,
         heartbeatTick: 2,
@@ -437,6 +474,65 @@ class ReplicationSim extends SimHarness {
         });
       },
     );
+  }
+
+  private address(id: number): { id: number; raftAddress: string; advertise: string } {
+    return { id, raftAddress: `127.0.0.1:${7000 + id}`, advertise: `127.0.0.1:${8000 + id}` };
+  }
+
+  /**
+   * `membership` runs: the leader adds the spare (started empty with `join` just before) or
+   * removes it; once removed it is stopped and its disks wiped, to join again later.
+   */
+  private membershipFault(leader: Member | undefined): void {
+    const spare = this.spare === undefined ? undefined : this.members.get(this.spare);
+    const log = leader?.log;
+    if (!spare || !leader || !log) return;
+    if (this.spareState === 'out') {
+      this.spareState = 'adding';
+      if (!spare.log && !spare.opening) {
+        spare.restartAt = Number.POSITIVE_INFINITY;
+        this.note(`start spare ${spare.id}`);
+        this.start(spare);
+      }
+      this.note(`add ${spare.id} at ${leader.id}`);
+      log.addMember(this.address(spare.id), { catchUpMs: 300 }).then(
+        () => {
+          this.note(`added ${spare.id}`);
+          this.stats.membersAdded++;
+          this.spareState = 'in';
+        },
+        (e: unknown) => {
+          // Refused or undecided (leadership moved, it did not catch up in time): whether it
+          // is in the configuration now is what the members' status says.
+          this.note(`add ${spare.id} refused ${isPlexusError(e) ? e.code : String(e)}`);
+          this.spareState = 'in';
+        },
+      );
+    } else if (this.spareState === 'in' && leader.id !== spare.id) {
+      this.spareState = 'removing';
+      this.note(`remove ${spare.id} at ${leader.id}`);
+      log.removeMember(spare.id).then(
+        () => {
+          this.note(`removed ${spare.id}`);
+          this.stats.membersRemoved++;
+          this.retire(spare);
+        },
+        (e: unknown) => {
+          this.note(`remove ${spare.id} refused ${isPlexusError(e) ? e.code : String(e)}`);
+          this.spareState = 'in';
+        },
+      );
+    }
+  }
+
+  /** A removed spare: stopped for good, its disks wiped (it joins again as a new, empty member). */
+  private retire(m: Member): void {
+    if (m.log) this.crash(m);
+    m.restartAt = Number.POSITIVE_INFINITY;
+    m.durable = undefined;
+    m.localState = new MemoryLogState();
+    this.spareState = 'out';
   }
 
   private crash(m: Member): void {
@@ -568,6 +664,10 @@ class ReplicationSim extends SimHarness {
     const ids = [...this.members.keys()];
     const up = [...this.members.values()].filter((m) => m.log);
     const leader = this.leaderNow();
+    if (this.spare !== undefined && this.rng.chance(0.3)) {
+      this.membershipFault(leader);
+      return;
+    }
     const k = this.rng.int(this.catchUpFaults ? 9 : 6);
     if (k >= 6) {
       this.catchUpFault(k, leader, up);
@@ -795,7 +895,11 @@ class ReplicationSim extends SimHarness {
     for (const l of logs.values()) if (lastOf(l) > lastOf(longest)) longest = l;
     // After the quiet period every member holds the whole log: none is left behind (a
     // snapshot it could not install, a catch-up that stopped short).
+    // (Members of the configuration: a spare that was never added, or is being, holds nothing.)
+    const st = this.leaderNow()?.log?.status();
+    const inConf = st ? new Set([...st.voters, ...st.learners]) : undefined;
     for (const [id, l] of logs) {
+      if (inConf && !inConf.has(id)) continue;
       if (lastOf(l) !== lastOf(longest)) {
         this.inv.violations.push({
           rule: 'members-converge',
