@@ -173,6 +173,22 @@ describe('deterministic simulation of replicated logs', () => {
     expect(honest.ok, replicationReplayHint(honest)).toBe(true);
   });
 
+  it('catches a member left behind: a transport that opens no catch-up streams', async () => {
+    // Members that fall behind a snapshot cannot pull the records below it: they stay gated
+    // and silent, and only the convergence check at the end of the run sees it.
+    const caught: ReplicationSimResult[] = [];
+    for (let seed = 1; seed <= 30; seed++) {
+      const r = await runReplicationSimulation({ seed, nodes: 3, snapshotEvery: 5, plant: 'no-catch-up' });
+      if (!r.ok) caught.push(r);
+    }
+    expect(caught.length).toBeGreaterThan(3);
+    const rules = new Set(caught.flatMap((r) => r.violations.map((v) => v.rule)));
+    expect(rules.has('members-converge')).toBe(true);
+    const honest = await runReplicationSimulation({ seed: caught[0]?.seed ?? 1, nodes: 3, snapshotEvery: 5 });
+    expect(honest.ok, replicationReplayHint(honest)).toBe(true);
+    expect(honest.stats.snapshotsInstalled).toBeGreaterThan(0);
+  });
+
   it('checks compare-and-set refusals as refusals of the log the clients saw, when asked (strictCas)', async () => {
     // A leader checks expectedLast against the positions its own uncommitted appends will
     // take, so a refusal can count an append that a linearizable read right after it does not

@@ -93,9 +93,11 @@ export interface ReplicationSimOptions {
    * A planted bug, to show the checkers catch it: `early-ack` answers an append with the
    * position the leader projects for it at once, before its entry is committed;
    * `catch-up-wrong-record` makes every catch-up source send, in each chunk it serves, another
-   * payload for the chunk's last record (batch id, epoch and checksum as they should be).
+   * payload for the chunk's last record (batch id, epoch and checksum as they should be);
+   * `no-catch-up` has every member's transport refuse to open catch-up streams (a member that
+   * must pull the records below a snapshot stays behind, silent).
    */
-  readonly plant?: 'early-ack' | 'catch-up-wrong-record';
+  readonly plant?: 'early-ack' | 'catch-up-wrong-record' | 'no-catch-up';
   /**
    * Record a compare-and-set refusal as the output `conflict` (the log's length was not the one
    * expected when it was refused). Default false: it is recorded as an append not made, which
@@ -383,7 +385,10 @@ class ReplicationSim extends SimHarness {
           port: 0,
           send: (ms: readonly Message[]) => t.send(ms),
           flush: () => undefined,
-          openStream: (id: number, timeoutMs = 5000) => this.streams.open(streams, id, timeoutMs),
+          openStream: (id: number, timeoutMs = 5000) =>
+            this.opts.plant === 'no-catch-up'
+              ? Promise.reject(new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', 'no catch-up streams here'))
+              : this.streams.open(streams, id, timeoutMs),
           setPeer: () => undefined,
           removePeer: () => undefined,
           close: () => {
