@@ -3,10 +3,14 @@
  * ReplicatedLog facade on every member, one ManualClock, the simulated Raft transport and
  * disks, clients appending (some with compare-and-set) and reading through the read barrier,
  * under partitions, loss, duplication, delay, crashes and restarts and leadership transfers.
- * Every history goes to the linearizability checker, every member's log to the invariants.
+ * The runs taking snapshots also install them: catch-up streams over the simulated network,
+ * cut halfway and crashed mid-install, and compaction cutoffs agreed and applied to the local
+ * logs. Every history goes to the linearizability checker, every member's log to the
+ * invariants (which include that all members end with the same log).
  *
- * PLEXUS_SIM_SEEDS=N runs N seeds per setup (default: 700 of 3 members, 150 of 5, and 150 of
- * 3 members taking Raft snapshots: 1,000 runs); PLEXUS_SIM_FIRST_SEED moves the window; PLEXUS_SIM_NODES=3 or 5 runs one size.
+ * PLEXUS_SIM_SEEDS=N runs N seeds per setup (default: 600 of 3 members, 150 of 5, 150 of
+ * 3 members taking Raft snapshots, and 100 of those with a fourth member added and removed
+ * while clients append: 1,000 runs); PLEXUS_SIM_FIRST_SEED moves the window; PLEXUS_SIM_NODES=3 or 5 runs one size.
  * A failure prints the seed and the command that replays it.
  */
 import { describe, expect, it } from 'vitest';
@@ -20,20 +24,30 @@ const SEEDS = process.env.PLEXUS_SIM_SEEDS === undefined ? undefined : Number(pr
 const FIRST = Number(process.env.PLEXUS_SIM_FIRST_SEED ?? 1);
 const ONLY = process.env.PLEXUS_SIM_NODES === undefined ? undefined : Number(process.env.PLEXUS_SIM_NODES);
 const SIZES = ([3, 5] as const).filter((n) => ONLY === undefined || n === ONLY);
-/** Cluster sizes and whether members take Raft snapshots (every 5 appends, 4 kept). */
+/**
+ * Cluster sizes, whether members take Raft snapshots (every 5 appends, 4 kept) and whether a
+ * spare member is added and removed while clients append (`membership`).
+ */
 const SETUPS = [
-  ...SIZES.map((nodes) => ({ nodes, snapshots: false })),
-  ...(SIZES.includes(3) ? [{ nodes: 3, snapshots: true }] : []),
+  ...SIZES.map((nodes) => ({ nodes, snapshots: false, membership: false })),
+  ...(SIZES.includes(3)
+    ? [
+        { nodes: 3, snapshots: true, membership: false },
+        { nodes: 3, snapshots: true, membership: true },
+      ]
+    : []),
 ];
-const runsOf = (nodes: number, snapshots: boolean): number => SEEDS ?? (snapshots ? 150 : nodes === 3 ? 700 : 150);
+/** 1,000 runs by default: 600 of 3 members, 150 of 5, 150 with snapshots, 100 with snapshots and membership changes. */
+const runsOf = (nodes: number, snapshots: boolean, membership: boolean): number =>
+  SEEDS ?? (membership ? 100 : snapshots ? 150 : nodes === 3 ? 600 : 150);
 
 type Totals = ReplicationSimResult['stats'];
 
 describe('deterministic simulation of replicated logs', () => {
-  for (const { nodes, snapshots } of SETUPS) {
-    const runs = runsOf(nodes, snapshots);
+  for (const { nodes, snapshots, membership } of SETUPS) {
+    const runs = runsOf(nodes, snapshots, membership);
     it(
-      `${runs} seeded runs of ${nodes} members${snapshots ? ' taking snapshots' : ''} stay linearizable and lose no acknowledged append`,
+      `${runs} seeded runs of ${nodes} members${snapshots ? ' taking snapshots and catching up over streams' : ''}${membership ? ', a member added and removed' : ''} stay linearizable and lose no acknowledged append`,
       async () => {
         const failures: string[] = [];
         const total: Totals = {
@@ -48,10 +62,23 @@ describe('deterministic simulation of replicated logs', () => {
           messages: 0,
           snapshotsTaken: 0,
           snapshotsInstalled: 0,
+          streamsOpened: 0,
+          streamsCut: 0,
+          recordsCaughtUp: 0,
+          installCrashes: 0,
+          compactionsAgreed: 0,
+          localCompactions: 0,
+          membersAdded: 0,
+          membersRemoved: 0,
         };
         let undecided = 0;
         for (let seed = FIRST; seed < FIRST + runs; seed++) {
-          const r = await runReplicationSimulation({ seed, nodes, ...(snapshots ? { snapshotEvery: 5 } : {}) });
+          const r = await runReplicationSimulation({
+            seed,
+            nodes,
+            ...(snapshots ? { snapshotEvery: 5 } : {}),
+            ...(membership ? { membership: true } : {}),
+          });
           if (!r.ok) {
             const hint = replicationReplayHint(r);
             failures.push(hint);
@@ -71,7 +98,25 @@ describe('deterministic simulation of replicated logs', () => {
           expect(total.partitions).toBeGreaterThan(runs / 2);
           expect(total.transfers).toBeGreaterThan(runs / 10);
           expect(total.leaderChanges).toBeGreaterThan(runs * 1.5);
-          if (snapshots) expect(total.snapshotsTaken).toBeGreaterThan(runs);
+          if (snapshots) {
+            expect(total.snapshotsTaken).toBeGreaterThan(runs);
+            // Members fell behind snapshots and installed them, pulling records over streams
+            // that were cut halfway and crashed mid-install; compaction cutoffs were agreed.
+            expect(total.snapshotsInstalled).toBeGreaterThan(runs / 10);
+            expect(total.recordsCaughtUp).toBeGreaterThan(runs);
+            expect(total.streamsOpened).toBeGreaterThan(runs / 2);
+            expect(total.streamsCut).toBeGreaterThan(runs / 50);
+            expect(total.installCrashes).toBeGreaterThan(runs / 50);
+            if (!membership) {
+              expect(total.compactionsAgreed).toBeGreaterThan(runs / 10);
+              expect(total.localCompactions).toBeGreaterThan(runs / 10);
+            }
+          }
+          if (membership) {
+            // The spare joined (through a snapshot and catch-up) and left, again and again.
+            expect(total.membersAdded).toBeGreaterThan(runs / 3);
+            expect(total.membersRemoved).toBeGreaterThan(runs / 20);
+          }
         }
         expect(undecided).toBeLessThan(Math.max(1, runs / 100));
       },
@@ -103,6 +148,45 @@ describe('deterministic simulation of replicated logs', () => {
     const rules = new Set(caught.flatMap((r) => r.violations.map((v) => v.rule)));
     const nonLinearizable = caught.filter((r) => r.linearizability.result === 'violation').length;
     expect(rules.has('acknowledged-lost') || nonLinearizable > 0).toBe(true);
+  });
+
+  it('catches a catch-up source that sends a wrong record', async () => {
+    // The planted source sends another payload for the last record of each chunk, with the
+    // batch id, epoch and checksum the record should have: the member that installs the
+    // snapshot accepts it, and only the simulation's checks can tell.
+    const caught: ReplicationSimResult[] = [];
+    let installs = 0;
+    for (let seed = 1; seed <= 30; seed++) {
+      const r = await runReplicationSimulation({ seed, nodes: 3, snapshotEvery: 5, plant: 'catch-up-wrong-record' });
+      installs += r.stats.recordsCaughtUp;
+      if (!r.ok) caught.push(r);
+    }
+    expect(installs).toBeGreaterThan(0);
+    expect(caught.length).toBeGreaterThan(5);
+    const rules = new Set(caught.flatMap((r) => r.violations.map((v) => v.rule)));
+    expect(rules.has('replica-divergence')).toBe(true);
+    expect(replicationReplayHint(caught[0] as ReplicationSimResult)).toMatch(
+      /Replay: PLEXUS_SIM_FIRST_SEED=\d+ PLEXUS_SIM_SEEDS=1 PLEXUS_SIM_NODES=3 npx vitest run test\/sim\/replicated-log-simulation\.test\.ts/,
+    );
+    // The same seeds with an honest source pass.
+    const honest = await runReplicationSimulation({ seed: caught[0]?.seed ?? 1, nodes: 3, snapshotEvery: 5 });
+    expect(honest.ok, replicationReplayHint(honest)).toBe(true);
+  });
+
+  it('catches a member left behind: a transport that opens no catch-up streams', async () => {
+    // Members that fall behind a snapshot cannot pull the records below it: they stay gated
+    // and silent, and only the convergence check at the end of the run sees it.
+    const caught: ReplicationSimResult[] = [];
+    for (let seed = 1; seed <= 30; seed++) {
+      const r = await runReplicationSimulation({ seed, nodes: 3, snapshotEvery: 5, plant: 'no-catch-up' });
+      if (!r.ok) caught.push(r);
+    }
+    expect(caught.length).toBeGreaterThan(3);
+    const rules = new Set(caught.flatMap((r) => r.violations.map((v) => v.rule)));
+    expect(rules.has('members-converge')).toBe(true);
+    const honest = await runReplicationSimulation({ seed: caught[0]?.seed ?? 1, nodes: 3, snapshotEvery: 5 });
+    expect(honest.ok, replicationReplayHint(honest)).toBe(true);
+    expect(honest.stats.snapshotsInstalled).toBeGreaterThan(0);
   });
 
   it('seed 17: a compare-and-set refusal counts only appends that a linearizable read then sees', async () => {

@@ -15,6 +15,7 @@ import { RaftTcpTransport, type RaftTransportOptions } from '../raft-io/tcp-tran
 import type { FileLog, FileLogOptions } from '../storage/file-log.js';
 import type { StorageLogger } from '../storage/types.js';
 import { markCleanClose, openLocalLog, type SyncedSegments, syncLocalLog } from './local-tail.js';
+import type { CatchUpSocket } from './snapshot.js';
 
 /** The Raft storage of a replica: what its node reads and its driver writes, and compaction. */
 export type ReplicaRaftStorage = Pick<
@@ -34,11 +35,22 @@ export type ReplicaRaftStorage = Pick<
   | 'close'
 >;
 
-/** The Raft transport of a replica: messages, catch-up streams, peers' addresses. */
+/**
+ * The Raft transport of a replica: messages, catch-up streams, peers' addresses. A catch-up
+ * stream is any `CatchUpSocket` (snapshot.ts): TLS side streams in production, streams over
+ * the simulated network in the simulator.
+ */
 export type ReplicaTransport = Pick<
   RaftTcpTransport,
-  'port' | 'send' | 'flush' | 'openStream' | 'setPeer' | 'removePeer' | 'close'
->;
+  'port' | 'send' | 'flush' | 'setPeer' | 'removePeer' | 'close'
+> & {
+  openStream(id: number, timeoutMs?: number): Promise<CatchUpSocket>;
+};
+
+/** How a replica starts its Raft transport: the side streams it serves are catch-up streams. */
+export type ReplicaTransportOptions = Omit<RaftTransportOptions, 'onStream'> & {
+  readonly onStream?: (from: number, socket: CatchUpSocket) => void;
+};
 
 /** The Ready loop of a replica's Raft node. */
 export type ReplicaDriver = Pick<RaftDriver, 'start' | 'stop' | 'propose' | 'read' | 'receive' | 'wake'>;
@@ -51,7 +63,7 @@ export interface ReplicaRaft {
     data: Uint8Array,
     opts: FileLogOptions,
   ): Promise<ReplicaRaftStorage>;
-  startTransport(opts: RaftTransportOptions): Promise<ReplicaTransport>;
+  startTransport(opts: ReplicaTransportOptions): Promise<ReplicaTransport>;
   startDriver(opts: RaftDriverOptions): ReplicaDriver;
 }
 

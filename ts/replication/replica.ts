@@ -290,6 +290,7 @@ export class Replica implements LogStorage {
         opts.catchUpChunkBytes ?? 1024 * 1024,
         opts.logger,
         () => holder.log?.durableLocalLast ?? localLog.last,
+        deps.clock,
       );
       const random = deps.random;
       const node = new RaftNode({

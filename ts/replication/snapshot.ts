@@ -11,7 +11,6 @@
  * a time, appending each chunk to its local log before asking for the next: a cut transfer
  * resumes from the local log's last position, on any source.
  */
-import type { Socket } from 'node:net';
 import {
   CATCH_UP_MAX_REQUEST_BODY,
   type CatchUpFrame,
@@ -47,10 +46,31 @@ export function decodeDescriptor(data: Uint8Array): SnapshotDescriptor | undefin
   return d === undefined ? undefined : { ...d, members: d.members.map(checkMember) };
 }
 
-/** Reads frames off a socket one at a time (a pull model: the caller asks for the next frame). */
+/**
+ * The byte stream a catch-up runs over: what the catch-up source and client use of a socket.
+ * A `node:net` Socket is one (the TLS side stream of the Raft transport, `openStream` and
+ * `onStream` in ts/raft-io/tcp-transport.ts); the simulator passes its own, carried over its
+ * faulty network on simulated time (ts/sim/replication/streams.ts). Bytes arrive in order,
+ * or the stream closes.
+ */
+export interface CatchUpSocket {
+  readonly destroyed: boolean;
+  /** Queues `bytes`; false when the caller should wait for `drain` before writing more. */
+  write(bytes: Uint8Array): boolean;
+  on(event: 'data', listener: (chunk: Uint8Array) => void): unknown;
+  on(event: 'close', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  once(event: 'drain', listener: () => void): unknown;
+  pause(): unknown;
+  resume(): unknown;
+  isPaused(): boolean;
+  destroy(): unknown;
+}
+
 /** Frames a FrameReader holds before it stops reading its socket. */
 const READ_AHEAD = 4;
 
+/** Reads frames off a socket one at a time (a pull model: the caller asks for the next frame). */
 class FrameReader {
   private readonly decoder: CatchUpStream;
   private readonly frames: CatchUpFrame[] = [];
@@ -62,12 +82,12 @@ class FrameReader {
    * wait to be taken (a peer that sends faster than it is answered waits in TCP, not in memory).
    */
   constructor(
-    private readonly socket: Socket,
+    private readonly socket: CatchUpSocket,
     maxBody?: number,
     private readonly timers: Timers = systemClock,
   ) {
     this.decoder = new CatchUpStream(catchUpRefusal, maxBody);
-    socket.on('data', (chunk: Buffer) => {
+    socket.on('data', (chunk: Uint8Array) => {
       try {
         this.frames.push(...this.decoder.push(chunk));
       } catch (e) {
@@ -142,7 +162,7 @@ export interface CatchUpServerStats {
  */
 export class CatchUpServer {
   readonly stats: CatchUpServerStats = { streams: 0, fetches: 0, recordsSent: 0, refused: 0 };
-  private readonly sockets = new Set<Socket>();
+  private readonly sockets = new Set<CatchUpSocket>();
 
   constructor(
     private readonly local: LogStorage,
@@ -150,14 +170,16 @@ export class CatchUpServer {
     private readonly logger?: { warn(message: string, details?: Record<string, unknown>): void },
     /** The last local position known to be on disk (a QUERY's answer); `local.last` when not given. */
     private readonly durable?: () => bigint,
+    /** The timers of the wait for a request (default systemClock). */
+    private readonly timers: Timers = systemClock,
   ) {}
 
-  serve(from: number, socket: Socket): void {
+  serve(from: number, socket: CatchUpSocket): void {
     this.stats.streams++;
     this.sockets.add(socket);
     socket.on('close', () => this.sockets.delete(socket));
     // Requests are a few bytes: a bigger frame is refused from its header.
-    const reader = new FrameReader(socket, CATCH_UP_MAX_REQUEST_BODY);
+    const reader = new FrameReader(socket, CATCH_UP_MAX_REQUEST_BODY, this.timers);
     void (async () => {
       try {
         for (;;) {
@@ -177,7 +199,7 @@ export class CatchUpServer {
             });
           if (socket.destroyed) return;
           // Wait for the socket to drain before the next request: one chunk in flight per stream.
-          if (!socket.write(answer)) await new Promise((r) => socket.once('drain', r));
+          if (!socket.write(answer)) await new Promise<void>((r) => socket.once('drain', () => r()));
         }
       } catch (e) {
         if (!socket.destroyed)
@@ -240,7 +262,7 @@ export interface FetchOptions {
  * here or on another source) when the source refuses, the stream breaks or a chunk does not
  * continue the local log.
  */
-export async function fetchRecords(socket: Socket, o: FetchOptions): Promise<number> {
+export async function fetchRecords(socket: CatchUpSocket, o: FetchOptions): Promise<number> {
   const reader = new FrameReader(socket, undefined, o.timers);
   let appended = 0;
   while (o.local.last < BigInt(o.to)) {
@@ -316,7 +338,7 @@ export interface Holding {
 }
 
 /** Asks the member at the other end of an open catch-up stream where its local log stands. */
-export async function queryHolding(socket: Socket, timeoutMs: number, timers?: Timers): Promise<Holding> {
+export async function queryHolding(socket: CatchUpSocket, timeoutMs: number, timers?: Timers): Promise<Holding> {
   const reader = new FrameReader(socket, undefined, timers);
   socket.write(encodeQuery());
   const f = await reader.next(timeoutMs);

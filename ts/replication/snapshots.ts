@@ -6,7 +6,6 @@
  * retrying on the one retry policy (ts/core/retry.ts); and the cutoff below which the leader
  * may agree that members drop records (what every member has applied and keeps on disk).
  */
-import type { Socket } from 'node:net';
 import { RefusedReason } from '../codec/catch-up.js';
 import type { ClockTimers } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
@@ -19,7 +18,14 @@ import { hex, hexBytes } from './entries.js';
 import { ReplicationErrorCode, replicationError } from './errors.js';
 import type { ReplicaLocalLog, ReplicaRaftStorage, ReplicaTransport } from './raft-edge.js';
 import type { ReplicaSignals, ReplicaState } from './replica-state.js';
-import { decodeDescriptor, encodeDescriptor, fetchRecords, queryHolding, type SnapshotDescriptor } from './snapshot.js';
+import {
+  type CatchUpSocket,
+  decodeDescriptor,
+  encodeDescriptor,
+  fetchRecords,
+  queryHolding,
+  type SnapshotDescriptor,
+} from './snapshot.js';
 import type { AppliedBatch, ReplicatedLogOptions } from './types.js';
 
 /**
@@ -56,7 +62,7 @@ export class Snapshots {
   installing: Promise<void> | undefined;
   /** A Raft snapshot being taken, off the apply path (`start`). */
   snapshotting: Promise<void> | undefined;
-  private catchUpStream: Socket | undefined;
+  private catchUpStream: CatchUpSocket | undefined;
   /** Bytes of entries applied when the last snapshot was taken. */
   private appliedBytesAtSnapshot = 0;
   private lastCatchUpWarning = 0;
@@ -100,7 +106,7 @@ export class Snapshots {
     const timeoutMs = Math.min(opts.catchUpTimeoutMs ?? 5000, 2000);
     await Promise.all(
       ids.map(async (id) => {
-        let socket: Socket | undefined;
+        let socket: CatchUpSocket | undefined;
         try {
           socket = await this.deps.transport.openStream(id, timeoutMs);
           const h = await queryHolding(socket, timeoutMs, this.deps.clock);
@@ -242,7 +248,7 @@ export class Snapshots {
     let compacted = 0;
     for (const id of order) {
       this.deps.checkOpen();
-      let socket: Socket | undefined;
+      let socket: CatchUpSocket | undefined;
       try {
         socket = await this.deps.transport.openStream(id, timeoutMs);
         this.catchUpStream = socket;

@@ -14,10 +14,14 @@ export type LogInput =
   /** With `expectedLast` (compare-and-set): appended only when the log holds exactly that many values. */
   | { readonly kind: 'append'; readonly value: string; readonly expectedLast?: number }
   | { readonly kind: 'read'; readonly limit?: number };
-/** `conflict`: a compare-and-set append refused because the log's length was not the one expected. */
+/**
+ * `conflict`: a compare-and-set append refused because the log's length was not the one expected.
+ * `from` (a read of a log compacted below it): `values` are the values at positions `from`
+ * on, and the log held `from - 1` values before them.
+ */
 export type LogOutput =
   | { readonly position: number }
-  | { readonly values: readonly string[] }
+  | { readonly values: readonly string[]; readonly from?: number }
   | { readonly conflict: true };
 
 /** One state: the log `values` (shared, never mutated), identified by `id`. */
@@ -42,6 +46,15 @@ function prefixMatches(s: LogState, values: readonly string[]): boolean {
   while (at && at.length > values.length) at = at.parent;
   if (!at || at.length !== values.length) return false;
   for (; at?.parent; at = at.parent) if (values[at.length - 1] !== at.last) return false;
+  return true;
+}
+
+function suffixMatches(s: LogState, from: number, values: readonly string[]): boolean {
+  // The log holds exactly from - 1 + values.length values, the last values.length of them `values`.
+  if (s.length !== from - 1 + values.length) return false;
+  for (let at: LogState | undefined = s; at?.parent && at.length >= from; at = at.parent) {
+    if (values[at.length - from] !== at.last) return false;
+  }
   return true;
 }
 
@@ -70,6 +83,9 @@ export function appendLogModel(): Model<LogState, LogInput, LogOutput> {
       }
       if (output === undefined) return { ok: true, state };
       if (!('values' in output)) return { ok: false, state };
+      if (output.from !== undefined && output.from > 1) {
+        return { ok: input.limit === undefined && suffixMatches(state, output.from, output.values), state };
+      }
       const want = input.limit === undefined ? state.length : Math.min(input.limit, state.length);
       return { ok: output.values.length === want && prefixMatches(state, output.values), state };
     },

@@ -10,24 +10,24 @@
  * simulated disk whose syncs take a seeded latency (disk.ts). So the driver's own ordering
  * (a leader's appends sent before its write, replies after it, the leader applying what it
  * holds durably before writing the next Ready) runs on simulated time under every fault.
+ * The clock, network, disks, history, invariants, trace and fingerprint are the shared
+ * `SimHarness` (ts/sim/raft/harness.ts), as in the replicated-log cluster.
  */
-import { ManualClock } from '../../core/clock.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
 import { RaftNode } from '../../raft/node.js';
 import { MemoryRaftStorage } from '../../raft/storage.js';
 import type { Entry, Message, RaftOptions, ReadState, Snapshot } from '../../raft/types.js';
 import { RaftDriver } from '../../raft-io/driver.js';
 import { SimErrorCode } from '../errors.js';
-import { History } from '../history.js';
-import { ReplicatedLogInvariants, type Violation } from '../invariants.js';
-import { checkLinearizable, type LinearizabilityResult } from '../linearizability.js';
-import { appendLogModel, type LogInput, type LogOutput } from '../log-model.js';
-import { type NetworkOptions, SimNetwork } from '../network.js';
-import { SimRandom } from '../rng.js';
-import { SimDisk } from './disk.js';
+import type { History } from '../history.js';
+import type { Violation } from '../invariants.js';
+import type { LinearizabilityResult } from '../linearizability.js';
+import type { LogInput, LogOutput } from '../log-model.js';
+import type { SimRandom } from '../rng.js';
+import type { SimDisk } from './disk.js';
+import { describeFailure, SimHarness } from './harness.js';
 import { SIM_DEFAULTS, type SimRunOptions } from './options.js';
 import { encodeValue, LogStateMachine } from './state-machine.js';
-import { SimRaftNetwork } from './transport.js';
 
 interface PendingAppend {
   readonly op: number;
@@ -96,11 +96,7 @@ export function runSimulation(opts: SimRunOptions): SimRunResult {
 
 /** The line to print when a run fails: how to replay it exactly. */
 export function replayHint(r: SimRunResult, nodes: number): string {
-  const what = r.violations.map((v) => `${v.rule}: ${v.message} (t=${v.time}ms)`);
-  if (r.linearizability.result === 'violation') {
-    what.push(`not linearizable: ${r.linearizability.unplaced.length} operation(s) cannot be placed`);
-  }
-  return `simulation seed ${r.seed} (${nodes} nodes) failed: ${what.join('; ')}. Replay: SIM_SEED=${r.seed} SIM_NODES=${nodes} npx vitest run test/sim/replay.test.ts`;
+  return `simulation seed ${r.seed} (${nodes} nodes) failed: ${describeFailure(r)}. Replay: SIM_SEED=${r.seed} SIM_NODES=${nodes} npx vitest run test/sim/replay.test.ts`;
 }
 
 /** Throws PLX_SIM_VIOLATION, naming the seed and the replay command, when a run failed. */
@@ -114,18 +110,9 @@ export function assertSimulationOk(r: SimRunResult, nodes: number): void {
   });
 }
 
-class SimCluster {
-  private readonly rng: SimRandom;
-  private readonly clock = new ManualClock();
-  private readonly net: SimNetwork<Message>;
-  private readonly wire: SimRaftNetwork;
-  private readonly diskRng: SimRandom;
+class SimCluster extends SimHarness {
   private readonly nodes = new Map<number, SimNode>();
   private readonly clients: SimClient[] = [];
-  private readonly history = new History<LogInput, LogOutput>();
-  private readonly inv = new ReplicatedLogInvariants();
-  private readonly trace: string[] = [];
-  private hash = 0x811c9dc5;
   private readonly n: number;
   private readonly duration: number;
   private readonly tickMs: number;
@@ -133,7 +120,6 @@ class SimCluster {
   private readonly compactEvery: number;
   private readonly faults: boolean;
   private readonly raftOpts: NonNullable<SimRunOptions['raft']>;
-  private readonly keepTrace: boolean;
   private readonly diskOpts: { readonly minLatency: number; readonly maxLatency: number };
   private nextFault = 0;
   private heals: { at: number; what: 'net' }[] = [];
@@ -154,7 +140,7 @@ class SimCluster {
   };
 
   constructor(private readonly opts: SimRunOptions) {
-    this.rng = new SimRandom(opts.seed);
+    super(opts.seed, { ...SIM_DEFAULTS.network, ...opts.network }, opts.trace ?? false);
     this.n = opts.nodes ?? SIM_DEFAULTS.nodes;
     this.duration = opts.durationMs ?? SIM_DEFAULTS.durationMs;
     this.tickMs = opts.tickMs ?? SIM_DEFAULTS.tickMs;
@@ -162,15 +148,7 @@ class SimCluster {
     this.compactEvery = opts.compactEvery ?? SIM_DEFAULTS.compactEvery;
     this.faults = opts.faults ?? true;
     this.raftOpts = { ...SIM_DEFAULTS.raft, ...opts.raft };
-    this.keepTrace = opts.trace ?? false;
     this.diskOpts = { ...SIM_DEFAULTS.disk, ...opts.disk };
-    const netOpts: NetworkOptions = { ...SIM_DEFAULTS.network, ...opts.network };
-    this.net = new SimNetwork<Message>(this.rng.fork(), netOpts);
-    this.wire = new SimRaftNetwork(this.net, this.clock, (m) => {
-      if (m.type === 'MsgSnap') this.stats.snapshotsSent++;
-      this.stats.messages++;
-    });
-    this.diskRng = this.rng.fork();
     const voters = Array.from({ length: this.n }, (_, i) => i + 1);
     for (const id of voters) {
       this.addNode(id, MemoryRaftStorage.bootstrap({ voters, learners: [] }, new LogStateMachine().snapshotData()));
@@ -192,10 +170,9 @@ class SimCluster {
     this.nextFault = 100 + this.rng.int(150);
   }
 
-  private note(line: string): void {
-    const s = `${this.clock.now()} ${line}`;
-    for (let i = 0; i < s.length; i++) this.hash = Math.imul(this.hash ^ s.charCodeAt(i), 0x01000193) >>> 0;
-    if (this.keepTrace) this.trace.push(s);
+  protected observe(m: Message): void {
+    if (m.type === 'MsgSnap') this.stats.snapshotsSent++;
+    this.stats.messages++;
   }
 
   private addNode(id: number, durable: MemoryRaftStorage): void {
@@ -224,9 +201,8 @@ class SimCluster {
 
   /** Starts a node from its durable storage; its driver's first tick is `phase` ms later. */
   private start(node: SimNode, phase: number): void {
-    const disk = new SimDisk(
+    const disk = this.disk(
       node.durable,
-      this.clock,
       () => this.diskLatency(),
       (hs) => this.inv.commit(node.id, hs.commit, this.clock.now()),
     );
@@ -709,17 +685,6 @@ class SimCluster {
     }
     for (const c of this.clients) if (c.busy) this.abandon(c);
     this.resolveUnknown();
-    const lin = checkLinearizable(this.history.operations(), appendLogModel(), 200_000);
-    const violations = [...this.inv.violations];
-    return {
-      seed: this.opts.seed,
-      ok: violations.length === 0 && lin.result !== 'violation',
-      violations,
-      linearizability: lin,
-      history: this.history,
-      stats: this.stats,
-      fingerprint: this.hash.toString(16).padStart(8, '0'),
-      trace: this.trace,
-    };
+    return { seed: this.opts.seed, ...this.outcome(), stats: this.stats };
   }
 }

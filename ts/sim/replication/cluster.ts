@@ -11,22 +11,35 @@
  * invariants (one value per position everywhere; every acknowledged append present at its
  * position; positions contiguous from 1).
  *
+ * The clock, network, disks, history, invariants, trace and fingerprint are the shared
+ * `SimHarness` (ts/sim/raft/harness.ts), as in the Raft cluster.
+ *
  * Determinism: the run is one async loop. Each step moves the clock to the next event (a
  * timer, a message due, a client's or the fault schedule's next move), fires what is due,
  * then waits for one `setImmediate`, by which time every promise continuation the step caused
  * has run (nothing in a member does real I/O here). So one seed always gives the same run.
  *
- * What is not simulated (docs/replication.md, "Simulation"): catch-up side streams (a member
- * that must pull records below a snapshot is refused a stream, stays gated and falls silent,
- * so runs keep snapshots off by default), membership changes, and a power loss of the local
- * log (a crash keeps what the local log holds, as a process crash does; the Raft disk loses
- * its unsynced writes).
+ * Catch-up streams (a member installing a snapshot pulls the records below it from the others;
+ * the leader asks the others what they hold before agreeing a compaction cutoff) run over the
+ * simulated network too (streams.ts): delayed, stalled by partitions, cut at random or by a
+ * fault, and crashed mid-stream, with the member's real `CatchUpServer` and `fetchRecords`.
+ * With snapshots on, the fault schedule also agrees compaction cutoffs and compacts the
+ * members' local logs below them, cuts the open streams, and crashes members while they
+ * install a snapshot; at the end every member must hold the same log (`members-converge`).
+ *
+ * With `membership`, a spare member starts empty with `join` and the leader adds it (a learner,
+ * then a voter once caught up, through a snapshot and catch-up when the log was compacted) and
+ * later removes it; a removed spare is stopped and wiped, to join again.
+ *
+ * What is not simulated (docs/replication.md, "Simulation"): a power loss of the local log (a crash keeps what the local log holds, as a process crash does; the
+ * Raft disk loses its unsynced writes).
  */
-import { ManualClock } from '../../core/clock.js';
+import { CatchUpStream, encodeRecords } from '../../codec/catch-up.js';
 import { isPlexusError, PlexusError } from '../../core/errors.js';
 import { MemoryRaftStorage } from '../../raft/storage.js';
 import type { Message } from '../../raft/types.js';
 import { RaftDriver } from '../../raft-io/driver.js';
+import { catchUpRefusal } from '../../replication/errors.js';
 import type {
   ReplicaDeps,
   ReplicaLocalLog,
@@ -39,14 +52,15 @@ import { ReplicatedLog } from '../../replication/replicated-log.js';
 import type { AppendOptions, AppendResult } from '../../storage/log-storage.js';
 import { MemoryLog, MemoryLogState } from '../../storage/memory-log.js';
 import { SimErrorCode } from '../errors.js';
-import { History } from '../history.js';
-import { ReplicatedLogInvariants, type Violation } from '../invariants.js';
-import { checkLinearizable, type LinearizabilityResult } from '../linearizability.js';
-import { appendLogModel, type LogInput, type LogOutput } from '../log-model.js';
-import { type NetworkOptions, SimNetwork } from '../network.js';
-import { SimDisk } from '../raft/disk.js';
-import { SimRaftNetwork } from '../raft/transport.js';
+import type { History } from '../history.js';
+import type { Violation } from '../invariants.js';
+import type { LinearizabilityResult } from '../linearizability.js';
+import type { LogInput, LogOutput } from '../log-model.js';
+import type { NetworkOptions } from '../network.js';
+import type { SimDisk } from '../raft/disk.js';
+import { describeFailure, SimHarness } from '../raft/harness.js';
 import { SimRandom } from '../rng.js';
+import { SimStreamNetwork, type SimStreamOptions, type SimStreamTamper } from './streams.js';
 
 export interface ReplicationSimOptions {
   readonly seed: number;
@@ -58,13 +72,32 @@ export interface ReplicationSimOptions {
   /** Crashes, partitions, network changes, leadership transfers. Default true. */
   readonly faults?: boolean;
   readonly network?: Partial<NetworkOptions>;
-  /** `snapshotEvery` of every member (0: off, the default: see the module comment). */
+  /** `snapshotEvery` of every member (0: off, the default). */
   readonly snapshotEvery?: number;
   /**
-   * A planted bug, to show the checkers catch it: `early-ack` answers an append with the
-   * position the leader projects for it at once, before its entry is committed.
+   * Faults of the catch-up path: agreeing compaction cutoffs and compacting local logs below
+   * them, cutting open catch-up streams, crashing a member while it installs a snapshot.
+   * Default: on when snapshots are.
    */
-  readonly plant?: 'early-ack';
+  readonly catchUpFaults?: boolean;
+  /**
+   * Membership changes while clients append: a spare member (id nodes + 1) starts empty with
+   * `join`, and the fault schedule has the leader add it (as a learner, then a voter once it has
+   * caught up) and later remove it; a removed spare is stopped and wiped, to be added again.
+   * Default false.
+   */
+  readonly membership?: boolean;
+  /** The catch-up streams' network (delay 1..15 ms; cutRate 0.04 per write while faults run). */
+  readonly streams?: Partial<SimStreamOptions>;
+  /**
+   * A planted bug, to show the checkers catch it: `early-ack` answers an append with the
+   * position the leader projects for it at once, before its entry is committed;
+   * `catch-up-wrong-record` makes every catch-up source send, in each chunk it serves, another
+   * payload for the chunk's last record (batch id, epoch and checksum as they should be);
+   * `no-catch-up` has every member's transport refuse to open catch-up streams (a member that
+   * must pull the records below a snapshot stays behind, silent).
+   */
+  readonly plant?: 'early-ack' | 'catch-up-wrong-record' | 'no-catch-up';
   /** Keep a readable trace of the run's events (`trace` of the result). Default false. */
   readonly trace?: boolean;
 }
@@ -88,6 +121,18 @@ export interface ReplicationSimResult {
     messages: number;
     snapshotsTaken: number;
     snapshotsInstalled: number;
+    /** Catch-up streams opened, cut by the network, records pulled over them. */
+    streamsOpened: number;
+    streamsCut: number;
+    recordsCaughtUp: number;
+    /** Crashes of a member while it pulled the records of a snapshot. */
+    installCrashes: number;
+    /** Compaction cutoffs agreed (above the last one), and local logs compacted below one. */
+    compactionsAgreed: number;
+    localCompactions: number;
+    /** Members added (as voters) and removed. */
+    membersAdded: number;
+    membersRemoved: number;
   };
   /** A hash of every event of the run: equal for two runs of one seed. */
   readonly fingerprint: string;
@@ -101,6 +146,9 @@ const DEFAULTS = {
   tickMs: 10,
   opTimeoutMs: 250,
   network: { minDelay: 1, maxDelay: 15, dropRate: 0.03, duplicateRate: 0.03 },
+  streams: { minDelay: 1, maxDelay: 15, cutRate: 0.04 },
+  catchUpTimeoutMs: 200,
+  catchUpChunkBytes: 96,
 } as const;
 
 const enc = new TextEncoder();
@@ -108,12 +156,8 @@ const dec = new TextDecoder();
 
 /** The line to print when a run fails: how to replay it exactly. */
 export function replicationReplayHint(r: ReplicationSimResult): string {
-  const what = r.violations.map((v) => `${v.rule}: ${v.message} (t=${v.time}ms)`);
-  if (r.linearizability.result === 'violation') {
-    what.push(`not linearizable: ${r.linearizability.unplaced.length} operation(s) cannot be placed`);
-  }
   return (
-    `replicated-log simulation seed ${r.seed} (${r.nodes} members) failed: ${what.join('; ')}. ` +
+    `replicated-log simulation seed ${r.seed} (${r.nodes} members) failed: ${describeFailure(r)}. ` +
     `Replay: PLEXUS_SIM_FIRST_SEED=${r.seed} PLEXUS_SIM_SEEDS=1 PLEXUS_SIM_NODES=${r.nodes} ` +
     'npx vitest run test/sim/replicated-log-simulation.test.ts'
   );
@@ -148,7 +192,9 @@ class SimLocalLog extends MemoryLog {
 interface Member {
   readonly id: number;
   durable: MemoryRaftStorage | undefined;
-  readonly localState: MemoryLogState;
+  localState: MemoryLogState;
+  /** Opens with `join` (the spare of `membership` runs): an empty member the leader adds. */
+  readonly joins: boolean;
   readonly rng: SimRandom;
   log: ReplicatedLog | undefined;
   disk: SimDisk | undefined;
@@ -156,6 +202,12 @@ interface Member {
   local: SimLocalLog | undefined;
   opening: boolean;
   restartAt: number;
+  /** The snapshot install this member is in (its catch-up target), as last seen by the loop. */
+  installing: bigint | undefined;
+  /** When the fault schedule crashes this member in the middle of that install. */
+  crashAt: number;
+  /** When the fault schedule cuts this member's catch-up streams in the middle of that install. */
+  cutAt: number;
 }
 
 interface Client {
@@ -168,25 +220,31 @@ interface Client {
   seen: number;
 }
 
-function streamRefused(): PlexusError {
-  return new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', 'catch-up streams are not simulated');
-}
+/** The planted `catch-up-wrong-record` source: another payload for the last record of each chunk it sends. */
+const wrongLastRecord: SimStreamTamper = (bytes) => {
+  let frames: ReturnType<CatchUpStream['push']>;
+  try {
+    frames = new CatchUpStream(catchUpRefusal).push(bytes);
+  } catch {
+    return bytes;
+  }
+  const f = frames[0];
+  if (frames.length !== 1 || f?.type !== 'records' || f.records.length === 0) return bytes;
+  const records = f.records.map((r, i) =>
+    i === f.records.length - 1 ? { ...r, payload: enc.encode(`${dec.decode(r.payload)}~`) } : r,
+  );
+  return encodeRecords(BigInt(f.sourceFirst), BigInt(f.sourceLast), records, catchUpRefusal);
+};
 
-class ReplicationSim {
-  private readonly rng: SimRandom;
-  private readonly clock = new ManualClock();
-  private readonly net: SimNetwork<Message>;
-  private readonly wire: SimRaftNetwork;
-  private readonly diskRng: SimRandom;
+class ReplicationSim extends SimHarness {
+  private readonly streams: SimStreamNetwork;
+  private readonly streamOpts: SimStreamOptions;
+  private readonly catchUpFaults: boolean;
   private readonly members = new Map<number, Member>();
   private readonly clients: Client[] = [];
-  private readonly history = new History<LogInput, LogOutput>();
-  private readonly inv = new ReplicatedLogInvariants();
   private readonly n: number;
   private readonly duration: number;
   private readonly faults: boolean;
-  private hash = 0x811c9dc5;
-  private readonly trace: string[] = [];
   private nextFault: number;
   private healAt = Number.POSITIVE_INFINITY;
   private lastLeader = 0;
@@ -204,23 +262,40 @@ class ReplicationSim {
     messages: 0,
     snapshotsTaken: 0,
     snapshotsInstalled: 0,
+    streamsOpened: 0,
+    streamsCut: 0,
+    recordsCaughtUp: 0,
+    installCrashes: 0,
+    compactionsAgreed: 0,
+    localCompactions: 0,
+    membersAdded: 0,
+    membersRemoved: 0,
   };
+  /** The spare of `membership` runs, and where it stands. */
+  private readonly spare: number | undefined;
+  private spareState: 'out' | 'adding' | 'in' | 'removing' = 'out';
 
   constructor(private readonly opts: ReplicationSimOptions) {
-    this.rng = new SimRandom(opts.seed);
+    super(opts.seed, { ...DEFAULTS.network, ...opts.network }, opts.trace ?? false);
     this.n = opts.nodes ?? DEFAULTS.nodes;
     this.duration = opts.durationMs ?? DEFAULTS.durationMs;
     this.faults = opts.faults ?? true;
-    this.net = new SimNetwork<Message>(this.rng.fork(), { ...DEFAULTS.network, ...opts.network });
-    this.wire = new SimRaftNetwork(this.net, this.clock, () => {
-      this.stats.messages++;
-    });
-    this.diskRng = this.rng.fork();
+    // The streams draw from their own generator: runs that open none take the draws they always did.
+    this.streamOpts = { ...DEFAULTS.streams, ...opts.streams };
+    this.streams = new SimStreamNetwork(
+      this.clock,
+      new SimRandom((opts.seed ^ 0x5bd1e995) >>> 0),
+      (a, b) => this.net.connected(a, b),
+      this.streamOpts,
+      opts.plant === 'catch-up-wrong-record' ? wrongLastRecord : undefined,
+    );
+    this.catchUpFaults = opts.catchUpFaults ?? (opts.snapshotEvery ?? 0) > 0;
     for (let id = 1; id <= this.n; id++) {
       this.members.set(id, {
         id,
         durable: undefined,
         localState: new MemoryLogState(),
+        joins: false,
         rng: this.rng.fork(),
         log: undefined,
         disk: undefined,
@@ -228,25 +303,45 @@ class ReplicationSim {
         local: undefined,
         opening: false,
         restartAt: 0,
+        installing: undefined,
+        crashAt: Number.POSITIVE_INFINITY,
+        cutAt: Number.POSITIVE_INFINITY,
       });
     }
     for (let c = 1; c <= (opts.clients ?? DEFAULTS.clients); c++) {
       this.clients.push({ id: c, target: this.rng.between(1, this.n), seq: 0, busy: false, nextAt: 0, seen: 0 });
     }
     this.nextFault = 150 + this.rng.int(100);
+    if (opts.membership) {
+      this.spare = this.n + 1;
+      this.members.set(this.spare, {
+        id: this.spare,
+        durable: undefined,
+        localState: new MemoryLogState(),
+        joins: true,
+        rng: this.rng.fork(),
+        log: undefined,
+        disk: undefined,
+        driver: undefined,
+        local: undefined,
+        opening: false,
+        restartAt: Number.POSITIVE_INFINITY, // started when the leader is about to add it
+        installing: undefined,
+        crashAt: Number.POSITIVE_INFINITY,
+        cutAt: Number.POSITIVE_INFINITY,
+      });
+    } else this.spare = undefined;
   }
 
-  private note(line: string): void {
-    const s = `${this.clock.now()} ${line}`;
-    for (let i = 0; i < s.length; i++) this.hash = Math.imul(this.hash ^ s.charCodeAt(i), 0x01000193) >>> 0;
-    if (this.opts.trace) this.trace.push(s);
+  protected observe(): void {
+    this.stats.messages++;
   }
 
   // ---- the seams: Raft storage, transport, driver and local log of one member ----
 
   private raftOf(m: Member): ReplicaRaft {
     const storageOver = (durable: MemoryRaftStorage): ReplicaRaftStorage => {
-      const disk = new SimDisk(durable, this.clock, () => this.diskRng.between(0, 3));
+      const disk = this.disk(durable, () => this.diskRng.between(0, 3));
       m.disk = disk;
       const s = disk.storage;
       return {
@@ -277,15 +372,22 @@ class ReplicationSim {
       startTransport: async (o) => {
         const t = this.wire.join(m.id);
         t.onMessage((msg) => o.onMessage?.(msg));
+        const streams = this.streams.join(m.id, o.onStream);
         const transport: ReplicaTransport = {
           port: 0,
           send: (ms: readonly Message[]) => t.send(ms),
           flush: () => undefined,
-          openStream: () => Promise.reject(streamRefused()),
+          openStream: (id: number, timeoutMs = 5000) =>
+            this.opts.plant === 'no-catch-up'
+              ? Promise.reject(new PlexusError('PLX_RAFT_TRANSPORT_UNREACHABLE', 'no catch-up streams here'))
+              : this.streams.open(streams, id, timeoutMs),
           setPeer: () => undefined,
           removePeer: () => undefined,
-          close: () => t.close(),
-        } as unknown as ReplicaTransport;
+          close: () => {
+            streams.alive = false;
+            return t.close();
+          },
+        };
         return transport;
       },
       startDriver: (o) => {
@@ -324,16 +426,13 @@ class ReplicationSim {
 
   private start(m: Member): void {
     m.opening = true;
-    const members = [...this.members.keys()].map((id) => ({
-      id,
-      raftAddress: `127.0.0.1:${7000 + id}`,
-      advertise: `127.0.0.1:${8000 + id}`,
-    }));
+    const members = [...this.members.keys()].filter((id) => m.joins || id !== this.spare).map((id) => this.address(id));
     ReplicatedLog.open(
       {
         id: m.id,
         dir: `/sim/${m.id}`,
         members,
+        ...(m.joins ? { join: true } : {}),
         tickMs: DEFAULTS.tickMs,
         electionTick: 10,
         heartbeatTick: 2,
@@ -341,6 +440,8 @@ class ReplicationSim {
         localWritebackMs: 0,
         snapshotEvery: this.opts.snapshotEvery ?? 0,
         snapshotRetain: 4,
+        catchUpTimeoutMs: DEFAULTS.catchUpTimeoutMs,
+        catchUpChunkBytes: DEFAULTS.catchUpChunkBytes,
         onFatal: (e) => {
           this.inv.violations.push({
             rule: 'member-failed',
@@ -372,11 +473,77 @@ class ReplicationSim {
     );
   }
 
+  private address(id: number): { id: number; raftAddress: string; advertise: string } {
+    return { id, raftAddress: `127.0.0.1:${7000 + id}`, advertise: `127.0.0.1:${8000 + id}` };
+  }
+
+  /**
+   * `membership` runs: the leader adds the spare (started empty with `join` just before) or
+   * removes it; once removed it is stopped and its disks wiped, to join again later.
+   */
+  private membershipFault(leader: Member | undefined): void {
+    const spare = this.spare === undefined ? undefined : this.members.get(this.spare);
+    const log = leader?.log;
+    if (!spare || !leader || !log) return;
+    if (this.spareState === 'out') {
+      this.spareState = 'adding';
+      if (!spare.log && !spare.opening) {
+        spare.restartAt = Number.POSITIVE_INFINITY;
+        this.note(`start spare ${spare.id}`);
+        this.start(spare);
+      }
+      this.note(`add ${spare.id} at ${leader.id}`);
+      log.addMember(this.address(spare.id), { catchUpMs: 300 }).then(
+        () => {
+          this.note(`added ${spare.id}`);
+          this.stats.membersAdded++;
+          this.spareState = 'in';
+        },
+        (e: unknown) => {
+          // Refused or undecided (leadership moved, it did not catch up in time): whether it
+          // is in the configuration now is what the members' status says.
+          this.note(`add ${spare.id} refused ${isPlexusError(e) ? e.code : String(e)}`);
+          this.spareState = 'in';
+        },
+      );
+    } else if (this.spareState === 'in' && leader.id !== spare.id) {
+      this.spareState = 'removing';
+      this.note(`remove ${spare.id} at ${leader.id}`);
+      log.removeMember(spare.id).then(
+        () => {
+          this.note(`removed ${spare.id}`);
+          this.stats.membersRemoved++;
+          this.retire(spare);
+        },
+        (e: unknown) => {
+          this.note(`remove ${spare.id} refused ${isPlexusError(e) ? e.code : String(e)}`);
+          this.spareState = 'in';
+        },
+      );
+    }
+  }
+
+  /** A removed spare: stopped for good, its disks wiped (it joins again as a new, empty member). */
+  private retire(m: Member): void {
+    if (m.log) this.crash(m);
+    m.restartAt = Number.POSITIVE_INFINITY;
+    m.durable = undefined;
+    m.localState = new MemoryLogState();
+    this.spareState = 'out';
+  }
+
   private crash(m: Member): void {
     if (!m.log) return;
     this.stats.crashes++;
-    this.note(`crash ${m.id}`);
+    const installing = m.log.status().catchUpTarget;
+    if (installing !== undefined) this.stats.installCrashes++;
+    this.note(`crash ${m.id}${installing !== undefined ? ` installing to ${installing}` : ''}`);
+    this.stats.recordsCaughtUp += m.log.status().recordsCaughtUp;
     m.disk?.crash();
+    this.streams.crash(m.id);
+    m.installing = undefined;
+    m.crashAt = Number.POSITIVE_INFINITY;
+    m.cutAt = Number.POSITIVE_INFINITY;
     if (m.local) m.local.dead = true;
     void m.driver?.stop().catch(() => undefined);
     this.wire.join(m.id).closeNow(); // closes the old endpoint; the next open joins again
@@ -457,20 +624,23 @@ class ReplicationSim {
       log
         .readBarrier()
         .then(async (upTo) => {
-          const recs = upTo > 0n ? await log.read(1n, { maxCount: Number(upTo), maxBytes: 1 << 30 }) : [];
+          // A log compacted below `first` is read from there: the model checks the values from it on.
+          const from = log.first > 1n ? Number(log.first) : 1;
+          const count = Number(upTo) - from + 1;
+          const recs = count > 0 ? await log.read(BigInt(from), { maxCount: count, maxBytes: 1 << 30 }) : [];
           recs.forEach((r, i) => {
-            if (r.position !== BigInt(i + 1)) {
+            if (r.position !== BigInt(from + i)) {
               this.inv.violations.push({
                 rule: 'positions-contiguous',
-                message: `member ${m.id} returned position ${r.position} as the record number ${i + 1}`,
+                message: `member ${m.id} returned position ${r.position} as the record number ${from + i}`,
                 time: this.clock.now(),
               });
             }
           });
           const values = recs.map((r) => dec.decode(r.payload));
-          this.note(`read ${c.id} ${values.length}`);
-          this.history.ok(op, { values }, this.clock.now());
-          c.seen = values.length;
+          this.note(`read ${c.id} ${values.length}${from > 1 ? ` from ${from}` : ''}`);
+          this.history.ok(op, from > 1 ? { values, from } : { values }, this.clock.now());
+          c.seen = from - 1 + values.length;
           this.stats.readsOk++;
           done();
         })
@@ -490,7 +660,15 @@ class ReplicationSim {
     const ids = [...this.members.keys()];
     const up = [...this.members.values()].filter((m) => m.log);
     const leader = this.leaderNow();
-    const k = this.rng.int(6);
+    if (this.spare !== undefined && this.rng.chance(0.3)) {
+      this.membershipFault(leader);
+      return;
+    }
+    const k = this.rng.int(this.catchUpFaults ? 9 : 6);
+    if (k >= 6) {
+      this.catchUpFault(k, leader, up);
+      return;
+    }
     if (k === 0 || k === 1) {
       this.stats.partitions++;
       if (k === 0 && leader) {
@@ -534,6 +712,81 @@ class ReplicationSim {
     }
   }
 
+  /**
+   * A member that starts installing a snapshot is crashed in the middle of it one time in
+   * three (the install resumes from the Raft log on restart), and has its catch-up streams
+   * cut halfway one time in three (it pulls the rest on a new stream).
+   */
+  private watchInstalls(): void {
+    const now = this.clock.now();
+    for (const m of this.members.values()) {
+      const log = m.log;
+      if (!log) continue;
+      if (m.crashAt <= now) {
+        this.crash(m);
+        continue;
+      }
+      if (m.cutAt <= now) {
+        m.cutAt = Number.POSITIVE_INFINITY;
+        this.note(`cut ${this.streams.cutOf(m.id)} streams of ${m.id}`);
+      }
+      const target = log.status().catchUpTarget;
+      if (target !== undefined && target !== m.installing) {
+        const k = this.rng.int(3);
+        if (k === 0) m.crashAt = now + 1 + this.rng.int(20);
+        else if (k === 1) m.cutAt = now + 2 + this.rng.int(20);
+      }
+      m.installing = target;
+    }
+  }
+
+  /** Faults of the catch-up path (`catchUpFaults`). */
+  private catchUpFault(k: number, leader: Member | undefined, up: Member[]): void {
+    if (k === 6) {
+      // Cut every open catch-up stream halfway through whatever it carries.
+      const n = this.streams.cutAll();
+      this.note(`cut ${n} streams`);
+      return;
+    }
+    if (k === 7) {
+      // A follower cut off long enough to fall behind the leader's snapshot: it installs one
+      // (and pulls the records below it) when the partition heals.
+      const followers = up.filter((m) => m.id !== leader?.id);
+      if (followers.length === 0) return;
+      const lag = this.rng.pick(followers);
+      this.stats.partitions++;
+      this.net.isolate(lag.id);
+      this.note(`lag ${lag.id}`);
+      this.healAt = this.clock.now() + 250 + this.rng.int(200);
+      return;
+    }
+    const log = leader?.log;
+    if (!leader || !log) return;
+    // Agree a compaction cutoff at the leader's last position (the leader bounds it by what
+    // every member holds), then compact the members' local logs below it.
+    const wanted = log.last;
+    this.note(`compact ${leader.id} ${wanted}`);
+    const before = log.compactionLimit;
+    log.agreeCompaction(wanted).then(
+      (below) => {
+        this.note(`agreed ${below}`);
+        if (below > before) this.stats.compactionsAgreed++;
+        for (const m of this.members.values()) {
+          const l = m.log;
+          if (!l || l.compactionLimit <= 1n) continue;
+          l.compactBefore(l.compactionLimit).then(
+            () => {
+              this.stats.localCompactions++;
+              this.note(`compacted ${m.id} ${l.first}`);
+            },
+            () => undefined,
+          );
+        }
+      },
+      () => undefined,
+    );
+  }
+
   // ---- the loop ----
 
   private async drain(): Promise<void> {
@@ -553,6 +806,7 @@ class ReplicationSim {
         healed = true;
         this.net.heal();
         this.net.setOptions(DEFAULTS.network);
+        this.streams.opts = { ...this.streamOpts, cutRate: 0 };
         this.note('quiet');
       }
       let t = end;
@@ -560,8 +814,11 @@ class ReplicationSim {
       if (timer !== undefined && timer < t) t = timer;
       const msg = this.net.nextAt();
       if (msg !== undefined && msg < t) t = msg;
-      for (const m of this.members.values())
+      for (const m of this.members.values()) {
         if (!m.log && !m.opening && m.restartAt < t) t = Math.max(now, m.restartAt);
+        if (m.log && m.crashAt < t && active) t = Math.max(now, m.crashAt);
+        if (m.log && m.cutAt < t && active) t = Math.max(now, m.cutAt);
+      }
       if (active) {
         for (const c of this.clients) if (!c.busy && c.nextAt < t) t = Math.max(now, c.nextAt);
         if (this.faults && this.nextFault < t) t = Math.max(now, this.nextFault);
@@ -586,6 +843,7 @@ class ReplicationSim {
         for (const c of this.clients) if (!c.busy && c.nextAt <= t) this.client(c);
       }
       await this.drain();
+      if (this.catchUpFaults && active) this.watchInstalls();
       const leader = this.leaderNow();
       if (leader && leader.id !== this.lastLeader) {
         this.lastLeader = leader.id;
@@ -599,42 +857,80 @@ class ReplicationSim {
   private async finish(): Promise<ReplicationSimResult> {
     const now = this.clock.now();
     // Every member's local log, read whole: contiguous from 1, one value per position.
-    const logs = new Map<number, string[]>();
+    // Every member's local log, read whole from its first position (below it: compacted away).
+    const logs = new Map<number, { first: number; values: string[] }>();
     for (const m of this.members.values()) {
       const log = m.log;
       if (!log) continue;
-      const recs = log.last > 0n ? await log.read(1n, { maxCount: Number(log.last), maxBytes: 1 << 30 }) : [];
+      const first = log.first > 1n ? Number(log.first) : 1;
+      const count = Number(log.last) - first + 1;
+      const recs = count > 0 ? await log.read(BigInt(first), { maxCount: count, maxBytes: 1 << 30 }) : [];
       const values: string[] = [];
       recs.forEach((r, i) => {
-        if (r.position !== BigInt(i + 1)) {
+        if (r.position !== BigInt(first + i)) {
           this.inv.violations.push({
             rule: 'positions-contiguous',
-            message: `member ${m.id} holds position ${r.position} as its record number ${i + 1}`,
+            message: `member ${m.id} holds position ${r.position} as its record number ${first + i}`,
             time: now,
           });
         }
         const v = dec.decode(r.payload);
         values.push(v);
-        this.inv.position(m.id, i + 1, v, now);
+        this.inv.position(m.id, first + i, v, now);
       });
-      logs.set(m.id, values);
-      this.stats.snapshotsTaken += log.status().snapshotsTaken;
-      this.stats.snapshotsInstalled += log.status().snapshotsInstalled;
+      logs.set(m.id, { first, values });
+      const st = log.status();
+      this.stats.snapshotsTaken += st.snapshotsTaken;
+      this.stats.snapshotsInstalled += st.snapshotsInstalled;
+      this.stats.recordsCaughtUp += st.recordsCaughtUp;
     }
-    let longest: string[] = [];
-    for (const v of logs.values()) if (v.length > longest.length) longest = v;
+    this.stats.streamsOpened = this.streams.stats.opened;
+    this.stats.streamsCut = this.streams.stats.cut;
+    let longest = { first: 1, values: [] as string[] };
+    const lastOf = (l: { first: number; values: string[] }) => l.first - 1 + l.values.length;
+    for (const l of logs.values()) if (lastOf(l) > lastOf(longest)) longest = l;
+    // After the quiet period every member holds the whole log: none is left behind (a
+    // snapshot it could not install, a catch-up that stopped short).
+    // (Members of the configuration: a spare that was never added, or is being, holds nothing.)
+    const st = this.leaderNow()?.log?.status();
+    const inConf = st ? new Set([...st.voters, ...st.learners]) : undefined;
+    for (const [id, l] of logs) {
+      if (inConf && !inConf.has(id)) continue;
+      if (lastOf(l) !== lastOf(longest)) {
+        this.inv.violations.push({
+          rule: 'members-converge',
+          message: `member ${id} holds positions up to ${lastOf(l)}; member logs reach ${lastOf(longest)}`,
+          time: now,
+        });
+      }
+    }
+    /** The value at `position`: in the longest log, or, compacted there, the one every member applied. */
+    const valueAt = (position: number, value: string): string | undefined =>
+      position >= longest.first
+        ? longest.values[position - longest.first]
+        : this.inv.positionOf(value) === position
+          ? value
+          : undefined;
     // Acknowledged appends are never lost: each is in the longest log, at the position acknowledged.
     for (const [value, position] of this.acked) {
-      if (longest[position - 1] !== value) {
+      const held = valueAt(position, value);
+      if (held !== value) {
         this.inv.violations.push({
           rule: 'acknowledged-lost',
-          message: `${value} was acknowledged at position ${position}; the log holds ${longest[position - 1] ?? 'nothing'} there`,
+          message: `${value} was acknowledged at position ${position}; the log holds ${held ?? 'nothing'} there`,
           time: now,
         });
       }
     }
     // Appends whose outcome the client never learnt: placed where the log holds them, or not made.
-    const at = new Map(longest.map((v, i) => [v, i + 1] as const));
+    const at = new Map(longest.values.map((v, i) => [v, longest.first + i] as const));
+    if (longest.first > 1) {
+      for (const op of this.history.unknown()) {
+        if (op.input.kind !== 'append') continue;
+        const p = this.inv.positionOf(op.input.value);
+        if (p !== undefined && p < longest.first) at.set(op.input.value, p);
+      }
+    }
     for (const op of this.history.unknown()) {
       if (op.input.kind !== 'append') continue;
       const p = at.get(op.input.value);
@@ -645,18 +941,7 @@ class ReplicationSim {
     for (const m of this.members.values()) void m.log?.close().catch(() => undefined);
     await this.drain();
     for (const v of this.inv.violations) this.note(`violation ${v.rule}`);
-    this.note(`logs ${[...logs.values()].map((v) => v.length).join(',')}`);
-    const lin = checkLinearizable(this.history.operations(), appendLogModel(), 200_000);
-    return {
-      seed: this.opts.seed,
-      nodes: this.n,
-      ok: this.inv.violations.length === 0 && lin.result !== 'violation',
-      violations: this.inv.violations,
-      linearizability: lin,
-      history: this.history,
-      stats: this.stats,
-      fingerprint: this.hash.toString(16).padStart(8, '0'),
-      trace: this.trace,
-    };
+    this.note(`logs ${[...logs.values()].map((l) => `${l.first}..${lastOf(l)}`).join(',')}`);
+    return { seed: this.opts.seed, nodes: this.n, ...this.outcome(), stats: this.stats };
   }
 }
