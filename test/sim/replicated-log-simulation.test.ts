@@ -97,7 +97,9 @@ describe('deterministic simulation of replicated logs', () => {
           expect(total.crashes).toBeGreaterThan(runs / 2);
           expect(total.partitions).toBeGreaterThan(runs / 2);
           expect(total.transfers).toBeGreaterThan(runs / 10);
-          expect(total.leaderChanges).toBeGreaterThan(runs * 1.5);
+          // The membership runs spend part of their fault schedule on adding and removing the
+          // spare member, so they change leaders somewhat less often.
+          expect(total.leaderChanges).toBeGreaterThan(runs * (membership ? 1.2 : 1.5));
           if (snapshots) {
             expect(total.snapshotsTaken).toBeGreaterThan(runs);
             // Members fell behind snapshots and installed them, pulling records over streams
