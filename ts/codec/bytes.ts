@@ -146,6 +146,8 @@ export class ByteWriter {
   at: number;
   private buf: Uint8Array;
   private readonly fixed: boolean;
+  /** Made on the first explicit-offset write, for the writer's buffer of the moment. */
+  private dv: DataView | undefined;
 
   constructor(into?: Uint8Array | number, start = 0) {
     this.fixed = into instanceof Uint8Array;
@@ -167,6 +169,7 @@ export class ByteWriter {
     const next = new Uint8Array(size);
     next.set(this.buf.subarray(0, this.at));
     this.buf = next;
+    this.dv = undefined;
   }
 
   u8(v: number): this {
@@ -238,7 +241,19 @@ export class ByteWriter {
     this.at = start;
     if (!this.fixed && this.buf.length > keep) {
       this.buf = new Uint8Array(64);
+      this.dv = undefined;
     }
+    return this;
+  }
+
+  /**
+   * A u32 at offset `at` of the buffer, leaving the cursor where it is: for tight loops that
+   * fill fixed-offset headers (one cached DataView; past the buffer's end is a RangeError, as
+   * a caller sized the buffer wrong).
+   */
+  u32At(at: number, v: number): this {
+    if (this.dv === undefined) this.dv = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
+    this.dv.setUint32(at, v, true);
     return this;
   }
 
