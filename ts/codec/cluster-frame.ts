@@ -576,11 +576,15 @@ function clusterFrameFormat(hopLimit: number): FrameFormat {
  */
 export class ClusterFrameReader implements FrameSink {
   private readonly assembler: FrameAssembler;
-  /** Whole frames, header checked, not yet taken: spans bytes[i][start[i], end[i]) from `head` on. */
-  private bytes: Uint8Array[] = [];
-  private starts: number[] = [];
-  private ends: number[] = [];
+  /**
+   * Whole frames, header checked, not yet taken: spans bytes[i][starts[i], ends[i]) for i in
+   * [head, count). The arrays are reused (a taken slot drops its chunk).
+   */
+  private readonly bytes: Uint8Array[] = [];
+  private readonly starts: number[] = [];
+  private readonly ends: number[] = [];
   private head = 0;
+  private count = 0;
   private held = 0;
   private failure: unknown;
   private readonly memo = new DecodeMemo();
@@ -607,28 +611,28 @@ export class ClusterFrameReader implements FrameSink {
 
   /** The assembler's sink: queues one whole frame (not for callers). */
   frame(bytes: Uint8Array, start: number, end: number): void {
-    this.bytes.push(bytes);
-    this.starts.push(start);
-    this.ends.push(end);
+    const i = this.count++;
+    this.bytes[i] = bytes;
+    this.starts[i] = start;
+    this.ends[i] = end;
     this.held += end - start;
   }
 
   /** Takes the next queued frame's span into `span`; false when none is queued (or throws the refusal). */
   private take(): boolean {
-    if (this.head === this.bytes.length) {
+    if (this.head === this.count) {
       if (this.failure !== undefined) throw this.failure;
       return false;
     }
     const i = this.head++;
     this.spanBytes = this.bytes[i] as Uint8Array;
+    this.bytes[i] = EMPTY;
     this.spanStart = this.starts[i] as number;
     this.spanEnd = this.ends[i] as number;
     this.held -= this.spanEnd - this.spanStart;
-    if (this.head === this.bytes.length) {
-      this.bytes = [];
-      this.starts = [];
-      this.ends = [];
+    if (this.head === this.count) {
       this.head = 0;
+      this.count = 0;
     }
     return true;
   }
