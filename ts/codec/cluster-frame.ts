@@ -14,6 +14,8 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { checkHeader, defineHeader, encodeHeader, type HeaderSchema } from '../core/index.js';
+import { ByteWriter, getU16, getU32, putU16, putU32, putU64n } from './bytes.js';
+import { FrameAssembler, type FrameFormat, type FrameSink } from './frames.js';
 
 export const CLUSTER_FRAME_VERSION = 1;
 export const CLUSTER_HEADER_SIZE = 40;
@@ -202,11 +204,6 @@ function refuse(reason: ClusterFrameReason, message: string, details: Record<str
   return new PlexusError(code, message, { ...details, reason });
 }
 
-/** The 16-bit total length field, read without checks (for messages). */
-function _u32(b: Uint8Array, at: number): number {
-  return (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
-}
-
 interface HeaderValues {
   readonly length: number;
   readonly kind: number;
@@ -238,7 +235,7 @@ function _field(name: string, v: number, max: number): void {
 }
 
 /**
- * Writes the 40 header bytes with a DataView: the fast path of the sender. It writes exactly
+ * Writes the 40 header bytes with the fixed-offset field functions of codec/bytes. It writes exactly
  * what `encodeHeader(clusterFrameSchema(), ...)` of plexus/core writes (a test holds the two
  * to the same bytes).
  */
@@ -251,16 +248,21 @@ function writeHeader(out: Uint8Array, h: HeaderValues): void {
       reason: 'field',
     });
   }
-  const dv = new DataView(out.buffer, out.byteOffset, CLUSTER_HEADER_SIZE);
-  dv.setUint32(0, h.length, true);
+  if (out.length < CLUSTER_HEADER_SIZE) {
+    throw new PlexusError('PLX_CODEC_OVERFLOW', `a cluster frame header needs ${CLUSTER_HEADER_SIZE} bytes`, {
+      need: CLUSTER_HEADER_SIZE,
+      size: out.length,
+    });
+  }
+  putU32(out, 0, h.length);
   out[4] = CLUSTER_FRAME_VERSION;
   out[5] = h.kind;
   out[6] = h.hops;
   out[7] = h.status;
-  dv.setUint32(8, h.shard, true);
-  dv.setUint16(12, h.senderLength, true);
-  dv.setUint16(14, h.targetLength, true);
-  dv.setBigUint64(16, h.epoch, true);
+  putU32(out, 8, h.shard);
+  putU16(out, 12, h.senderLength);
+  putU16(out, 14, h.targetLength);
+  putU64n(out, 16, h.epoch);
   out.set(h.messageId, 24);
 }
 
@@ -311,9 +313,7 @@ export function encodeClusterFrame(init: ClusterFrameInit): Uint8Array {
     epoch: typeof init.epoch === 'bigint' ? init.epoch : BigInt(init.epoch),
     messageId: init.messageId,
   });
-  out.set(sender, CLUSTER_HEADER_SIZE);
-  out.set(target, CLUSTER_HEADER_SIZE + sender.length);
-  out.set(payload, CLUSTER_HEADER_SIZE + sender.length + target.length);
+  new ByteWriter(out, CLUSTER_HEADER_SIZE).bytes(sender).bytes(target).bytes(payload);
   return out;
 }
 
@@ -347,9 +347,9 @@ export function checkClusterHeader(bytes: Uint8Array, hopLimit = DEFAULT_HOP_LIM
     throw refuse('short', `a cluster frame header needs ${CLUSTER_HEADER_SIZE} bytes, got ${bytes.length}`);
   }
   const v = checkHeader(clusterFrameSchema(hopLimit), bytes.subarray(0, CLUSTER_HEADER_SIZE));
-  const length = _u32(bytes, 0);
+  const length = getU32(bytes, 0);
   if (v === ClusterVerdict.accepted) {
-    const iris = (bytes[12]! | (bytes[13]! << 8)) + (bytes[14]! | (bytes[15]! << 8));
+    const iris = getU16(bytes, 12) + getU16(bytes, 14);
     if (CLUSTER_HEADER_SIZE + iris > length) {
       throw refuse('iris', `the IRIs (${iris} bytes) do not fit in a frame of ${length} bytes`, { length });
     }
@@ -381,15 +381,15 @@ export function checkClusterHeader(bytes: Uint8Array, hopLimit = DEFAULT_HOP_LIM
  */
 export function clusterHeaderVerdict(b: Uint8Array, at: number, hopLimit: number): number {
   const V = ClusterVerdict;
-  const length = (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
+  const length = getU32(b, at);
   if (length > MAX_CLUSTER_FRAME || length < CLUSTER_HEADER_SIZE) return V.length;
   if (b[at + 4] !== CLUSTER_FRAME_VERSION) return V.version;
   const kind = b[at + 5]!;
   if (kind < 1 || kind > 2) return V.kind;
   if (b[at + 6]! > hopLimit) return V.hops;
   const status = b[at + 7]!;
-  const sl = b[at + 12]! | (b[at + 13]! << 8);
-  const tl = b[at + 14]! | (b[at + 15]! << 8);
+  const sl = getU16(b, at + 12);
+  const tl = getU16(b, at + 14);
   if (kind === ClusterFrameKind.DATA) {
     if (status !== 0) return V.status;
     if (sl < 1 || sl > MAX_IRI_BYTES) return V.senderLength;
@@ -419,8 +419,8 @@ export function decodeClusterFrame(bytes: Uint8Array, hopLimit = DEFAULT_HOP_LIM
 
 /** Decodes a whole frame whose header `checkClusterHeader` accepted for exactly its length. */
 function _decodeChecked(bytes: Uint8Array, memo?: DecodeMemo, at = 0, end = bytes.length): ClusterFrame {
-  const sl = bytes[at + 12]! | (bytes[at + 13]! << 8);
-  const tl = bytes[at + 14]! | (bytes[at + 15]! << 8);
+  const sl = getU16(bytes, at + 12);
+  const tl = getU16(bytes, at + 14);
   const s0 = at + CLUSTER_HEADER_SIZE;
   const t0 = s0 + sl;
   const p0 = t0 + tl;
@@ -437,8 +437,8 @@ function _decodeChecked(bytes: Uint8Array, memo?: DecodeMemo, at = 0, end = byte
       throw refuse('utf8', 'the sender or target IRI is not valid UTF-8');
     }
   }
-  const lo = (bytes[at + 16]! | (bytes[at + 17]! << 8) | (bytes[at + 18]! << 16) | (bytes[at + 19]! << 24)) >>> 0;
-  const hi = (bytes[at + 20]! | (bytes[at + 21]! << 8) | (bytes[at + 22]! << 16) | (bytes[at + 23]! << 24)) >>> 0;
+  const lo = getU32(bytes, at + 16);
+  const hi = getU32(bytes, at + 20);
   let messageId: Uint8Array;
   let payload: Uint8Array;
   if (memo) {
@@ -454,7 +454,7 @@ function _decodeChecked(bytes: Uint8Array, memo?: DecodeMemo, at = 0, end = byte
     kind: bytes[at + 5] as ClusterFrameKindCode,
     hops: bytes[at + 6]!,
     status: bytes[at + 7]!,
-    shard: (bytes[at + 8]! | (bytes[at + 9]! << 8) | (bytes[at + 10]! << 16) | (bytes[at + 11]! << 24)) >>> 0,
+    shard: getU32(bytes, at + 8),
     epoch: memo ? memo.epoch(lo, hi) : (BigInt(hi) << 32n) | BigInt(lo),
     messageId,
     sender,
@@ -543,33 +543,102 @@ class DecodeMemo {
 }
 
 /**
- * A byte-fed reader of frames laid end to end. `push()` chunks as they arrive; `next()` gives
- * the next whole frame or undefined. The header's length is checked before the frame's bytes
- * are gathered, so a frame above 1 MiB is refused at its first 40 bytes. It holds at most
- * the unread chunks and one frame: a receiver that stops reading stops it growing.
+ * The cluster frame as codec/frames' assembler judges it: the header's length first (against
+ * 1 MiB), then every header check of `checkClusterHeader`, before any byte past the header is
+ * gathered.
  */
-export class ClusterFrameReader {
-  private chunks: Uint8Array[] = [];
+function clusterFrameFormat(hopLimit: number): FrameFormat {
+  const judgeAt = (b: Uint8Array, at: number): number => {
+    const length = getU32(b, at);
+    if (
+      clusterHeaderVerdict(b, at, hopLimit) !== ClusterVerdict.accepted ||
+      CLUSTER_HEADER_SIZE + getU16(b, at + 12) + getU16(b, at + 14) > length
+    ) {
+      return checkClusterHeader(b.subarray(at, at + CLUSTER_HEADER_SIZE), hopLimit);
+    }
+    return length;
+  };
+  return {
+    headerBytes: CLUSTER_HEADER_SIZE,
+    maxFrame: MAX_CLUSTER_FRAME,
+    frameLength: (header) => judgeAt(header, 0),
+    frameLengthAt: judgeAt,
+  };
+}
+
+/**
+ * A byte-fed reader of frames laid end to end, on codec/frames' `FrameAssembler`. `push()`
+ * chunks as they arrive; `next()` gives the next whole frame or undefined. The header's length
+ * is checked before the frame's bytes are gathered, so a frame above 1 MiB is refused at its
+ * first 40 bytes. It holds at most the whole frames not yet taken and one partial frame: a
+ * receiver that stops reading stops it growing. A refused header is thrown by the `next()`
+ * (or `nextRaw()`) that reaches it, after the whole frames before it, and by every call after.
+ */
+export class ClusterFrameReader implements FrameSink {
+  private readonly assembler: FrameAssembler;
+  /**
+   * Whole frames, header checked, not yet taken: spans bytes[i][starts[i], ends[i]) for i in
+   * [head, count). The arrays are reused (a taken slot drops its chunk).
+   */
+  private readonly bytes: Uint8Array[] = [];
+  private readonly starts: number[] = [];
+  private readonly ends: number[] = [];
   private head = 0;
-  private buffered = 0;
-  private readonly hopLimit: number;
+  private count = 0;
+  private held = 0;
+  private failure: unknown;
   private readonly memo = new DecodeMemo();
 
   constructor(options: { readonly hopLimit?: number } = {}) {
-    this.hopLimit = options.hopLimit ?? DEFAULT_HOP_LIMIT;
-    clusterFrameSchema(this.hopLimit);
+    const hopLimit = options.hopLimit ?? DEFAULT_HOP_LIMIT;
+    clusterFrameSchema(hopLimit);
+    this.assembler = new FrameAssembler(clusterFrameFormat(hopLimit));
   }
 
   /** Bytes held and not yet returned as frames. */
   get bufferedBytes(): number {
-    return this.buffered;
+    return this.held + this.assembler.buffered;
   }
 
   push(chunk: Uint8Array): void {
-    if (chunk.length === 0) return;
-    this.chunks.push(chunk);
-    this.buffered += chunk.length;
+    if (chunk.length === 0 || this.failure !== undefined) return;
+    try {
+      this.assembler.pushSpans(chunk, this);
+    } catch (e) {
+      this.failure = e;
+    }
   }
+
+  /** The assembler's sink: queues one whole frame (not for callers). */
+  frame(bytes: Uint8Array, start: number, end: number): void {
+    const i = this.count++;
+    this.bytes[i] = bytes;
+    this.starts[i] = start;
+    this.ends[i] = end;
+    this.held += end - start;
+  }
+
+  /** Takes the next queued frame's span into `span`; false when none is queued (or throws the refusal). */
+  private take(): boolean {
+    if (this.head === this.count) {
+      if (this.failure !== undefined) throw this.failure;
+      return false;
+    }
+    const i = this.head++;
+    this.spanBytes = this.bytes[i] as Uint8Array;
+    this.bytes[i] = EMPTY;
+    this.spanStart = this.starts[i] as number;
+    this.spanEnd = this.ends[i] as number;
+    this.held -= this.spanEnd - this.spanStart;
+    if (this.head === this.count) {
+      this.head = 0;
+      this.count = 0;
+    }
+    return true;
+  }
+  private spanBytes: Uint8Array = EMPTY;
+  private spanStart = 0;
+  private spanEnd = 0;
 
   /**
    * The bytes of the next whole frame with its header checked, or undefined when more bytes
@@ -577,90 +646,19 @@ export class ClusterFrameReader {
    * memory with the pushed chunks.
    */
   nextRaw(): Uint8Array | undefined {
-    if (this.buffered < CLUSTER_HEADER_SIZE) return undefined;
-    const length = checkClusterHeader(this.peek(CLUSTER_HEADER_SIZE), this.hopLimit);
-    if (this.buffered < length) return undefined;
-    return this.take(length);
+    if (!this.take()) return undefined;
+    const b = this.spanBytes;
+    this.spanBytes = EMPTY;
+    return this.spanStart === 0 && this.spanEnd === b.length ? b : b.subarray(this.spanStart, this.spanEnd);
   }
 
   /** The next whole frame, or undefined when more bytes are needed. Throws on a bad header. */
   next(): ClusterFrame | undefined {
-    if (this.buffered < CLUSTER_HEADER_SIZE) return undefined;
-    const first = this.chunks[0]!;
-    const at = this.head;
-    if (first.length - at >= CLUSTER_HEADER_SIZE) {
-      // The header lies in the first chunk: check it there, and when the whole frame does
-      // too, decode it there (no view, no copy of the frame).
-      const length = (first[at]! | (first[at + 1]! << 8) | (first[at + 2]! << 16) | (first[at + 3]! << 24)) >>> 0;
-      if (
-        clusterHeaderVerdict(first, at, this.hopLimit) !== ClusterVerdict.accepted ||
-        CLUSTER_HEADER_SIZE + (first[at + 12]! | (first[at + 13]! << 8)) + (first[at + 14]! | (first[at + 15]! << 8)) >
-          length
-      ) {
-        checkClusterHeader(first.subarray(at, at + CLUSTER_HEADER_SIZE), this.hopLimit);
-      }
-      if (this.buffered < length) return undefined;
-      if (first.length - at >= length) {
-        const frame = _decodeChecked(first, this.memo, at, at + length);
-        this.head += length;
-        this.buffered -= length;
-        if (this.head === first.length) {
-          this.chunks.shift();
-          this.head = 0;
-        }
-        return frame;
-      }
-      return _decodeChecked(this.take(length), this.memo);
-    }
-    const header = this.peek(CLUSTER_HEADER_SIZE);
-    const length = checkClusterHeader(header, this.hopLimit);
-    if (this.buffered < length) return undefined;
-    return _decodeChecked(this.take(length), this.memo);
-  }
-
-  private peek(n: number): Uint8Array {
-    const first = this.chunks[0]!;
-    if (first.length - this.head >= n) return first.subarray(this.head, this.head + n);
-    const out = new Uint8Array(n);
-    let at = 0;
-    let off = this.head;
-    for (const c of this.chunks) {
-      const k = Math.min(n - at, c.length - off);
-      out.set(c.subarray(off, off + k), at);
-      at += k;
-      off = 0;
-      if (at === n) break;
-    }
-    return out;
-  }
-
-  private take(n: number): Uint8Array {
-    const first = this.chunks[0]!;
-    if (first.length - this.head >= n) {
-      const out = first.subarray(this.head, this.head + n);
-      this.head += n;
-      if (this.head === first.length) {
-        this.chunks.shift();
-        this.head = 0;
-      }
-      this.buffered -= n;
-      return out;
-    }
-    const out = new Uint8Array(n);
-    let at = 0;
-    while (at < n) {
-      const c = this.chunks[0]!;
-      const k = Math.min(n - at, c.length - this.head);
-      out.set(c.subarray(this.head, this.head + k), at);
-      at += k;
-      this.head += k;
-      if (this.head === c.length) {
-        this.chunks.shift();
-        this.head = 0;
-      }
-    }
-    this.buffered -= n;
-    return out;
+    if (!this.take()) return undefined;
+    const b = this.spanBytes;
+    this.spanBytes = EMPTY;
+    // Decoded in place, from the chunk the frame lies in (no view, no copy of the frame).
+    return _decodeChecked(b, this.memo, this.spanStart, this.spanEnd);
   }
 }
 
@@ -683,12 +681,8 @@ export const MAX_ACK_RUN = 0xffff;
 
 /** Writes one ACK run at out[at, at + 8). */
 export function encodeAckRun(out: Uint8Array, at: number, streamId: number, count: number, status: number): void {
-  out[at] = streamId & 0xff;
-  out[at + 1] = (streamId >>> 8) & 0xff;
-  out[at + 2] = (streamId >>> 16) & 0xff;
-  out[at + 3] = (streamId >>> 24) & 0xff;
-  out[at + 4] = count & 0xff;
-  out[at + 5] = (count >>> 8) & 0xff;
+  putU32(out, at, streamId);
+  putU16(out, at + 4, count);
   out[at + 6] = status;
   out[at + 7] = ACK_RUN_MARKER;
 }
@@ -729,8 +723,8 @@ export class AckRunReader {
   }
 
   private one(b: Uint8Array, at: number, sink: AckRunSink): void {
-    const streamId = (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
-    const count = b[at + 4]! | (b[at + 5]! << 8);
+    const streamId = getU32(b, at);
+    const count = getU16(b, at + 4);
     const status = b[at + 6]!;
     if (b[at + 7] !== ACK_RUN_MARKER || status > 3 || count === 0 || streamId % 2 === 0 || streamId > 0x7fff_ffff) {
       this.failed = true;
@@ -784,32 +778,16 @@ export function writeDataFrame(
   }
   const sl = sender.length;
   const tl = target.length;
-  out[at] = length & 0xff;
-  out[at + 1] = (length >>> 8) & 0xff;
-  out[at + 2] = (length >>> 16) & 0xff;
-  out[at + 3] = length >>> 24;
+  putU32(out, at, length);
   out[at + 4] = CLUSTER_FRAME_VERSION;
   out[at + 5] = ClusterFrameKind.DATA;
   out[at + 6] = hops;
   out[at + 7] = 0;
-  out[at + 8] = shard & 0xff;
-  out[at + 9] = (shard >>> 8) & 0xff;
-  out[at + 10] = (shard >>> 16) & 0xff;
-  out[at + 11] = shard >>> 24;
-  out[at + 12] = sl & 0xff;
-  out[at + 13] = sl >>> 8;
-  out[at + 14] = tl & 0xff;
-  out[at + 15] = tl >>> 8;
-  const lo = _lastEpochLo;
-  const hi = _lastEpochHi;
-  out[at + 16] = lo & 0xff;
-  out[at + 17] = (lo >>> 8) & 0xff;
-  out[at + 18] = (lo >>> 16) & 0xff;
-  out[at + 19] = lo >>> 24;
-  out[at + 20] = hi & 0xff;
-  out[at + 21] = (hi >>> 8) & 0xff;
-  out[at + 22] = (hi >>> 16) & 0xff;
-  out[at + 23] = hi >>> 24;
+  putU32(out, at + 8, shard);
+  putU16(out, at + 12, sl);
+  putU16(out, at + 14, tl);
+  putU32(out, at + 16, _lastEpochLo);
+  putU32(out, at + 20, _lastEpochHi);
   for (let i = 0; i < 16; i++) out[at + 24 + i] = id[idAt + i]!;
   let p = at + CLUSTER_HEADER_SIZE;
   if (sl <= 64) for (let i = 0; i < sl; i++) out[p + i] = sender[i]!;

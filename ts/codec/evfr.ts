@@ -19,6 +19,7 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { checkHeader, crc32c, defineHeader, encodeHeader, VERDICT_INCOMPLETE } from '../core/index.js';
+import { ByteReader, ByteWriter, getU32, getU64, getU64n, putU32 } from './bytes.js';
 
 export const EVFR_HEADER_BYTES = 56;
 export const EVFR_VERSION = 1;
@@ -103,20 +104,6 @@ function misuse(message: string, details: Record<string, unknown> = {}): PlexusE
   return new PlexusError('PLX_EVFR_BAD_INPUT', message, details);
 }
 
-function u32(b: Uint8Array, off: number): number {
-  return (
-    ((b[off] as number) | ((b[off + 1] as number) << 8) | ((b[off + 2] as number) << 16)) +
-    (b[off + 3] as number) * 0x1000000
-  );
-}
-
-function putU32(b: Uint8Array, off: number, v: number): void {
-  b[off] = v & 0xff;
-  b[off + 1] = (v >>> 8) & 0xff;
-  b[off + 2] = (v >>> 16) & 0xff;
-  b[off + 3] = (v >>> 24) & 0xff;
-}
-
 /** The size of the frame that would carry these records. */
 export function evfrSize(records: readonly Uint8Array[]): number {
   let n = EVFR_HEADER_BYTES;
@@ -148,12 +135,8 @@ export function encodeEvfr(init: EvfrInit, out?: Uint8Array): Uint8Array {
   const size = EVFR_HEADER_BYTES + body;
   const buf = out ?? new Uint8Array(size);
   if (buf.length < size) throw misuse(`the output needs ${size} bytes, has ${buf.length}`);
-  let at = EVFR_HEADER_BYTES;
-  for (const r of records) {
-    putU32(buf, at, r.length);
-    buf.set(r, at + 4);
-    at += 4 + r.length;
-  }
+  const w = new ByteWriter(buf, EVFR_HEADER_BYTES);
+  for (const r of records) w.lenBytes(r);
   const bodyCrc = crc32c(buf.subarray(EVFR_HEADER_BYTES, size));
   encodeHeader(
     SCHEMA,
@@ -204,17 +187,17 @@ export function decodeEvfr(bytes: Uint8Array, opts?: EvfrDecodeOptions): EvfrDec
   if (bytes.length < EVFR_HEADER_BYTES) return { kind: 'incomplete', need: EVFR_HEADER_BYTES };
   const verdict = checkHeader(SCHEMA, bytes.subarray(0, EVFR_HEADER_BYTES));
   if (verdict === VERDICT_INCOMPLETE) return { kind: 'incomplete', need: EVFR_HEADER_BYTES };
-  const length = u32(bytes, 8);
-  const count = u32(bytes, 12);
+  const length = getU32(bytes, 8);
+  const count = getU32(bytes, 12);
   if (verdict !== 0) {
     const reason = REASON[verdict] ?? 'length';
     throw refuse(reason, headerMessage(reason, bytes), { length, count });
   }
-  if (crc32c(bytes.subarray(0, 52)) !== u32(bytes, 52)) {
+  if (crc32c(bytes.subarray(0, 52)) !== getU32(bytes, 52)) {
     throw refuse('header-crc', 'the header checksum does not match: the header was damaged');
   }
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, EVFR_HEADER_BYTES);
-  const first = Number(dv.getBigUint64(16, true));
+  // The kernel has checked the first position: 1 .. 2^53 - 1.
+  const first = getU64(bytes, 16);
   if (count - 1 > EVFR_MAX_POSITION - first) {
     throw refuse('range', `${count} records from position ${first} run past 2^53 - 1`, { first, count });
   }
@@ -224,32 +207,32 @@ export function decodeEvfr(bytes: Uint8Array, opts?: EvfrDecodeOptions): EvfrDec
   const size = EVFR_HEADER_BYTES + length;
   if (bytes.length < size) return { kind: 'incomplete', need: size };
   const body = bytes.subarray(EVFR_HEADER_BYTES, size);
-  if (opts?.ownBytes !== true && opts?.bodyChecked !== true && crc32c(body) !== u32(bytes, 48)) {
+  if (opts?.ownBytes !== true && opts?.bodyChecked !== true && crc32c(body) !== getU32(bytes, 48)) {
     throw refuse('body-crc', 'the body checksum does not match: the records were damaged in transit');
   }
+  // The records are views of a plain Uint8Array over the body (never Buffer slices).
+  const r = new ByteReader(new Uint8Array(body.buffer, body.byteOffset, length));
   const records: Uint8Array[] = [];
-  let at = 0;
   for (let i = 0; i < count; i++) {
-    if (at + 4 > length) {
-      throw refuse('body-size', `record ${i} of ${count} starts past the body`, { record: i, offset: at });
+    if (r.left < 4) {
+      throw refuse('body-size', `record ${i} of ${count} starts past the body`, { record: i, offset: r.at });
     }
-    const n = u32(body, at);
-    if (n > EVFR_MAX_RECORD || at + 4 + n > length) {
-      throw refuse('record-length', `record ${i} declares ${n} bytes; ${length - at - 4} remain in the body`, {
+    const n = r.u32();
+    if (n > EVFR_MAX_RECORD || n > r.left) {
+      throw refuse('record-length', `record ${i} declares ${n} bytes; ${r.left} remain in the body`, {
         record: i,
         declared: n,
       });
     }
-    records.push(new Uint8Array(body.buffer, body.byteOffset + at + 4, n));
-    at += 4 + n;
+    records.push(r.bytes(n));
   }
-  if (at !== length) {
-    throw refuse('body-size', `${length - at} bytes follow the last record`, { extra: length - at });
+  if (r.left !== 0) {
+    throw refuse('body-size', `${r.left} bytes follow the last record`, { extra: r.left });
   }
   const batchId = bytes.slice(32, 48);
   return {
     kind: 'frame',
-    frame: { batchId, first, last: first + count - 1, epoch: dv.getBigUint64(24, true), records },
+    frame: { batchId, first, last: first + count - 1, epoch: getU64n(bytes, 24), records },
     consumed: size,
   };
 }
@@ -257,7 +240,7 @@ export function decodeEvfr(bytes: Uint8Array, opts?: EvfrDecodeOptions): EvfrDec
 function headerMessage(reason: EvfrRefusal, b: Uint8Array): string {
   switch (reason) {
     case 'length':
-      return `the body length ${u32(b, 8)} is above the maximum ${EVFR_MAX_BODY}`;
+      return `the body length ${getU32(b, 8)} is above the maximum ${EVFR_MAX_BODY}`;
     case 'magic':
       return 'the bytes do not start with "EVFR": not a replication frame';
     case 'version':
@@ -267,7 +250,7 @@ function headerMessage(reason: EvfrRefusal, b: Uint8Array): string {
     case 'reserved':
       return 'the reserved field is not zero';
     case 'count':
-      return `record count ${u32(b, 12)} is outside 1 .. ${EVFR_MAX_RECORDS}`;
+      return `record count ${getU32(b, 12)} is outside 1 .. ${EVFR_MAX_RECORDS}`;
     default:
       return 'the first position is outside 1 .. 2^53 - 1';
   }

@@ -17,8 +17,29 @@ export interface FrameFormat {
   readonly maxFrame: number;
   /** The whole frame's length from its header bytes (a view of exactly `headerBytes`); may throw a coded refusal. */
   frameLength(header: Uint8Array): number;
+  /**
+   * The same judgement as `frameLength`, read in place at bytes[at, at + headerBytes) (no view
+   * made): a hot path's option, used when the header lies in one pushed chunk.
+   */
+  frameLengthAt?(bytes: Uint8Array, at: number): number;
   /** The refusal of a frame above `maxFrame` (default `PLX_CODEC_FRAME_TOO_LARGE`). */
   tooLarge?(length: number, max: number): Error;
+}
+
+/**
+ * Receives whole frames as spans: `bytes[start, end)`. A frame lying in one pushed chunk is
+ * that chunk with its bounds (no view made); a joined frame is its own array from 0.
+ */
+export interface FrameSink {
+  frame(bytes: Uint8Array, start: number, end: number): void;
+}
+
+/** Appends each frame to an array as a view. */
+class ArraySink implements FrameSink {
+  constructor(readonly out: Uint8Array[]) {}
+  frame(bytes: Uint8Array, start: number, end: number): void {
+    this.out.push(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end));
+  }
 }
 
 export function frameTooLarge(length: number, max: number): PlexusError {
@@ -72,9 +93,28 @@ export class FrameAssembler {
    * a chunk after pushing it (socket chunks are never reused; copy a reused read buffer first).
    */
   push(chunk: Uint8Array): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    this.pushInto(chunk, out);
+    return out;
+  }
+
+  /**
+   * `push`, appending the frames to `out` (a reader's queue): the frames a chunk completes
+   * before a refused header are in `out` when the refusal is thrown.
+   */
+  pushInto(chunk: Uint8Array, out: Uint8Array[]): void {
+    this.pushSpans(chunk, new ArraySink(out));
+  }
+
+  /**
+   * `push` for a hot reader: each frame goes to `sink` as a span of the chunk it lies in (no
+   * view, no array), in order; frames before a refused header reach the sink before the
+   * refusal is thrown.
+   */
+  pushSpans(chunk: Uint8Array, sink: FrameSink): void {
     if (this.failure) throw this.failure;
     try {
-      return this.run(chunk);
+      this.run(chunk, sink);
     } catch (e) {
       this.failure = e as Error;
       this.parts = [];
@@ -82,17 +122,16 @@ export class FrameAssembler {
     }
   }
 
-  private run(chunk: Uint8Array): Uint8Array[] {
-    const out: Uint8Array[] = [];
+  private run(chunk: Uint8Array, out: FrameSink): void {
     const hb = this.format.headerBytes;
     let pos = 0;
     while (pos < chunk.length) {
       if (this.want === 0) {
         if (this.headFill === 0 && chunk.length - pos >= hb) {
           // The header lies in this chunk: judge it in place, and hand on the frame as a view if it is all here.
-          const total = this.judge(chunk.subarray(pos, pos + hb));
+          const total = this.judgeAt(chunk, pos);
           if (chunk.length - pos >= total) {
-            out.push(chunk.subarray(pos, pos + total));
+            out.frame(chunk, pos, pos + total);
             pos += total;
             continue;
           }
@@ -111,7 +150,7 @@ export class FrameAssembler {
         const total = this.judge(this.head);
         const header = this.head.slice();
         if (total === hb) {
-          out.push(header);
+          out.frame(header, 0, hb);
           continue;
         }
         this.want = total;
@@ -123,14 +162,28 @@ export class FrameAssembler {
       this.parts.push(chunk.subarray(pos, pos + take));
       this.got += take;
       pos += take;
-      if (this.got === this.want) out.push(this.join());
+      if (this.got === this.want) {
+        const frame = this.join();
+        out.frame(frame, 0, frame.length);
+      }
     }
-    return out;
+  }
+
+  private judgeAt(bytes: Uint8Array, at: number): number {
+    const f = this.format;
+    return this.check(
+      f.frameLengthAt !== undefined
+        ? f.frameLengthAt(bytes, at)
+        : f.frameLength(bytes.subarray(at, at + f.headerBytes)),
+    );
   }
 
   private judge(header: Uint8Array): number {
+    return this.check(this.format.frameLength(header));
+  }
+
+  private check(total: number): number {
     const { headerBytes, maxFrame } = this.format;
-    const total = this.format.frameLength(header);
     if (!Number.isSafeInteger(total) || total < headerBytes) {
       throw new PlexusError('PLX_CODEC_BAD_LENGTH', `a frame header gives a length of ${total} bytes`, {
         length: total,

@@ -3,10 +3,14 @@
  * docs/formats.md): segment files of records, persisted indexes of closed segments and the
  * meta file. All integers are little endian. Positions are held as numbers inside the engine
  * (exact up to 2^53 - 1); a stored position above that is treated as damage. The file names of
- * a log directory, and the files themselves, are the engine's (ts/storage/format.ts).
+ * a log directory, and the files themselves, are the engine's (ts/storage/format.ts). Fields
+ * are read and written with codec/bytes: the writer for the headers, meta and index files, the
+ * fixed-offset field functions for the record headers of a batch (a tight loop, lengths checked
+ * first by the caller).
  */
 import { allocShared, backend, crc32c, type SharedBytes } from '../core/index.js';
 import { wasmRuntime } from '../core/wasm/runtime.js';
+import { ByteWriter, getU16, getU32, getU64n, putU64 } from './bytes.js';
 
 /** Segment header: magic, base position, reserved, CRC-32C of bytes 0..27. */
 export const SEGMENT_HEADER_BYTES = 32;
@@ -41,25 +45,24 @@ export const MAX_POSITION = Number.MAX_SAFE_INTEGER;
 export const BATCH_ID_BYTES = 16;
 
 /** A u64 as a number, or -1 when it is above 2^53 - 1. */
-export function readU64(buf: Buffer, off: number): number {
-  const lo = buf.readUInt32LE(off);
-  const hi = buf.readUInt32LE(off + 4);
+export function readU64(buf: Uint8Array, off: number): number {
+  if (off < 0 || off + 8 > buf.length) throw new RangeError(`a u64 at offset ${off} runs past ${buf.length} bytes`);
+  const hi = getU32(buf, off + 4);
   if (hi > 0x1fffff) return -1;
-  return hi * 0x1_0000_0000 + lo;
+  return hi * 0x1_0000_0000 + getU32(buf, off);
 }
 
-export function writeU64(buf: Buffer, off: number, v: number): void {
-  buf.writeUInt32LE(v % 0x1_0000_0000, off);
-  buf.writeUInt32LE(Math.floor(v / 0x1_0000_0000), off + 4);
+export function writeU64(buf: Uint8Array, off: number, v: number): void {
+  if (off < 0 || off + 8 > buf.length) throw new RangeError(`a u64 at offset ${off} runs past ${buf.length} bytes`);
+  putU64(buf, off, v);
 }
 
 // ---------------------------------------------------------------- segment header
 
 export function encodeSegmentHeader(base: number): Buffer {
   const b = Buffer.alloc(SEGMENT_HEADER_BYTES);
-  SEGMENT_MAGIC.copy(b, 0);
-  writeU64(b, 8, base);
-  b.writeUInt32LE(crc32c(b.subarray(0, 28)), 28);
+  const w = new ByteWriter(b).bytes(SEGMENT_MAGIC).u64(base).u64(0).u32(0);
+  w.u32(crc32c(b.subarray(0, 28)));
   return b;
 }
 
@@ -67,7 +70,7 @@ export function encodeSegmentHeader(base: number): Buffer {
 export function decodeSegmentHeader(b: Buffer): { base: number } | { reason: string } {
   if (b.length < SEGMENT_HEADER_BYTES) return { reason: 'short-segment-header' };
   if (!b.subarray(0, 8).equals(SEGMENT_MAGIC)) return { reason: 'bad-segment-magic' };
-  if (b.readUInt32LE(28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-segment-header-crc' };
+  if (getU32(b, 28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-segment-header-crc' };
   const base = readU64(b, 8);
   if (base < 1) return { reason: 'bad-segment-base' };
   return { base };
@@ -105,12 +108,7 @@ function crcOfU32(v: number): number {
  * `length` is the record's payload length (header bytes 0..3 hold it).
  */
 export function recordCrc(buf: Uint8Array, off: number, length: number): number {
-  const stored =
-    ((buf[off] as number) |
-      ((buf[off + 1] as number) << 8) |
-      ((buf[off + 2] as number) << 16) |
-      ((buf[off + 3] as number) << 24)) >>>
-    0;
+  const stored = getU32(buf, off);
   return crc32c(buf.subarray(off + 8, off + RECORD_HEADER_BYTES + length), crcOfU32(stored));
 }
 
@@ -148,35 +146,37 @@ export function frameBatch(
   epoch: bigint,
   batchId: Uint8Array,
 ): number {
-  const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  // Plain views: a Buffer's own subarray is slower to make.
+  // A plain view: a Buffer's own subarray is slower to make.
   const u8 = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
   // The fields every record of the batch shares, as 32-bit words.
   const epochLo = epoch === 0n ? 0 : Number(epoch & 0xffffffffn);
   const epochHi = epoch === 0n ? 0 : Number(epoch >> 32n);
-  const id = new DataView(batchId.buffer, batchId.byteOffset, 16);
-  const id0 = id.getUint32(0, true);
-  const id1 = id.getUint32(4, true);
-  const id2 = id.getUint32(8, true);
-  const id3 = id.getUint32(12, true);
+  if (batchId.length < BATCH_ID_BYTES) throw new RangeError(`a batch id is ${BATCH_ID_BYTES} bytes`);
+  const id0 = getU32(batchId, 0);
+  const id1 = getU32(batchId, 4);
+  const id2 = getU32(batchId, 8);
+  const id3 = getU32(batchId, 12);
   const last = lengths.length - 1;
+  // One writer over the batch, its header fields written at explicit offsets (a DataView
+  // underneath: a batch that runs past the buffer is a RangeError).
+  const w = new ByteWriter(u8, start);
   let off = start;
   for (let i = 0; i <= last; i++) {
     const len = lengths[i] as number;
     const position = firstPosition + i;
     const hi = Math.floor(position / 0x1_0000_0000);
-    dv.setUint32(off, len, true);
-    dv.setUint32(off + 8, position - hi * 0x1_0000_0000, true);
-    dv.setUint32(off + 12, hi, true);
-    dv.setUint32(off + 16, epochLo, true);
-    dv.setUint32(off + 20, epochHi, true);
-    dv.setUint32(off + 24, id0, true);
-    dv.setUint32(off + 28, id1, true);
-    dv.setUint32(off + 32, id2, true);
-    dv.setUint32(off + 36, id3, true);
-    dv.setUint32(off + 40, i, true);
+    w.u32At(off, len);
+    w.u32At(off + 8, position - hi * 0x1_0000_0000);
+    w.u32At(off + 12, hi);
+    w.u32At(off + 16, epochLo);
+    w.u32At(off + 20, epochHi);
+    w.u32At(off + 24, id0);
+    w.u32At(off + 28, id1);
+    w.u32At(off + 32, id2);
+    w.u32At(off + 36, id3);
+    w.u32At(off + 40, i);
     // flags (bit 0: last record of the batch) and the reserved zero half-word
-    dv.setUint32(off + 44, i === last ? FLAG_BATCH_END : 0, true);
+    w.u32At(off + 44, i === last ? FLAG_BATCH_END : 0);
     off += RECORD_HEADER_BYTES + len;
   }
   const end = off;
@@ -190,7 +190,7 @@ export function frameBatch(
     const at = block.ptr - start;
     for (let i = 0; i <= last; i++) {
       const len = lengths[i] as number;
-      dv.setUint32(off + 4, kernel.crc32c(at + off + 8, RECORD_HEADER_BYTES - 8 + len, crcOfU32(len)) >>> 0, true);
+      w.u32At(off + 4, kernel.crc32c(at + off + 8, RECORD_HEADER_BYTES - 8 + len, crcOfU32(len)) >>> 0);
       off += RECORD_HEADER_BYTES + len;
     }
     return end;
@@ -198,7 +198,7 @@ export function frameBatch(
   for (let i = 0; i <= last; i++) {
     const len = lengths[i] as number;
     const c = crc32c(u8.subarray(off + 8, off + RECORD_HEADER_BYTES + len), crcOfU32(len));
-    dv.setUint32(off + 4, c, true);
+    w.u32At(off + 4, c);
     off += RECORD_HEADER_BYTES + len;
   }
   return end;
@@ -242,15 +242,18 @@ export interface RecordHeader {
   readonly reserved: number;
 }
 
-export function decodeRecordHeader(buf: Buffer, off: number): RecordHeader {
+export function decodeRecordHeader(buf: Uint8Array, off: number): RecordHeader {
+  if (off < 0 || off + RECORD_HEADER_BYTES > buf.length) {
+    throw new RangeError(`a record header at offset ${off} runs past ${buf.length} bytes`);
+  }
   return {
-    length: buf.readUInt32LE(off),
-    crc: buf.readUInt32LE(off + 4),
+    length: getU32(buf, off),
+    crc: getU32(buf, off + 4),
     position: readU64(buf, off + 8),
-    epoch: buf.readBigUInt64LE(off + 16),
-    index: buf.readUInt32LE(off + 40),
-    flags: buf.readUInt16LE(off + 44),
-    reserved: buf.readUInt16LE(off + 46),
+    epoch: getU64n(buf, off + 16),
+    index: getU32(buf, off + 40),
+    flags: getU16(buf, off + 44),
+    reserved: getU16(buf, off + 46),
   };
 }
 
@@ -285,16 +288,12 @@ export const EMPTY_META: Meta = { epoch: 0n, seals: [] };
 export function encodeMeta(m: Meta): Buffer {
   const n = m.seals.length;
   const b = Buffer.alloc(META_HEADER_BYTES + META_SEAL_BYTES * n + 4);
-  META_MAGIC.copy(b, 0);
-  b.writeBigUInt64LE(m.epoch, 8);
-  b.writeUInt32LE(n, 16);
+  const w = new ByteWriter(b).bytes(META_MAGIC).u64n(m.epoch).u32(n);
   for (let k = 0; k < n; k++) {
     const s = m.seals[k] as Seal;
-    const at = META_HEADER_BYTES + META_SEAL_BYTES * k;
-    writeU64(b, at, s.position);
-    b.writeUInt32LE(s.crc, at + 8);
+    w.u64(s.position).u32(s.crc);
   }
-  b.writeUInt32LE(crc32c(b.subarray(0, b.length - 4)), b.length - 4);
+  w.u32(crc32c(b.subarray(0, w.at)));
   return b;
 }
 
@@ -302,25 +301,25 @@ export function encodeMeta(m: Meta): Buffer {
 export function decodeMeta(b: Buffer): Meta | { reason: string } {
   if (b.length >= 8 && b.subarray(0, 8).equals(META_V1_MAGIC)) {
     if (b.length !== META_V1_BYTES) return { reason: 'bad-meta-size' };
-    if (b.readUInt32LE(28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-meta-crc' };
+    if (getU32(b, 28) !== crc32c(b.subarray(0, 28))) return { reason: 'bad-meta-crc' };
     const position = readU64(b, 16);
     if (position < 0) return { reason: 'bad-meta-seal' };
-    const seals = position === 0 ? [] : [{ position, crc: b.readUInt32LE(24) }];
-    return { epoch: b.readBigUInt64LE(8), seals };
+    const seals = position === 0 ? [] : [{ position, crc: getU32(b, 24) }];
+    return { epoch: getU64n(b, 8), seals };
   }
   if (b.length < META_HEADER_BYTES + 4) return { reason: 'bad-meta-size' };
   if (!b.subarray(0, 8).equals(META_MAGIC)) return { reason: 'bad-meta-magic' };
-  const n = b.readUInt32LE(16);
+  const n = getU32(b, 16);
   if (b.length !== META_HEADER_BYTES + META_SEAL_BYTES * n + 4) return { reason: 'bad-meta-size' };
-  if (b.readUInt32LE(b.length - 4) !== crc32c(b.subarray(0, b.length - 4))) return { reason: 'bad-meta-crc' };
+  if (getU32(b, b.length - 4) !== crc32c(b.subarray(0, b.length - 4))) return { reason: 'bad-meta-crc' };
   const seals: Seal[] = [];
   for (let k = 0; k < n; k++) {
     const at = META_HEADER_BYTES + META_SEAL_BYTES * k;
     const position = readU64(b, at);
     if (position < 1 || position <= (seals[k - 1]?.position ?? 0)) return { reason: 'bad-meta-seal' };
-    seals.push({ position, crc: b.readUInt32LE(at + 8) });
+    seals.push({ position, crc: getU32(b, at + 8) });
   }
-  return { epoch: b.readBigUInt64LE(8), seals };
+  return { epoch: getU64n(b, 8), seals };
 }
 
 // ---------------------------------------------------------------- index file
@@ -340,31 +339,26 @@ export interface SegmentSummary {
 export function encodeIndex(s: SegmentSummary): Buffer {
   const n = s.offsets.length;
   const b = Buffer.alloc(INDEX_HEADER_BYTES + 4 * n + 4);
-  INDEX_MAGIC.copy(b, 0);
-  writeU64(b, 8, s.base);
-  writeU64(b, 16, s.count);
-  writeU64(b, 24, s.end);
-  b.writeBigUInt64LE(s.maxEpoch, 32);
-  b.writeUInt32LE(s.indexEvery, 40);
-  b.writeUInt32LE(n, 44);
-  for (let k = 0; k < n; k++) b.writeUInt32LE(s.offsets[k] as number, INDEX_HEADER_BYTES + 4 * k);
-  b.writeUInt32LE(crc32c(b.subarray(0, b.length - 4)), b.length - 4);
+  const w = new ByteWriter(b).bytes(INDEX_MAGIC).u64(s.base).u64(s.count).u64(s.end);
+  w.u64n(s.maxEpoch).u32(s.indexEvery).u32(n);
+  for (let k = 0; k < n; k++) w.u32(s.offsets[k] as number);
+  w.u32(crc32c(b.subarray(0, w.at)));
   return b;
 }
 
 /** An index file's content, or undefined if it is damaged or not one. */
 export function decodeIndex(b: Buffer): SegmentSummary | undefined {
   if (b.length < INDEX_HEADER_BYTES + 4 || !b.subarray(0, 8).equals(INDEX_MAGIC)) return undefined;
-  const n = b.readUInt32LE(44);
+  const n = getU32(b, 44);
   if (b.length !== INDEX_HEADER_BYTES + 4 * n + 4) return undefined;
-  if (b.readUInt32LE(b.length - 4) !== crc32c(b.subarray(0, b.length - 4))) return undefined;
+  if (getU32(b, b.length - 4) !== crc32c(b.subarray(0, b.length - 4))) return undefined;
   const base = readU64(b, 8);
   const count = readU64(b, 16);
   const end = readU64(b, 24);
-  const indexEvery = b.readUInt32LE(40);
+  const indexEvery = getU32(b, 40);
   if (base < 1 || count < 0 || end < SEGMENT_HEADER_BYTES || indexEvery < 1) return undefined;
   if (n !== Math.ceil(count / indexEvery)) return undefined;
   const offsets = new Uint32Array(n);
-  for (let k = 0; k < n; k++) offsets[k] = b.readUInt32LE(INDEX_HEADER_BYTES + 4 * k);
-  return { base, count, end, maxEpoch: b.readBigUInt64LE(32), indexEvery, offsets };
+  for (let k = 0; k < n; k++) offsets[k] = getU32(b, INDEX_HEADER_BYTES + 4 * k);
+  return { base, count, end, maxEpoch: getU64n(b, 32), indexEvery, offsets };
 }

@@ -19,14 +19,13 @@
  * directory is made), each lane a log-engine store with one write in flight at a time, so
  * up to `lanes` groups are written at once while each groups the shards of its lane.
  *
- * Records of a lane, each the store record's payload (integers little endian):
- * - `[shard u32][epoch u64][record]`: the first (legacy) format; its shard position is one
- *   after the shard's previous record in the lane.
- * - `[shard | 0x80000000 u32][epoch u64][position u64][record]`: a record with its shard
- *   position; written by appends and by compaction, which copies a live record forward
- *   (the later copy of a position wins when the lane is read).
- * - `[shard | 0x40000000 u32][highest epoch u64][start u64][last u64][old last u64]`: a mark
- *   written by compaction: the shard's records below `start` are compacted, its last
+ * Records of a lane, each the store record's payload, are laid out by plexus/codec
+ * (ts/codec/multiplexed-log.ts):
+ * - the first (legacy) format, shard and epoch; its shard position is one after the shard's
+ *   previous record in the lane.
+ * - a record with its shard position; written by appends and by compaction, which copies a
+ *   live record forward (the later copy of a position wins when the lane is read).
+ * - a mark written by compaction: the shard's records below `start` are compacted, its last
  *   position is at least `last`, its highest epoch at least `highest epoch`, and its last
  *   first-format record has position `old last` (so the first-format records left after a
  *   compaction still know their positions).
@@ -38,6 +37,21 @@
  */
 import { mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import {
+  decodeLaneRecord,
+  encodeMark,
+  encodePositioned,
+  LANE_F_MARK,
+  LANE_HEADER,
+  LANE_OLD_HEADER,
+  LANE_SHARD_BITS,
+  laneEpoch,
+  lanePayloadOffset,
+  lanePosition,
+  laneWord,
+  positionedWord,
+  writePositionedHeader,
+} from '../codec/multiplexed-log.js';
 import { type PlexusCode, PlexusError } from '../core/errors.js';
 import { checkAppend, checkPosition, checkReadOptions } from './checks.js';
 import { closedError } from './errors.js';
@@ -50,15 +64,6 @@ export const DEFAULT_LANES = 1;
 /** Dead records a lane gathers before it is compacted (`LaneCompaction.deadRecords`). */
 export const DEFAULT_LANE_COMPACT_RECORDS = 65_536;
 
-/** The first record format: shard u32, epoch u64. */
-const OLD_HEADER = 12;
-/** A record with its shard position: shard | F_POSITION u32, epoch u64, position u64. */
-const HEADER = 20;
-/** A compaction mark: shard | F_MARK u32, highest epoch u64, start u64, last u64, last first-format position u64. */
-const MARK_BYTES = 36;
-const F_POSITION = 0x80000000;
-const F_MARK = 0x40000000;
-const SHARD_BITS = 0x3fffffff;
 /** Payload bytes of one batch of copies. */
 const COPY_BATCH_BYTES = 4 * 1024 * 1024;
 
@@ -335,9 +340,9 @@ class ShardLog implements LogStorage {
 
   /** Reads `n` records of the shard from store position `lane` on, as shard positions `pos` ... */
   private async readRun(pos: number, lane: number, n: number, maxBytes: number): Promise<LogRecord[]> {
-    // The lane's records carry a header of up to HEADER bytes before the shard's payload; the
+    // The lane's records carry a header of up to LANE_HEADER bytes before the shard's payload; the
     // budget is the shard's payload bytes, which `collect` counts.
-    const laneBytes = maxBytes + HEADER * n;
+    const laneBytes = maxBytes + LANE_HEADER * n;
     const recs = await this.ix.store.read(BigInt(lane), {
       maxCount: n,
       maxBytes: Number.isSafeInteger(laneBytes) ? laneBytes : Number.POSITIVE_INFINITY,
@@ -346,15 +351,14 @@ class ShardLog implements LogStorage {
     for (let k = 0; k < recs.length; k++) {
       const rec = recs[k] as LogRecord;
       const b = rec.payload;
-      const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-      const word = b.length >= OLD_HEADER ? dv.getUint32(0, true) : F_MARK;
-      if (rec.position !== BigInt(lane + k) || (word & F_MARK) !== 0 || (word & SHARD_BITS) !== this.ix.n) {
+      const word = b.length >= LANE_OLD_HEADER ? laneWord(b) : LANE_F_MARK;
+      if (rec.position !== BigInt(lane + k) || (word & LANE_F_MARK) !== 0 || (word & LANE_SHARD_BITS) !== this.ix.n) {
         throw storageFailure('PLX_STORAGE_CORRUPT', `the node log lacks record ${pos + k} of shard ${this.ix.n}`, {
           shard: this.ix.n,
         });
       }
-      const skip = (word & F_POSITION) !== 0 ? HEADER : OLD_HEADER;
-      if (skip === HEADER && (b.length < HEADER || dv.getBigUint64(12, true) !== BigInt(pos + k))) {
+      const skip = lanePayloadOffset(word);
+      if (skip === LANE_HEADER && (b.length < LANE_HEADER || lanePosition(b) !== BigInt(pos + k))) {
         throw storageFailure('PLX_STORAGE_CORRUPT', `the node log lacks record ${pos + k} of shard ${this.ix.n}`, {
           shard: this.ix.n,
         });
@@ -362,7 +366,7 @@ class ShardLog implements LogStorage {
       out.push({
         position: BigInt(pos + k),
         batchId: rec.batchId,
-        epoch: dv.getBigUint64(4, true),
+        epoch: laneEpoch(b),
         payload: b.subarray(skip),
       });
     }
@@ -564,11 +568,11 @@ export class MultiplexedLog {
             `record ${rec.position} of the node journal log is too short to be a shard record`,
             { position: rec.position },
           );
-        if (b.length < OLD_HEADER) throw short();
-        const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-        const word = dv.getUint32(0, true);
-        const n = word & SHARD_BITS;
-        if (n % this.lanes.length !== lane.i || (word & F_POSITION && word & F_MARK)) {
+        if (b.length < LANE_OLD_HEADER) throw short();
+        const word = laneWord(b);
+        const n = word & LANE_SHARD_BITS;
+        const r = decodeLaneRecord(b);
+        if (n % this.lanes.length !== lane.i || r === 'kind') {
           throw storageFailure(
             'PLX_STORAGE_CORRUPT',
             `record ${rec.position} of lane ${lane.i} of the node journal log belongs to shard ${n}, which is not in that lane`,
@@ -576,16 +580,15 @@ export class MultiplexedLog {
           );
         }
         const ix = this.index(n);
-        const e = dv.getBigUint64(4, true);
+        const e = laneEpoch(b);
         if (e > ix.highestEpoch) ix.highestEpoch = e;
-        if ((word & F_MARK) !== 0) {
-          if (b.length < MARK_BYTES) throw short();
-          ix.start = Math.max(ix.start, Number(dv.getBigUint64(12, true)));
-          ix.last = Math.max(ix.last, Number(dv.getBigUint64(20, true)));
-          ix.oldLast = Math.max(ix.oldLast, Number(dv.getBigUint64(28, true)));
-        } else if ((word & F_POSITION) !== 0) {
-          if (b.length < HEADER) throw short();
-          const p = Number(dv.getBigUint64(12, true));
+        if (r === 'short') throw short();
+        if (r.kind === 'mark') {
+          ix.start = Math.max(ix.start, r.start);
+          ix.last = Math.max(ix.last, r.last);
+          ix.oldLast = Math.max(ix.oldLast, r.oldLast);
+        } else if (r.kind === 'positioned') {
+          const p = r.position;
           let runs = later.get(ix);
           if (runs === undefined) {
             runs = new PositionRuns();
@@ -639,10 +642,10 @@ export class MultiplexedLog {
   shard(n: number): LogStorage {
     let v = this.views.get(n);
     if (v === undefined) {
-      if (!Number.isInteger(n) || n < 0 || n > SHARD_BITS) {
+      if (!Number.isInteger(n) || n < 0 || n > LANE_SHARD_BITS) {
         throw storageFailure(
           'PLX_STORAGE_BAD_INPUT',
-          `a shard is a whole number from 0 to ${SHARD_BITS}, got ${n}`,
+          `a shard is a whole number from 0 to ${LANE_SHARD_BITS}, got ${n}`,
           {},
         );
       }
@@ -733,31 +736,29 @@ export class MultiplexedLog {
     const storeOpts = opts.batchId === undefined ? {} : { batchId: opts.batchId };
     const first = ix.assigned + 1;
     ix.assigned += payloads.length;
-    const word = (ix.n | F_POSITION) >>> 0;
+    const word = positionedWord(ix.n);
     let appended: Promise<AppendResult>;
     if (ix.store.appendFramed !== undefined) {
       // One buffer laid out as the store keeps it (record header gap, shard header, payload):
       // the payload is copied once, and the store writes it as it is.
       let size = 0;
-      for (const p of payloads) size += RECORD_HEADER_BYTES + HEADER + p.length;
+      for (const p of payloads) size += RECORD_HEADER_BYTES + LANE_HEADER + p.length;
       const bytes = Buffer.allocUnsafe(size);
       const lengths: number[] = [];
       let at = 0;
       let pos = first;
       for (const p of payloads) {
         at += RECORD_HEADER_BYTES;
-        bytes.writeUInt32LE(word, at);
-        bytes.writeBigUInt64LE(epoch, at + 4);
-        bytes.writeBigUInt64LE(BigInt(pos++), at + 12);
-        bytes.set(p, at + HEADER);
-        at += HEADER + p.length;
-        lengths.push(HEADER + p.length);
+        writePositionedHeader(bytes, at, word, epoch, pos++);
+        bytes.set(p, at + LANE_HEADER);
+        at += LANE_HEADER + p.length;
+        lengths.push(LANE_HEADER + p.length);
       }
       appended = ix.store.appendFramed({ bytes, lengths }, storeOpts);
     } else {
       let pos = first;
       appended = ix.store.append(
-        payloads.map((p) => positioned(word, epoch, pos++, p)),
+        payloads.map((p) => encodePositioned(word, epoch, pos++, p)),
         storeOpts,
       );
     }
@@ -886,10 +887,8 @@ export class MultiplexedLog {
         if (it === undefined || it.lane !== p) continue;
         w++;
         const b = rec.payload;
-        const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-        const word = dv.getUint32(0, true);
-        const skip = (word & F_POSITION) !== 0 ? HEADER : OLD_HEADER;
-        batch.push(positioned((it.ix.n | F_POSITION) >>> 0, dv.getBigUint64(4, true), it.pos, b.subarray(skip)));
+        const skip = lanePayloadOffset(laneWord(b));
+        batch.push(encodePositioned(positionedWord(it.ix.n), laneEpoch(b), it.pos, b.subarray(skip)));
         batchOf.push({ ix: it.ix, pos: it.pos });
         bytes += b.length + 8;
         if (bytes >= COPY_BATCH_BYTES || batch.length >= MAX_BATCH_RECORDS) await flush();
@@ -900,15 +899,10 @@ export class MultiplexedLog {
     // The marks: each shard's start, last and highest epoch outlive the records below the cut.
     for (const ix of lane.shards) {
       if (ix.last === 0 && ix.highestEpoch === 0n) continue;
-      const m = Buffer.allocUnsafe(MARK_BYTES);
-      m.writeUInt32LE((ix.n | F_MARK) >>> 0, 0);
-      m.writeBigUInt64LE(ix.highestEpoch, 4);
-      m.writeBigUInt64LE(BigInt(ix.start), 12);
-      m.writeBigUInt64LE(BigInt(ix.last), 20);
-      m.writeBigUInt64LE(BigInt(ix.oldLast), 28);
+      const m = encodeMark(ix.n, ix.highestEpoch, ix.start, ix.last, ix.oldLast);
       batch.push(m);
       batchOf.push({ ix, pos: 0 });
-      bytes += MARK_BYTES;
+      bytes += m.length;
       marks++;
     }
     await flush();
@@ -929,14 +923,4 @@ export class MultiplexedLog {
     for (const l of this.lanes) await l.compacting;
     for (const st of this.stores) await st.close();
   }
-}
-
-/** A lane record with its shard position. */
-function positioned(word: number, epoch: bigint, pos: number, payload: Uint8Array): Uint8Array {
-  const b = Buffer.allocUnsafe(HEADER + payload.length);
-  b.writeUInt32LE(word, 0);
-  b.writeBigUInt64LE(epoch, 4);
-  b.writeBigUInt64LE(BigInt(pos), 12);
-  b.set(payload, HEADER);
-  return b;
 }
