@@ -27,6 +27,12 @@ export interface Running {
 }
 
 /** A server on 127.0.0.1 (a free port) with a client connected to it. */
+/**
+ * The pause of a loop that goes on regardless (a load generator, a compactor, a deleter, a
+ * sampler between two rounds): it paces the loop and waits for nothing in particular.
+ */
+export const pace = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
 export async function serve(dataDir: string, opts: Partial<ServerOptions> = {}): Promise<Running> {
   const server = await startServer({ dataDir, logger: quiet, ...opts });
   const client = new ChronactaClient(server.address);
