@@ -18,6 +18,7 @@ import {
 } from '../../ts/chronacta/layout.js';
 import { migrateDataDir } from '../../ts/chronacta/migrate.js';
 import { EventStore } from '../../ts/chronacta/store.js';
+import { ROOT } from '../helpers/paths.js';
 import { built, type Started, startNode, startPlexus, stopStarted } from '../helpers/processes.js';
 import { quiet } from './helpers.js';
 
@@ -180,9 +181,7 @@ describe('plexus chronacta migrate: data format 1 -> 2', () => {
     await store.close();
     expect(readFileSync(join(dir, 'cluster/node.json'))).toEqual(before);
     // Another live process holds the log's lock.
-    const holder = join(root, 'holder.mjs');
-    writeFileSync(holder, 'setInterval(() => {}, 1000);\n');
-    const child = startNode(holder);
+    const child = startNode(join(ROOT, 'test/fixtures/wait-forever.mjs'));
     writeFileSync(join(dir, 'log/LOCK'), `${child.pid}\n`);
     await expect(migrateDataDir(dir)).rejects.toMatchObject({
       code: 'PLX_CHRONACTA_LOCKED',
