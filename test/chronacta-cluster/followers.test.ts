@@ -59,7 +59,12 @@ async function leaderOf(among: Member[]): Promise<Member> {
   );
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Lets the staleness bound pass on the members' own clocks (separate processes: no manual
+ * clock reaches them). The time that passes is the scenario: a read after it must show what
+ * the bound promises, a read past it from a cut-off follower must be refused.
+ */
+const letTheBoundPass = (extraMs: number) => new Promise((r) => setTimeout(r, BOUND_MS + extraMs));
 
 describe('follower reads with a staleness bound, real processes', () => {
   it('serves follower reads within the bound, redirects leader reads, refuses once a SIGSTOPped leader is past the bound', async () => {
@@ -74,7 +79,7 @@ describe('follower reads with a staleness bound, real processes', () => {
       expect(want).toHaveLength(20);
 
       // Once the bound has passed since the last acknowledged append, a follower read must see it.
-      await sleep(BOUND_MS + 50);
+      await letTheBoundPass(50);
       // (A follower may refuse when its question to the leader took longer than the bound; any read
       // it does serve must hold every event.)
       const fr = await until(
@@ -152,7 +157,7 @@ describe('follower reads with a staleness bound, real processes', () => {
       let resumed = false;
       try {
         const stoppedAt = performance.now();
-        await sleep(BOUND_MS + 150);
+        await letTheBoundPass(150);
         const stale = await noRedirect.readAll({ readConsistency: 'follower' }).catch((e: unknown) => e);
         const refusedAfter = performance.now() - stoppedAt;
         expect(stale).toMatchObject({
@@ -181,7 +186,7 @@ describe('follower reads with a staleness bound, real processes', () => {
           followReadRedirects: false,
         });
         try {
-          await sleep(BOUND_MS + 50);
+          await letTheBoundPass(50);
           const rr = await until(async () => again.readAll({ maxCount: 100 }), {
             timeoutMs: 5000,
             what: 'a follower read under the new leader',

@@ -33,6 +33,9 @@ const settle = <T>(p: Promise<T>) =>
     (error: unknown) => ({ value: undefined, error }),
   );
 
+/** How long an old leader stays stopped after reads were sent to it (they wait in its socket). */
+const STOPPED_WHILE_ASKED_MS = 100;
+
 describe('ReplicatedLog.readBarrier (in process)', () => {
   let cluster: Cluster | undefined;
   afterEach(async () => {
@@ -206,7 +209,9 @@ describe('leader reads on three serve --cluster processes', () => {
           settle(strict.readStream('acct', { readConsistency: 'leader' })),
           settle(strict.readAll({ readConsistency: 'leader' })),
         ];
-        await new Promise((r) => setTimeout(r, 100));
+        // The stopped member stays stopped a moment more, so that the reads reach its socket
+        // before it resumes: a SIGSTOPped process marks nothing, and their arrival is the fault.
+        await new Promise((r) => setTimeout(r, STOPPED_WHILE_ASKED_MS));
       } finally {
         signalMember(old, 'SIGCONT');
       }

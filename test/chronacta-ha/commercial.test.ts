@@ -24,7 +24,7 @@ import type { LogRecord } from '../../ts/storage/types.js';
 import { freePort } from '../chronacta-cluster/helpers.js';
 import { rng } from '../helpers/rng.js';
 import { until } from '../helpers/until.js';
-import { type Cluster, quiet, sleep, startCluster, TICK_MS, text } from './helpers.js';
+import { type Cluster, holdFault, pace, quiet, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 afterEach(async () => {
@@ -57,26 +57,38 @@ interface Acked {
   payload: string;
 }
 
-/** Appends unique payloads to whichever member accepts writes until `until()` is false. */
+/** Appends in flight now, over every writer (`writer` counts them when given this). */
+interface InFlight {
+  n: number;
+}
+
+/**
+ * Appends unique payloads to whichever member accepts writes while `running()` is true.
+ * `pending` (when given) counts the appends proposed and not yet acknowledged or refused.
+ */
 async function writer(
   c: Cluster,
   w: number,
   running: () => boolean,
   acked: Acked[],
   unknown: Set<string>,
+  pending: InFlight = { n: 0 },
 ): Promise<void> {
   for (let seq = 0; running(); seq++) {
     const leader = c.leader();
     if (!leader) {
-      await sleep(10);
+      await pace(10);
       seq--;
       continue;
     }
     const payload = `w${w}-${seq}`;
+    pending.n++;
     try {
       const r = await leader.append([text(payload)]);
+      pending.n--;
       acked.push({ position: r.first, payload });
     } catch (e) {
+      pending.n--;
       // Refused before it was proposed: nothing written. Otherwise the outcome is unknown,
       // and so is a NOT_LEADER that says so (the leader stepped down with it in flight).
       const inFlight = (e as { details?: { outcomeUnknown?: boolean } }).details?.outcomeUnknown === true;
@@ -86,7 +98,7 @@ async function writer(
         isPlexusError(e, 'PLX_RAFT_NOT_LEADER') ||
         isPlexusError(e, 'PLX_RAFT_TRANSFER_IN_PROGRESS');
       if (!refused) unknown.add(payload);
-      await sleep(5);
+      await pace(5);
     }
   }
 }
@@ -113,7 +125,7 @@ async function verify(c: Cluster, acked: Acked[], unknown: Set<string>): Promise
       break;
     } catch (e) {
       if (attempt >= 20 || !isPlexusError(e)) throw e;
-      await sleep(100);
+      await pace(100);
       leader = await c.waitLeader(c.ids, 20_000);
     }
   }
@@ -287,7 +299,7 @@ async function keyedWriter(
       const id = up[next++ % Math.max(up.length, 1)];
       const client = id === undefined ? undefined : clients.get(id);
       if (!client) {
-        await sleep(10);
+        await pace(10);
         continue;
       }
       try {
@@ -296,7 +308,7 @@ async function keyedWriter(
         break;
       } catch (e) {
         if (!retryable(e) || Date.now() > end) throw e;
-        await sleep(10);
+        await pace(10);
       }
     }
   }
@@ -462,17 +474,25 @@ describe('replicated log under sustained load', () => {
     const acked: Acked[] = [];
     const unknown = new Set<string>();
     let running = true;
-    const writers = [0, 1, 2, 3].map((w) => writer(c, w, () => running, acked, unknown));
-    await sleep(1500);
-    // Two voters: the leader needs the follower for every commit. (On a loaded machine the
-    // first 50 may take longer than 1.5 s.)
+    const inFlight: InFlight = { n: 0 };
+    const writers = [0, 1, 2, 3].map((w) => writer(c, w, () => running, acked, unknown, inFlight));
+    // Two voters: the leader needs the follower for every commit.
     await until(() => acked.length > 50, { timeoutMs: 10_000, what: 'more than 50 appends acknowledged' });
     const before = acked.length;
     expect(before).toBeGreaterThan(50);
     c.mesh.partition([[0], [1]]);
-    await sleep(300);
+    // Check-quorum: the leader steps down an election timeout after it last heard from its
+    // follower, and fails the appends it holds (outcome unknown); pre-vote keeps either member
+    // from leading alone. Once no member leads, nothing can be acknowledged any more.
+    await until(() => c.ids.every((id) => c.logs.get(id)?.status().role !== 'leader'), {
+      timeoutMs: 10_000,
+      what: 'the cut-off leader to step down',
+    });
     const during = acked.length;
-    await sleep(700);
+    // Every append proposed to the leader before it stepped down has settled: none of them was
+    // acknowledged, and no member leads to take new ones.
+    await until(() => inFlight.n === 0, { timeoutMs: 10_000, what: 'the appends in flight to settle' });
+    expect(c.leader()).toBeUndefined();
     expect(acked.length).toBe(during); // nothing acknowledged without the other voter
     c.mesh.heal();
     await until(() => acked.length > during + 20, { timeoutMs: 10_000, what: 'appends after healing' });
@@ -514,7 +534,8 @@ describe('replicated log under sustained load', () => {
             leadersByTerm.set(st.term, set);
           }
           if (writers > 1) dual++;
-          await sleep(5);
+          // The sampling period of a watch that runs for the whole upgrade.
+          await pace(5);
         }
       })();
       const acked: KeyedAck[] = [];
@@ -640,7 +661,8 @@ describe('replicated log under sustained load', () => {
             () => true,
             () => false,
           );
-          if (elected) await sleep(100);
+          // A moment of load under the new leader before the cutoff is agreed (the schedule).
+          if (elected) await holdFault(100);
           faults.push(`${await life.agreeCompaction(c)} (member ${id} down)`);
         }
         await until(() => Date.now() - began >= downMs || live().every((l) => l.status().snapshotIndex > mark), {
@@ -693,7 +715,8 @@ describe('replicated log under sustained load', () => {
           c.mesh.heal();
           faults.push('heal');
         }
-        await sleep(250 + (next() % 250));
+        // The fault lasts a while under load before the next one (or a heal).
+        await holdFault(250 + (next() % 250));
         if (next() % 2 === 0) c.mesh.heal();
         fault = opening.shift() ?? next() % 8;
       }

@@ -16,7 +16,17 @@ import { until } from '../helpers/until.js';
 export const TICK_MS = 20;
 export const quiet = { warn: () => undefined, error: () => undefined };
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Keeps a fault (a partition, a slow link, a member down) in place for `ms` under load: the
+ * time spent under the fault is the scenario itself, not a wait for something to happen.
+ */
+export const holdFault = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The pause of a loop that goes on regardless (a load generator between two attempts, a
+ * sampler between two samples): it paces the loop and waits for nothing in particular.
+ */
+export const pace = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export function advertise(id: number): string {
   return `127.0.0.1:${9000 + id}`;

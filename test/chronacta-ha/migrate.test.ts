@@ -5,10 +5,9 @@
  * without cluster files; idempotent and crash-safe. The rolling upgrade of a cluster with
  * this migration is TestHACommercialRollingUpgradeWithMigrateThreeNode (commercial.test.ts).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   clusterFiles,
@@ -20,51 +19,19 @@ import {
 import { migrateDataDir } from '../../ts/chronacta/migrate.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import { ROOT } from '../helpers/paths.js';
-import { until } from '../helpers/until.js';
+import { built, type Started, startNode, startPlexus, stopStarted } from '../helpers/processes.js';
 import { quiet } from './helpers.js';
 
-const MAIN = resolve(ROOT, 'dist/cli/main.js');
-
 /** `plexus chronacta serve` (standalone) on `dir`; resolves once it serves. */
-async function serveProcess(dir: string): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--data', dir, '--port', '0', '--metrics-port', '0'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.push(child);
-  let out = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  await until(() => out.includes('"serving"') || child.exitCode !== null, {
-    timeoutMs: 20_000,
-    what: 'serve to start',
-  });
-  if (!out.includes('"serving"')) throw new Error(`serve did not start: ${out}`);
-  return child;
-}
-
-async function stopProcess(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const gone = new Promise((r) => child.once('exit', r));
-  process.kill(child.pid as number, 'SIGTERM');
-  await gone;
+async function serveProcess(dir: string): Promise<Started> {
+  const p = startPlexus(['chronacta', 'serve', '--data', dir, '--port', '0', '--metrics-port', '0']);
+  await p.line((l) => l.includes('"serving"'), { timeoutMs: 20_000, what: 'serve to start' });
+  return p;
 }
 
 let root = '';
-const children: ChildProcess[] = [];
 afterEach(async () => {
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null && c.pid !== undefined) {
-      const gone = new Promise((r) => c.once('exit', r));
-      process.kill(c.pid, 'SIGKILL');
-      await gone;
-    }
-  }
+  await stopStarted();
   if (root) rmSync(root, { recursive: true, force: true });
   root = '';
 });
@@ -214,8 +181,7 @@ describe('plexus chronacta migrate: data format 1 -> 2', () => {
     await store.close();
     expect(readFileSync(join(dir, 'cluster/node.json'))).toEqual(before);
     // Another live process holds the log's lock.
-    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
-    children.push(child);
+    const child = startNode(join(ROOT, 'test/fixtures/wait-forever.mjs'));
     writeFileSync(join(dir, 'log/LOCK'), `${child.pid}\n`);
     await expect(migrateDataDir(dir)).rejects.toMatchObject({
       code: 'PLX_CHRONACTA_LOCKED',
@@ -223,15 +189,13 @@ describe('plexus chronacta migrate: data format 1 -> 2', () => {
     });
     expect(readFileSync(join(dir, 'cluster/node.json'))).toEqual(before);
     // Once it is gone, its stale lock is taken over and the migration goes through, releasing the lock.
-    const gone = new Promise((r) => child.once('exit', r));
-    process.kill(child.pid as number, 'SIGKILL');
-    await gone;
+    await child.stop('SIGKILL');
     expect((await migrateDataDir(dir)).changed).toBe(true);
     const reopened = await EventStore.open({ dataDir: dir, logger: quiet });
     await reopened.close();
   });
 
-  it.skipIf(!existsSync(MAIN))(
+  it.skipIf(!built)(
     'refuses a running `plexus chronacta serve` process; the migrated directory serves again',
     async () => {
       root = mkdtempSync(join(tmpdir(), 'plexus-migrate-'));
@@ -243,10 +207,10 @@ describe('plexus chronacta migrate: data format 1 -> 2', () => {
         details: { pid: first.pid },
       });
       expect(readJson(join(dir, 'cluster/node.json')).version).toBe(1);
-      await stopProcess(first);
+      await first.stop();
       expect(await migrateDataDir(dir)).toMatchObject({ from: 1, to: 2, changed: true });
       const second = await serveProcess(dir);
-      await stopProcess(second);
+      await second.stop();
       expect(readJson(join(dir, 'cluster/node.json'))).toMatchObject({ version: 2, clusterId });
       const store = await EventStore.open({ dataDir: dir, logger: quiet });
       try {

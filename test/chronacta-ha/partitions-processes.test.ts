@@ -32,7 +32,7 @@ import { isRunning, MAIN, spawnServe, stopAll, stopChild } from '../chronacta-cl
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { freePort } from '../helpers/ports.js';
 import { until } from '../helpers/until.js';
-import { sleep } from './helpers.js';
+import { pace } from './helpers.js';
 
 const TICK_MS = 20;
 const N = 3;
@@ -357,7 +357,8 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster processes: partiti
       const s = await c.status(follower.id);
       roles.add(s.role as string);
       terms.add(s.term as bigint);
-      await sleep(25);
+      // The sampling period: the window (100 ticks under isolation) is the scenario.
+      await pace(25);
     }
     const r = await leader.client.append('orders-1', [event('b')]);
     expect(r.lastPosition).toBe(2n);

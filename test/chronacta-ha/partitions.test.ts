@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ReplicatedLog } from '../../ts/chronacta/cluster-log.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { until } from '../helpers/until.js';
-import { advertise, type Cluster, sleep, snapshot, startCluster, TICK_MS, text } from './helpers.js';
+import { advertise, type Cluster, pace, snapshot, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 afterEach(async () => {
@@ -92,7 +92,8 @@ describe('replicated log: partitions (seed matrix)', () => {
     const end = Date.now() + 100 * TICK_MS;
     while (Date.now() < end) {
       roles.add(follower.status().role);
-      await sleep(20);
+      // The sampling period: the window (100 ticks under isolation) is the scenario.
+      await pace(20);
     }
     await leader.append([text('b')]);
     expect(roles.has('leader')).toBe(false);

@@ -16,6 +16,7 @@ import { encodeRaftMessage } from '../../ts/codec/raft-wire.js';
 import type { Message } from '../../ts/raft/types.js';
 import { MAIN, startThree, type ThreeMembers } from '../chronacta-cluster/helpers.js';
 import { until } from '../helpers/until.js';
+import { pace } from './helpers.js';
 
 const MiB = 1024 * 1024;
 let t: ThreeMembers;
@@ -116,7 +117,7 @@ describe.skipIf(!existsSync(MAIN) || !existsSync('/proc/self/status'))(
       const sampler = (async () => {
         while (sampling) {
           peak = Math.max(peak, rssOf(pid));
-          await new Promise((r) => setTimeout(r, 50));
+          await pace(50);
         }
       })();
       try {

@@ -20,6 +20,14 @@ import { cli, MAIN, type ServeMember, startThree, type ThreeMembers } from '../c
 import { until } from '../helpers/until.js';
 
 const TICK_MS = '50';
+/**
+ * A forged message or a taken-over connection shows as an election only once a member has gone
+ * an election timeout (10 ticks) without its leader; no event marks that nothing started, so
+ * the cluster is watched for three timeouts before its leader and term are compared.
+ */
+const ELECTION_WINDOW_MS = 1500;
+/** How long the attacker holds a connection the member keeps open (a member's) before moving on. */
+const MEMBER_CONNECTION_MS = 1000;
 let t: ThreeMembers;
 let ca: PemPair;
 const acked: { key: string; position: bigint }[] = [];
@@ -116,8 +124,7 @@ async function write(n: number, tag: string): Promise<void> {
 
 /** After an attack: the same leader and term as before, writes still taken. */
 async function unharmed(before: { leader: string; term: bigint }, tag: string): Promise<void> {
-  // Long enough for a forged message to have started an election (an election timeout is 10 ticks).
-  await new Promise((r) => setTimeout(r, 1500));
+  await new Promise((r) => setTimeout(r, ELECTION_WINDOW_MS));
   expect(await agreed()).toEqual(before);
   await write(5, tag);
 }
@@ -234,7 +241,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta serve --cluster: the Raft port tak
     for (const bytes of [huge, forgedTimeouts]) {
       await Promise.race([
         attack(follower, bytes, { ...own, ca: ca.cert }).catch(() => undefined),
-        new Promise((r) => setTimeout(r, 1000)),
+        new Promise((r) => setTimeout(r, MEMBER_CONNECTION_MS)),
       ]);
     }
     await until(async () => (stderrOf(follower).includes('PLX_RAFT_TERM_OUT_OF_RANGE') ? true : undefined), {

@@ -34,6 +34,7 @@ import {
   stopChild,
 } from '../chronacta-cluster/helpers.js';
 import { until } from '../helpers/until.js';
+import { pace } from './helpers.js';
 
 const TICK = '50';
 const quiet = { warn: () => undefined, error: () => undefined };
@@ -98,7 +99,7 @@ describe.skipIf(!existsSync(MAIN))('chronacta cluster: from plaintext Raft to mu
             acked.push({ key, position: r.firstPosition });
             done = true;
           } catch {
-            await new Promise((r) => setTimeout(r, 20));
+            await pace(20);
           }
         }
         if (!done && running) throw new Error(`no member acknowledged ${key}`);

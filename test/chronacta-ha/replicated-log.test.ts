@@ -14,7 +14,7 @@ import { encodeEvfr } from '../../ts/codec/evfr.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import type { RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
 import { until } from '../helpers/until.js';
-import { type Cluster, quiet, readAll, sleep, snapshot, startCluster, TICK_MS, text } from './helpers.js';
+import { type Cluster, quiet, readAll, snapshot, startCluster, TICK_MS, text } from './helpers.js';
 
 let cluster: Cluster | undefined;
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -307,12 +307,26 @@ describe('replicated log', () => {
     const other = await createMemberCa('c1');
     const foreign = await issueMemberCertificate(other, 3);
     creds.set(3, { key: foreign.key, cert: foreign.cert, ca: ca.cert, peerId: memberOfCertificate });
-    const c = (cluster = await startCluster(3, {}, (id) => ({ tls: creds.get(id) })));
+    // Members 1 and 2 count the TLS handshakes they refuse (member 3 dialling them).
+    const refusedBy = new Map<number, number>();
+    const counting = (id: number) => ({
+      warn: (message: string) => {
+        if (message.includes('refused a TLS handshake')) refusedBy.set(id, (refusedBy.get(id) ?? 0) + 1);
+      },
+      error: () => undefined,
+    });
+    const c = (cluster = await startCluster(3, {}, (id) => ({ tls: creds.get(id), logger: counting(id) })));
     const leader = await c.waitLeader([1, 2]);
     await leader.append([text('secret')]);
     const peer = c.logs.get(idOf(c, leader) === 1 ? 2 : 1) as ReplicatedLog;
     await until(() => peer.last === 1n, { timeoutMs: 5000, what: 'replication over TLS' });
-    await sleep(300);
+    // Member 3 dials again after each refusal: once both others refused it twice since the
+    // append, it has had its chances to get the record.
+    const seen = { 1: refusedBy.get(1) ?? 0, 2: refusedBy.get(2) ?? 0 };
+    await until(() => (refusedBy.get(1) ?? 0) >= seen[1] + 2 && (refusedBy.get(2) ?? 0) >= seen[2] + 2, {
+      timeoutMs: 10_000,
+      what: "members 1 and 2 to refuse member 3's certificate again",
+    });
     expect((c.logs.get(3) as ReplicatedLog).last).toBe(0n);
     expect((c.logs.get(3) as ReplicatedLog).status().role).not.toBe('leader');
   });

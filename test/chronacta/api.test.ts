@@ -11,17 +11,20 @@ import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { definitions } from '../../ts/chronacta/proto.js';
 import type { RecordedEvent } from '../../ts/chronacta/types.js';
 import type { PlexusError } from '../../ts/core/errors.js';
+import { ManualClock } from '../helpers/clock.js';
 import { type Running, serve, tempDir } from './helpers.js';
 
 let tmp: { dir: string; remove: () => Promise<void> };
 let run: Running;
 let c: ChronactaClient;
 let dataDir = '';
+/** The store's wall time: it moves when a test says so (truncation by age). */
+const clock = new ManualClock(Date.now());
 
 beforeAll(async () => {
   tmp = await tempDir('api');
   dataDir = join(tmp.dir, 'data');
-  run = await serve(dataDir, { segmentBytes: 64 * 1024 });
+  run = await serve(dataDir, { segmentBytes: 64 * 1024, clock });
   c = run.client;
 });
 
@@ -290,7 +293,7 @@ describe('deletion and truncation', () => {
     expect((await c.readStream('trunc', { direction: 'backwards' })).events.map((e) => Number(e.version))).toEqual([
       9, 8,
     ]);
-    await new Promise((r) => setTimeout(r, 400));
+    clock.advance(400);
     await c.append('trunc', [{ type: 't', data: 'new' }]);
     expect((await c.truncateStream('trunc', { maxAgeMs: 300 })).truncateBefore).toBe(10n);
     expect((await c.readStream('trunc')).events.map(text)).toEqual(['new']);
@@ -365,7 +368,7 @@ describe('the node', () => {
     expect(idem.duplicate).toBe(true);
     const status = await c.clusterStatus();
     await run.stop();
-    run = await serve(dataDir, { segmentBytes: 64 * 1024 });
+    run = await serve(dataDir, { segmentBytes: 64 * 1024, clock });
     c = run.client;
     const after = await c.readAll({ maxCount: 10_000 });
     expect(after.events.map((e) => [e.position, e.stream, e.version, e.id])).toEqual(

@@ -4,12 +4,12 @@
  * a usage mistake, 1 with a PLX_* code for a refused input or data directory), never with a
  * stack trace, an "unexpected failure", or a hang.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAIN } from '../chronacta-cluster/helpers.js';
+import { runNode } from '../helpers/processes.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'plexus-chronacta-errors-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -29,22 +29,12 @@ const NOBODY = ['--server', '127.0.0.1:1'];
 
 /** `plexus chronacta ...args`; SIGKILLed by its PID after 20 s (a hang fails the test). */
 function run(args: readonly string[]): Promise<{ code: number | null; stderr: string; hung: boolean }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [MAIN, 'chronacta', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    let hung = false;
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => {
-      hung = true;
-      if (child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
-    }, 20_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stderr, hung });
-    });
-  });
+  // runNode SIGKILLs it by PID past timeoutMs: the signal then says it hung.
+  return runNode(MAIN, ['chronacta', ...args], { timeoutMs: 20_000 }).then((r) => ({
+    code: r.code,
+    stderr: r.stderr,
+    hung: r.signal === 'SIGKILL',
+  }));
 }
 
 type Case = readonly [args: readonly string[], exit: 1 | 2, code: RegExp];

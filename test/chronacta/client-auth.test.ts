@@ -19,7 +19,7 @@
  *   both are on;
  * - settings that cannot work are refused at start with coded errors, no stack trace.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { chmodSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,6 +30,7 @@ import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { createJobCa, issueRankCertificate, type JobCa } from '../../ts/crypto/x509.js';
 import { isRunning, MAIN, stopChild } from '../chronacta-cluster/helpers.js';
+import { runNode, startPlexus } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 
 interface Pki {
@@ -59,39 +60,34 @@ let root: string;
 
 /** `plexus chronacta serve --data DIR --port 0 --metrics-port 0 ...args`, once it serves. */
 async function serveProcess(name: string, args: readonly string[]): Promise<Served> {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--data', join(root, `data-${name}`), '--port', '0', '--metrics-port', '0', ...args],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const p = startPlexus([
+    'chronacta',
+    'serve',
+    '--data',
+    join(root, `data-${name}`),
+    '--port',
+    '0',
+    '--metrics-port',
+    '0',
+    ...args,
+  ]);
+  const child = p.child;
   children.add(child);
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const line = await until(
-    async () => {
-      if (!isRunning(child)) throw new Error(`serve exited: ${out} ${err}`);
-      const l = out.split('\n').find((x) => x.includes('"serving"'));
-      return l ? (JSON.parse(l) as Record<string, unknown>) : undefined;
-    },
-    { timeoutMs: 30_000, what: `serve ${name}`, intervalMs: 25 },
-  ).catch(async (e: unknown) => {
-    await stopChild(child, 'SIGKILL');
-    throw e;
-  });
+  const line = await p
+    .line((l) => l.includes('"serving"'), { timeoutMs: 30_000, what: `serve ${name}` })
+    .then((l) => JSON.parse(l) as Record<string, unknown>)
+    .catch(async (e: unknown) => {
+      await stopChild(child, 'SIGKILL');
+      throw e;
+    });
   const port = Number(String(line.address).slice(String(line.address).lastIndexOf(':') + 1));
   return {
     child,
     address: `127.0.0.1:${port}`,
     port,
     servedLine: line,
-    stderr: () => err,
-    stdout: () => out,
+    stderr: p.stderr,
+    stdout: p.stdout,
   };
 }
 
@@ -100,15 +96,11 @@ function run(
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(
-      process.execPath,
-      [MAIN, 'chronacta', ...args],
-      { env: { ...process.env, PLEXUS_CHRONACTA_TOKEN: '', ...env }, timeout: 30_000 },
-      (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-    children.add(child);
-  });
+  // Past 30 s it is SIGKILLed by its PID (no exit code: counted as 1, a failure to refuse).
+  return runNode(MAIN, ['chronacta', ...args], {
+    env: { ...process.env, PLEXUS_CHRONACTA_TOKEN: '', ...env },
+    timeoutMs: 30_000,
+  }).then((r) => ({ code: r.code ?? 1, stdout: r.stdout, stderr: r.stderr }));
 }
 
 function file(name: string, text: string, mode = 0o600): string {

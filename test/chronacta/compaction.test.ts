@@ -12,7 +12,7 @@ import type { ChronactaClient } from '../../ts/chronacta/client.js';
 import type { AppendResult, CompactionReport, RecordedEvent, SubscriptionMessage } from '../../ts/chronacta/types.js';
 import { rng } from '../helpers/rng.js';
 import { until } from '../helpers/until.js';
-import { type Running, serve, tempDir } from './helpers.js';
+import { pace, type Running, serve, tempDir } from './helpers.js';
 
 let tmp: { dir: string; remove: () => Promise<void> };
 beforeAll(async () => {
@@ -133,9 +133,11 @@ describe('compaction under load', () => {
           await appendTo(`trim-${w}`);
         }
       });
+      let deleterRounds = 0;
       const deleter = (async () => {
         for (let round = 0; !stop; round++) {
-          await new Promise((r) => setTimeout(r, 40));
+          await pace(40);
+          deleterRounds = round;
           for (let w = 0; w < 3; w++) {
             const gen = round - 1;
             const name = `temp-${w}-${gen}`;
@@ -163,7 +165,8 @@ describe('compaction under load', () => {
           }
         }
       })();
-      const readers = Array.from({ length: 2 }, async () => {
+      const readsSoFar = [0, 0];
+      const readers = Array.from({ length: 2 }, async (_, ri) => {
         let reads = 0;
         while (!stop) {
           const all = await readAllPages(c);
@@ -176,17 +179,31 @@ describe('compaction under load', () => {
           const keep = await c.readStream('keep-0');
           expect(keep.events.map((e) => Number(e.version))).toEqual(keep.events.map((_, i) => i));
           reads++;
+          readsSoFar[ri] = reads;
         }
         return reads;
       });
       const compactor = (async () => {
         while (!stop) {
           reports.push(await c.compact());
-          await new Promise((r) => setTimeout(r, 60));
+          await pace(60);
         }
       })();
 
-      await new Promise((r) => setTimeout(r, 2500));
+      // The load runs until compaction reclaimed deleted events more than once (space too),
+      // every reader read everything at least once, and the deleter went past its third round.
+      await until(
+        () => {
+          const useful = reports.filter((r) => r.dropped > 0);
+          return (
+            useful.length > 1 &&
+            useful.some((r) => r.bytesAfter < r.bytesBefore) &&
+            readsSoFar.every((n) => n > 0) &&
+            deleterRounds > 2
+          );
+        },
+        { timeoutMs: 60_000, what: 'compactions that reclaim space under load' },
+      );
       stop = true;
       const [readCounts] = await Promise.all([Promise.all(readers), ...writers, deleter, compactor]);
       reports.push(await c.compact());

@@ -163,6 +163,12 @@ async function check(
   return lastVersion;
 }
 
+/**
+ * How long the load runs before the SIGKILL: a seeded random moment of the load is the fault
+ * itself (the kill lands mid-append), not a wait for something to happen.
+ */
+const killPoint = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
 describe('crash safety with SIGKILL through the server', () => {
   it(`keeps every acknowledged append, whole and in order (${SEEDS.length} seeds, two kills each)`, async () => {
     let totalAcked = 0;
@@ -176,7 +182,7 @@ describe('crash safety with SIGKILL through the server', () => {
       for (let round = 0; round < 2; round++) {
         const server = await start(dir, seed);
         const run = await load(server.address, next, round * 1_000_000, versions);
-        await new Promise((r) => setTimeout(r, 80 + (next() % 400)));
+        await killPoint(80 + (next() % 400));
         server.child.kill('SIGKILL');
         const { signal } = await server.exited;
         expect(signal, server.stderr()).toBe('SIGKILL');

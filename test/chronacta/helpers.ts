@@ -2,7 +2,7 @@
  * Shared by the Chronacta tests: temporary data directories, a real server on loopback
  * with a client, and the built chronacta command for child processes.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { type ChronactaServer, type ServerOptions, startServer } from '../../ts/chronacta/server.js';
 import { ROOT } from '../helpers/paths.js';
-import { startNode } from '../helpers/processes.js';
+import { runNode, startNode } from '../helpers/processes.js';
 
 export const quiet = { warn: () => {} };
 
@@ -27,6 +27,12 @@ export interface Running {
 }
 
 /** A server on 127.0.0.1 (a free port) with a client connected to it. */
+/**
+ * The pause of a loop that goes on regardless (a load generator, a compactor, a deleter, a
+ * sampler between two rounds): it paces the loop and waits for nothing in particular.
+ */
+export const pace = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
 export async function serve(dataDir: string, opts: Partial<ServerOptions> = {}): Promise<Running> {
   const server = await startServer({ dataDir, logger: quiet, ...opts });
   const client = new ChronactaClient(server.address);
@@ -58,19 +64,11 @@ export function runCli(
   args: string[],
   input?: string,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI_CHILD, commandUrl, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      stdout += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      stderr += d;
-    });
-    child.stdin.end(input ?? '');
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runNode(CLI_CHILD, [commandUrl, ...args], { input: input ?? '' }).then((r) => ({
+    code: r.code,
+    stdout: r.stdout,
+    stderr: r.stderr,
+  }));
 }
 
 export interface ServingChild {

@@ -5,13 +5,12 @@
  * streams per connection, idle connections, a grpc-timeout beyond a timer's reach, and the
  * limit flags' checks.
  */
-import { execFile } from 'node:child_process';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import { GrpcStatus, parseTimeout } from '../../ts/chronacta/grpc-server.js';
+import { runNode } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 import { tempDir } from './helpers.js';
 import { connect, MAIN, metric, rawCall, readyz, request, type Served, serveProcess } from './limits-helpers.js';
@@ -44,8 +43,15 @@ afterAll(async () => {
   for (const r of removals) await r();
 });
 
-/** `count` idle TCP connections to `address` from 127.0.0.2 (another client than the test's own). */
-async function flood(address: string, count: number): Promise<net.Socket[]> {
+/** How long a flood the server cannot account for is given to use up its files. */
+const SETTLE_MS = 1000;
+
+/**
+ * `count` idle TCP connections to `address` from 127.0.0.2 (another client than the test's
+ * own); resolves once `settled()` says the server took or dropped them all, or (without it)
+ * after `SETTLE_MS`.
+ */
+async function flood(address: string, count: number, settled?: () => Promise<boolean>): Promise<net.Socket[]> {
   const port = Number(address.slice(address.lastIndexOf(':') + 1));
   const out: net.Socket[] = [];
   for (let i = 0; i < count; i++) {
@@ -57,8 +63,15 @@ async function flood(address: string, count: number): Promise<net.Socket[]> {
   await Promise.all(
     out.map((s) => new Promise<void>((r) => (s.connecting ? s.once('connect', r).once('close', r) : r()))),
   );
-  // Let the server take (or drop) them all.
-  await new Promise((r) => setTimeout(r, 1000));
+  if (settled)
+    await until(settled, {
+      timeoutMs: 20_000,
+      what: `the server to take or drop ${count} connections`,
+      intervalMs: 50,
+    });
+  // A server out of file descriptors neither takes nor drops a connection and its metrics port
+  // does not answer either: nothing marks the moment its files are used up but time.
+  else await new Promise((r) => setTimeout(r, SETTLE_MS));
   return out;
 }
 
@@ -85,7 +98,11 @@ describe('a flood of idle connections', () => {
     const s = await server(['--segment-bytes', '65536'], 200);
     const c = client(s.address);
     await appendSome(c);
-    const idle = await flood(s.address, 300);
+    // Every flood connection either holds a connection slot or was refused for want of one.
+    const idle = await flood(s.address, 300, async () => {
+      const limited = await metric(s.metrics, 'chronacta_grpc_limited_total', 'reason="connections"');
+      return limited + (await metric(s.metrics, 'chronacta_grpc_connections')) >= 300;
+    });
     await appendSome(c);
     expect((await readyzSoon(s.metrics)).status).toBe(200);
     expect(await metric(s.metrics, 'chronacta_grpc_limited_total', 'reason="connections"')).toBeGreaterThan(150);
@@ -138,7 +155,13 @@ describe('connections and streams', () => {
       await new Promise<void>((r) => x.once('connect', () => r()).once('close', () => r()));
     }
     await until(() => closed.length >= 20, { timeoutMs: 20_000, what: '20 connections closed', intervalMs: 50 });
-    await new Promise((r) => setTimeout(r, 500));
+    // The server counts the sessions it admitted: 20 of them open (with 20 closed of 40) leaves
+    // none that a 21st GOAWAY could still close.
+    await until(async () => (await metric(s.metrics, 'chronacta_grpc_connections')) >= 20, {
+      timeoutMs: 20_000,
+      what: 'the 20 admitted sessions counted',
+      intervalMs: 50,
+    });
     expect(closed.length).toBe(20);
     expect(closed.every((c) => c === http2.constants.NGHTTP2_ENHANCE_YOUR_CALM)).toBe(true);
     expect(await metric(s.metrics, 'chronacta_grpc_limited_total', 'reason="connections_per_client"')).toBe(20);
@@ -257,10 +280,10 @@ describe("the project's client", () => {
 describe('the limit flags', () => {
   it('refuses a bound out of its range with a usage error (exit 2)', async () => {
     const run = (...args: string[]) =>
-      promisify(execFile)(process.execPath, [MAIN, 'chronacta', 'serve', ...args]).then(
-        () => ({ code: 0, stderr: '' }),
-        (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
-      );
+      runNode(MAIN, ['chronacta', 'serve', ...args], { timeoutMs: 60_000 }).then((r) => ({
+        code: r.code,
+        stderr: r.stderr,
+      }));
     for (const args of [
       ['--max-connections', '0'],
       ['--stall-timeout-ms', '5'],

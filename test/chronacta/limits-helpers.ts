@@ -4,12 +4,13 @@
  * HTTP/2 gRPC client that can do what a misbehaving client does (stop reading, never finish a
  * request, send any grpc-timeout).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import { join } from 'node:path';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { ROOT } from '../helpers/paths.js';
+import { startNode } from '../helpers/processes.js';
 
 /**
  * The CLI the tests start: dist/ of this checkout, or (PLEXUS_TEST_SERVE_MAIN) another build's
@@ -54,52 +55,30 @@ export interface Served {
 
 /** `plexus chronacta serve --data DIR --port 0 --metrics-port 0 ...flags`, under `ulimit -n files` when given. */
 export async function serveProcess(dataDir: string, flags: readonly string[], files?: number): Promise<Served> {
-  const args = [MAIN, 'chronacta', 'serve', '--data', dataDir, '--port', '0', '--metrics-port', '0', ...served(flags)];
+  const args = ['chronacta', 'serve', '--data', dataDir, '--port', '0', '--metrics-port', '0', ...served(flags)];
   // `exec` keeps the PID: the shell becomes node.
-  const child =
-    files === undefined
-      ? spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-      : spawn('/bin/sh', ['-c', `ulimit -n ${files} && exec "$0" "$@"`, process.execPath, ...args], {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const running = () => child.exitCode === null && child.signalCode === null;
+  const p = startNode(
+    MAIN,
+    args,
+    files === undefined ? {} : { under: ['/bin/sh', '-c', `ulimit -n ${files} && exec "$0" "$@"`] },
+  );
+  p.child.stdin?.end();
   const stop = async () => {
-    if (!running() || child.pid === undefined) return;
-    const pid = child.pid;
-    process.kill(pid, 'SIGTERM');
-    const t = setTimeout(() => {
-      if (running()) process.kill(pid, 'SIGKILL');
-    }, 5000);
-    await exited;
-    clearTimeout(t);
+    await p.stop('SIGTERM', 5000);
   };
-  const deadline = Date.now() + 30_000;
-  while (!out.includes('"serving"')) {
-    if (!running() || Date.now() > deadline) {
+  const first = await p
+    .line((l) => l.includes('"serving"'), { timeoutMs: 30_000, what: 'serve to start' })
+    .catch(async (e: unknown) => {
       await stop();
-      throw new Error(`serve did not start: ${out} ${err}`);
-    }
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  const line = JSON.parse(out.split('\n').find((l) => l.includes('"serving"')) as string) as {
-    address: string;
-    metrics: string;
-  };
+      throw new Error(`serve did not start: ${p.stdout()} ${p.stderr()}`, { cause: e });
+    });
+  const line = JSON.parse(first) as { address: string; metrics: string };
   return {
-    child,
-    pid: child.pid as number,
+    child: p.child,
+    pid: p.pid,
     address: line.address,
     metrics: line.metrics,
-    output: () => `${out}${err}`,
+    output: () => `${p.stdout()}${p.stderr()}`,
     stop,
   };
 }

@@ -116,7 +116,10 @@ describe('the lean gRPC server and grpc-timeout', () => {
       });
       await until(() => server?.load().connections === 1, { timeoutMs: 5_000, what: 'the server sees the connection' });
       clock.advance(1000); // sweeps at 250, 500, 750, 1000: idle for exactly the bound, not past it
-      await new Promise((r) => setTimeout(r, 50));
+      // A PING answered on the same connection: a close the sweep started would come first.
+      await new Promise<void>((resolve, reject) =>
+        session.ping((err) => (err ? reject(err) : resolve())) ? undefined : reject(new Error('ping not sent')),
+      );
       expect(idled).toBe(0);
       expect(closed).toBe(false);
       clock.advance(250);
@@ -139,6 +142,7 @@ describe('the lean gRPC server and grpc-timeout', () => {
             kind: 'unary' as const,
             handle: async () => {
               ran++;
+              // The work of the call: longer than the short deadline below, far below the long ones.
               await new Promise((r) => setTimeout(r, 50));
               return framed(Buffer.from('ok'));
             },

@@ -118,12 +118,19 @@ describe('catch-up, then live', () => {
       await until(() => g.messages.filter((m) => m.kind === 'event').length === 2, {
         what: "g.messages.filter((m) => m.kind === 'event').length === 2",
       });
-      await new Promise((r) => setTimeout(r, 50));
-      expect(g.messages.map((m) => (m.kind === 'event' ? `${m.event.stream}:${m.event.type}` : m.kind))).toEqual([
-        'a-1:keep',
-        'caughtUp',
-        'a-2:keep',
-      ]);
+      // A later event that passes the filter: $all is in position order, so anything the
+      // filter let through from a-2's drop or b-2 would come before it.
+      await c.append('a-3', [{ type: 'keep' }]);
+      const marker = await until(
+        () => {
+          const i = g.messages.findIndex((m) => m.kind === 'event' && m.event.stream === 'a-3');
+          return i >= 0 ? i : undefined;
+        },
+        { what: 'the later event a-3:keep' },
+      );
+      expect(
+        g.messages.slice(0, marker).map((m) => (m.kind === 'event' ? `${m.event.stream}:${m.event.type}` : m.kind)),
+      ).toEqual(['a-1:keep', 'caughtUp', 'a-2:keep']);
     } finally {
       await run.stop();
     }

@@ -5,7 +5,7 @@
  * is still cut; `--truncate-damaged-tail` repairs on purpose; a cluster member's replicated
  * log and Raft journal are the logs verify checks; a directory with no log is an error.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import {
   cpSync,
   mkdirSync,
@@ -20,7 +20,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
-import { cli, initOneMember, MAIN, spawnServe, stopChild } from '../chronacta-cluster/helpers.js';
+import { cli, initOneMember, spawnServe, stopChild } from '../chronacta-cluster/helpers.js';
+import { startPlexus } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'plexus-verify-damage-'));
@@ -55,32 +56,22 @@ const segmentOf = (dir: string) => join(dir, readdirSync(dir).find((n) => n.ends
 
 /** A standalone `serve` child on free ports; resolves with its address once it serves. */
 async function serveStandalone(data: string, flags: string[] = []) {
-  const child = spawn(
-    process.execPath,
-    [MAIN, 'chronacta', 'serve', '--data', data, '--port', '0', '--metrics-port', '0', ...flags],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const p = startPlexus(['chronacta', 'serve', '--data', data, '--port', '0', '--metrics-port', '0', ...flags]);
+  const child = p.child;
   children.add(child);
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    out += d;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-  });
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const exited = p.ended.then((e) => e.code);
   const line = await until(
     async () => {
-      if (child.exitCode !== null) return { exited: child.exitCode };
-      const l = out.split('\n').find((x) => x.includes('"serving"'));
+      if (!p.running()) return { exited: await exited };
+      const l = p
+        .stdout()
+        .split('\n')
+        .find((x) => x.includes('"serving"'));
       return l ? (JSON.parse(l) as { address: string; lastPosition: number }) : undefined;
     },
     { timeoutMs: 20_000, what: 'serve', intervalMs: 25 },
   );
-  return { child, line, exited, stderr: () => err, stdout: () => out };
+  return { child, line, exited, stderr: p.stderr, stdout: p.stdout };
 }
 
 describe('a damaged last record in a standalone store', () => {

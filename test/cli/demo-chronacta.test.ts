@@ -6,13 +6,14 @@
  * process is left and the temporary directory is gone. The members run the built CLI
  * (npm test builds it first; or npx tsc -p tsconfig.build.json).
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chronactaFailoverStep, exactlyOnceProblem } from '../../ts/cli/commands/demo-chronacta.js';
+import { startNode } from '../helpers/processes.js';
+import { until } from '../helpers/until.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const MAIN = join(ROOT, 'dist/cli/main.js');
@@ -169,34 +170,28 @@ describe('plexus demo, step 8: a Chronacta cluster fails over', () => {
       `await chronactaFailoverStep((s = '') => process.stdout.write(s + '\\n'),`,
       `  { main: ${JSON.stringify(MAIN)}, tmpRoot: ${JSON.stringify(tmpRoot)}, appends: 100000 });`,
     ].join('\n');
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-    });
-    const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+    // The step run as a script of its own (a module under the scratch directory importing dist/).
+    const file = join(scratch, 'sigint-step.mjs');
+    writeFileSync(file, `${script}\n`);
+    const child = startNode(file);
+    const out = () => `${child.stdout()}${child.stderr()}`;
     try {
-      const end = Date.now() + 30_000;
-      while (!/keyed appends|leads term|failed/.test(out) && child.exitCode === null && Date.now() < end) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      const pids = (/\(pids (\d+), (\d+), (\d+)\)/.exec(out) ?? []).slice(1).map(Number);
-      expect(pids, out).toHaveLength(3);
-      expect(out).toMatch(/leads term/);
+      await until(() => /keyed appends|leads term|failed/.test(out()) || !child.running(), {
+        timeoutMs: 30_000,
+        what: 'the demo step to report its leader',
+      }).catch(() => undefined); // the assertions below say what is missing
+      const pids = (/\(pids (\d+), (\d+), (\d+)\)/.exec(out()) ?? []).slice(1).map(Number);
+      expect(pids, out()).toHaveLength(3);
+      expect(out()).toMatch(/leads term/);
       for (const pid of pids) expect(alive(pid)).toBe(true);
-      process.kill(child.pid as number, 'SIGINT');
-      expect(await exited, out).toBe(130);
-      expect(out).toContain('interrupted: stopping the members and removing the cluster directory');
+      process.kill(child.pid, 'SIGINT');
+      const { code } = await child.ended;
+      expect(code, out()).toBe(130);
+      expect(out()).toContain('interrupted: stopping the members and removing the cluster directory');
       for (const pid of pids) expect(alive(pid), `pid ${pid}`).toBe(false);
       expect(readdirSync(tmpRoot)).toEqual([]);
     } finally {
-      if (child.exitCode === null && child.signalCode === null) {
-        process.kill(child.pid as number, 'SIGKILL');
-        await exited;
-      }
+      await child.stop('SIGKILL');
     }
   }, 40_000);
 });

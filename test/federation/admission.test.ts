@@ -61,12 +61,18 @@ const recorder: Chart<Seen> = {
 class Loopback implements RelayNetwork {
   readonly routes = new Map<string, () => { fed: Federation; actor: ProvisionedActor }>();
   posts: string[] = [];
+  /** Posts whose receiving side has finished with them (admitted, refused or failed). */
+  settled = 0;
   async post(uri: string, body: string): Promise<void> {
     this.posts.push(uri);
-    const r = this.routes.get(uri);
-    if (r === undefined) throw Object.assign(new Error(`no route ${uri}`), {});
-    const { fed, actor } = r();
-    await fed.admission.receive(actor, body);
+    try {
+      const r = this.routes.get(uri);
+      if (r === undefined) throw Object.assign(new Error(`no route ${uri}`), {});
+      const { fed, actor } = r();
+      await fed.admission.receive(actor, body);
+    } finally {
+      this.settled++;
+    }
   }
 }
 
@@ -331,7 +337,9 @@ describe('admission', () => {
       timeoutMs: 5_000,
       what: '(await shop.log.refused(shop.actor.did)).length === 2',
     });
-    await new Promise((r) => setTimeout(r, 50));
+    // Every post has been handled on its receiving side: an answer to the stranger would be
+    // one of them.
+    await until(() => net.settled === net.posts.length, { timeoutMs: 5_000, what: 'every post handled' });
     expect((await stranger.storage.history(stranger.actor.did)).lastSeq).toBe(1);
     expect(await journaled(shop)).toBe(1);
   });

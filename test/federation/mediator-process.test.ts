@@ -4,14 +4,14 @@
  * SIGKILLed: a message delivered but not acknowledged (messages-received) is delivered again
  * after the restart, and once acknowledged it never comes again. SIGTERM stops it cleanly.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unpack } from '../../ts/federation/didcomm/unpack.js';
 import { KEYLIST_UPDATE } from '../../ts/federation/mediator/protocol.js';
 import type { PickupClient } from '../../ts/federation/pickup/client.js';
-import { startNode } from '../helpers/processes.js';
+import { runNode, startNode } from '../helpers/processes.js';
 import { expectCode } from './fixtures.js';
 import {
   CHILD,
@@ -44,28 +44,12 @@ afterAll(async () => {
 const ENV = { ...process.env, PLX_TEST_MEDIATOR_PASS: 'correct horse battery staple' };
 
 function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CHILD, compiled.commandUrl, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: ENV,
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      stdout += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      stderr += d;
-    });
-    // A command that should have refused its arguments but serves instead is stopped by its PID.
-    const timer = setTimeout(() => {
-      if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL');
-    }, 30_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  // A command that should have refused its arguments but serves instead is SIGKILLed by its PID.
+  return runNode(CHILD, [compiled.commandUrl, ...args], { env: ENV, timeoutMs: 30_000 }).then((r) => ({
+    code: r.code,
+    stdout: r.stdout,
+    stderr: r.stderr,
+  }));
 }
 
 interface Running {

@@ -161,6 +161,7 @@ const BUN = join(ROOT, 'node_modules/.bin/bun');
 const EXAMPLE = 'examples/federation/two-orgs.ts';
 
 async function run(cmd: string, args: string[]): Promise<{ code: unknown; out: string; err: string }> {
+  // bun, not node: processes.ts starts node only. The PID is held in `children` and stopped by the suite.
   const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   const out: string[] = [];

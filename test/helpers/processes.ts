@@ -33,6 +33,12 @@ export interface StartOptions {
   readonly cwd?: string;
   /** Text written to stdin, which is then closed; without it stdin stays open as a pipe. */
   readonly input?: string;
+  /**
+   * A command that node runs under, given as its first words, node and its arguments
+   * following: `['/bin/sh', '-c', 'ulimit -n 64 && exec "$0" "$@"']`. It must `exec` node, so
+   * that the PID tracked (and stopped) is node's.
+   */
+  readonly under?: readonly string[];
 }
 
 export interface RunOptions extends StartOptions {
@@ -71,7 +77,10 @@ const started = new Set<Started>();
  */
 export function startNode(script: string, args: readonly string[] = [], opts: StartOptions = {}): Started {
   const file = isAbsolute(script) ? script : distFile(script);
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), file, ...args], {
+  const argv = [...(opts.nodeArgs ?? []), file, ...args];
+  const [cmd, ...pre] = opts.under !== undefined && opts.under.length > 0 ? opts.under : [process.execPath];
+  const words = opts.under !== undefined && opts.under.length > 0 ? [...pre, process.execPath, ...argv] : argv;
+  const child = spawn(cmd as string, words, {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: opts.env ?? process.env,
     cwd: opts.cwd,

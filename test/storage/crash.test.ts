@@ -43,6 +43,9 @@ interface Ack {
   readonly last: number;
 }
 
+/** The kill comes at a seeded random moment of the appends: this wait is the crash point, the fault itself. */
+const crashPoint = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
 /** Runs the writer until `killAfterMs` past its start, kills it with SIGKILL, returns what it acknowledged. */
 async function crashRun(
   dir: string,
@@ -56,8 +59,7 @@ async function crashRun(
     timeoutMs: 10_000,
     what: 'the writer to open the log',
   });
-  // The kill comes at a seeded random moment of the appends: this wait is the crash point.
-  await new Promise((r) => setTimeout(r, killAfterMs));
+  await crashPoint(killAfterMs);
   await child.stop('SIGKILL');
   const { signal } = await child.ended;
   const out = child.stdout();

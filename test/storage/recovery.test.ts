@@ -2,7 +2,6 @@
  * Recovery on open and verifyLog, on real files damaged on purpose: torn tails, incomplete
  * last batches, garbage, damage before the tail, torn new segments, lost indexes, the lock.
  */
-import { spawn } from 'node:child_process';
 import { appendFile, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +9,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { crc32c } from '../../ts/core/index.js';
 import { type FileLogOptions, openLog } from '../../ts/storage/file-log.js';
 import { verifyLog } from '../../ts/storage/verify.js';
+import { ROOT } from '../helpers/paths.js';
+import { startNode } from '../helpers/processes.js';
 import { refusal } from '../helpers/refusal.js';
+
+const WAIT_FOREVER = join(ROOT, 'test/fixtures/wait-forever.mjs');
 
 const SEG = '00000000000000000001.seg';
 const HEADER = 32;
@@ -614,16 +617,15 @@ describe('the directory lock', () => {
   });
 
   it('refuses a lock held by a live process and takes over one left by a dead process', async () => {
-    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    // A live process that is not this one: the lock names its PID.
+    const child = startNode(WAIT_FOREVER);
     try {
       await writeFile(join(dir, 'LOCK'), `${child.pid}\n`);
       const e = await refusal(open());
       expect(e.code).toBe('PLX_STORAGE_LOCKED');
       expect(e.details.pid).toBe(child.pid);
     } finally {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await exited;
+      await child.stop('SIGKILL');
     }
     const log = await open();
     expect(log.last).toBe(0n);
