@@ -237,7 +237,7 @@ describe('FrameAssembler.feed', () => {
     const sink = {
       begin: (h: Uint8Array): 'hold' | 'skip' | 'pieces' => (h[4] === 1 ? 'skip' : h[4] === 2 ? 'pieces' : 'hold'),
       frame: (f: Uint8Array) => events.push(`frame ${f[4]} ${[...f.subarray(HEADER)].join(',')}`),
-      piece: (b: Uint8Array) => pieces.push(...b),
+      piece: (c: Uint8Array, at: number, n: number) => pieces.push(...c.subarray(at, at + n)),
       end: () => {
         events.push(`pieces ${pieces.join(',')}`);
         pieces = [];

@@ -45,8 +45,11 @@ export interface FrameSink {
    * taken. Absent: `hold`.
    */
   begin?(header: Uint8Array, total: number): FrameTake;
-  /** A run of a `pieces` frame's bytes after its header: a view of the chunk, valid during the call. */
-  piece?(bytes: Uint8Array): void;
+  /**
+   * A run of a `pieces` frame's bytes after its header: `chunk[start .. start + length)` of the
+   * chunk being fed (no view is made here: the sink makes the one it hands on).
+   */
+  piece?(chunk: Uint8Array, start: number, length: number): void;
   /** The last byte of a `pieces` frame has arrived. */
   end?(): void;
   /**
@@ -183,13 +186,12 @@ export class FrameAssembler {
         continue;
       }
       const k = Math.min(this.want - this.got, n - pos);
-      const bytes = chunk.subarray(pos, pos + k);
-      pos += k;
-      if (this.take === 'hold') this.keep(bytes, transient);
+      if (this.take === 'hold') this.keep(chunk.subarray(pos, pos + k), transient);
       else {
         this.got += k;
-        if (this.take === 'pieces') sink.piece?.(bytes);
+        if (this.take === 'pieces') sink.piece?.(chunk, pos, k);
       }
+      pos += k;
       if (this.got === this.want) this.close(sink);
     }
   }

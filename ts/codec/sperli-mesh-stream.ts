@@ -151,7 +151,7 @@ export class PieceStream {
           this.transient && !joined ? copyOf(f, FRAME_HEADER_SIZE, n) : plainView(f, FRAME_HEADER_SIZE, n);
         this.emit({ kind: 'frame', header, payload });
       },
-      piece: (bytes) => this.emit({ kind: 'piece', bytes: plainView(bytes, 0, bytes.length) }),
+      piece: (chunk, start, length) => this.emit({ kind: 'piece', bytes: plainView(chunk, start, length) }),
       end: () => this.emit(END),
     };
   }
