@@ -573,14 +573,7 @@ class Call implements ServerStream {
     let refused = false;
     const bounds = this.bounds;
     bounds.receiving.add(this);
-    const refuse = (status: CallStatus) => {
-      // What else the client sends is read and dropped, and what was kept is given back.
-      refused = true;
-      if (this.held > 0) bounds.load.give(this.conn, this.held);
-      this.held = 0;
-      this.finish(status);
-    };
-    const frames = new FrameAssembler(
+    let frames: FrameAssembler | undefined = new FrameAssembler(
       grpcMessageFormat(max, {
         compressed: () =>
           new CallFailure({
@@ -595,6 +588,14 @@ class Call implements ServerStream {
           }),
       }),
     );
+    const refuse = (status: CallStatus) => {
+      // What else the client sends is read and dropped, and what was kept is given back.
+      refused = true;
+      frames = undefined;
+      if (this.held > 0) bounds.load.give(this.conn, this.held);
+      this.held = 0;
+      this.finish(status);
+    };
     const moreThanOne = new CallFailure({
       code: GrpcStatus.UNIMPLEMENTED,
       details: 'more than one request message in a call',
@@ -610,14 +611,14 @@ class Call implements ServerStream {
       },
     };
     /** Feeds the assembler; false when the call was refused. */
-    const feed = (chunk: Buffer): boolean => {
+    const feed = (chunk: Buffer, into: FrameAssembler): boolean => {
       try {
-        frames.feed(chunk, sink);
+        into.feed(chunk, sink);
       } catch (e) {
         refuse(e instanceof CallFailure ? e.status : this.opts.statusOf(e));
         return false;
       }
-      if (message !== undefined && frames.midFrame) {
+      if (message !== undefined && into.midFrame) {
         refuse(moreThanOne.status);
         return false;
       }
@@ -638,7 +639,7 @@ class Call implements ServerStream {
       this.held += n;
     };
     stream.on('data', (chunk: Buffer) => {
-      if (refused) return;
+      if (refused || frames === undefined) return;
       if (message !== undefined) {
         refuse(moreThanOne.status);
         return;
@@ -646,13 +647,13 @@ class Call implements ServerStream {
       // The usual case: the whole message in one chunk. Its prefix is judged before anything
       // else, and the chunk is held (and counted) only if the message goes on in later chunks.
       if (!frames.midFrame && chunk.length >= GRPC_HEADER_BYTES) {
-        if (!feed(chunk)) return;
+        if (!feed(chunk, frames)) return;
         if (message === undefined && fits(chunk.length)) hold(chunk.length);
         return;
       }
       if (!fits(chunk.length)) return;
       hold(chunk.length);
-      feed(chunk);
+      feed(chunk, frames);
     });
     stream.once('end', () => {
       bounds.receiving.delete(this);
