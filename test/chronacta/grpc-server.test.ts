@@ -9,12 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChronactaClient } from '../../ts/chronacta/client.js';
 import {
   type CallStatus,
-  frame,
   type GrpcMethod,
   type GrpcServer,
   parseTimeout,
   startGrpcServer,
 } from '../../ts/chronacta/grpc-server.js';
+import { grpcFrame as frame } from '../../ts/codec/grpc-frame.js';
 import { serve, tempDir } from './helpers.js';
 
 interface Reply {

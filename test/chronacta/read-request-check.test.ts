@@ -8,7 +8,7 @@
  */
 import http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { frame } from '../../ts/chronacta/grpc-server.js';
+import { grpcFrame as frame } from '../../ts/codec/grpc-frame.js';
 import { type Running, serve, tempDir } from './helpers.js';
 
 interface Reply {

@@ -226,3 +226,87 @@ describe('ByteReader and ByteWriter', () => {
     );
   });
 });
+
+describe('FrameAssembler.feed', () => {
+  /** Feeds `chunks`; frames with tag 1 are skipped, tag 2 handed on in pieces, the rest held. */
+  function run(chunks: Uint8Array[], transient: boolean) {
+    const a = new FrameAssembler(format(1 << 20));
+    const events: string[] = [];
+    let pieces: number[] = [];
+    let peak = 0;
+    const sink = {
+      begin: (h: Uint8Array): 'hold' | 'skip' | 'pieces' => (h[4] === 1 ? 'skip' : h[4] === 2 ? 'pieces' : 'hold'),
+      frame: (f: Uint8Array) => events.push(`frame ${f[4]} ${[...f.subarray(HEADER)].join(',')}`),
+      piece: (c: Uint8Array, at: number, n: number) => pieces.push(...c.subarray(at, at + n)),
+      end: () => {
+        events.push(`pieces ${pieces.join(',')}`);
+        pieces = [];
+      },
+    };
+    for (const c of chunks) {
+      const mine = c.slice();
+      a.feed(mine, sink, transient);
+      if (transient) mine.fill(0xee); // a reused read buffer: nothing may still point at it
+      peak = Math.max(peak, a.buffered);
+    }
+    return { events, midFrame: a.midFrame, peak };
+  }
+
+  it('holds, skips or hands on in pieces per frame, the same for any chunking, transient or not', () => {
+    fc.assert(
+      fc.property(frames, fc.array(fc.nat(), { maxLength: 10 }), fc.boolean(), (fs, cuts, transient) => {
+        const all = concat(fs.map((f) => frame(f.tag, f.payload)));
+        const want = fs.flatMap((f) =>
+          f.tag === 1
+            ? []
+            : f.tag === 2
+              ? [`pieces ${[...f.payload].join(',')}`]
+              : [`frame ${f.tag} ${[...f.payload].join(',')}`],
+        );
+        const got = run(chunked(all, cuts), transient);
+        expect(got.events).toEqual(want);
+        expect(got.midFrame).toBe(false);
+        if (!transient) {
+          const heldMax = Math.max(
+            0,
+            ...fs.filter((f) => f.tag > 2 || f.tag === 0).map((f) => HEADER + f.payload.length),
+          );
+          expect(got.peak).toBeLessThanOrEqual(Math.max(heldMax, HEADER));
+        }
+      }),
+      { numRuns: 500, seed: 41 },
+    );
+  });
+
+  it('skips a large frame as it arrives, holding none of it', () => {
+    const a = new FrameAssembler(format(1 << 24));
+    const head = frame(1, new Uint8Array(0));
+    new DataView(head.buffer).setUint32(0, 1 << 22, true);
+    const sink = { begin: () => 'skip' as const, frame: () => expect.unreachable() };
+    a.feed(head, sink);
+    for (let i = 0; i < 4; i++) {
+      a.feed(new Uint8Array(1 << 20), sink);
+      expect(a.buffered).toBe(0);
+    }
+    expect(a.midFrame).toBe(false);
+  });
+
+  it('lets a sink take whole frames by its own path, and keeps a refusal it reports', () => {
+    const a = new FrameAssembler(format(64));
+    const seen: number[] = [];
+    const sink = {
+      whole: (c: Uint8Array, pos: number): number => {
+        if (c[pos + 4] === 7) a.refuse(new PlexusError('PLX_CODEC_BAD_FORMAT', 'tag 7'));
+        if (c[pos + 4] !== 9) return 0;
+        seen.push(-1);
+        return HEADER + (c[pos] as number);
+      },
+      frame: (f: Uint8Array) => seen.push(f[4] as number),
+    };
+    a.feed(concat([frame(9, Uint8Array.of(1)), frame(3, Uint8Array.of(2)), frame(9, new Uint8Array(0))]), sink);
+    expect(seen).toEqual([-1, 3, -1]);
+    expect(() => a.feed(frame(7, new Uint8Array(0)), sink)).toThrow(/tag 7/);
+    expect(a.refused).toBe(true);
+    expect(() => a.feed(frame(3, new Uint8Array(0)), sink)).toThrow(/tag 7/);
+  });
+});

@@ -17,6 +17,7 @@
  *
  * `attachClusterApi(port, store)` installs all of it on a server started by `startServer`.
  */
+import { grpcFrame } from '../codec/grpc-frame.js';
 import { type Clock, type ClockTimers, monotonicClock, type TimerHandle, type Timers } from '../core/clock.js';
 import { type PlexusCode, PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
@@ -28,7 +29,6 @@ import {
   type CallContext,
   CallFailure,
   type CallStatus,
-  frame,
   type GrpcMethod,
   type GrpcRoutes,
   GrpcStatus,
@@ -494,7 +494,7 @@ class MembershipApi {
       kind: 'unary',
       handle: async (request: Buffer) => {
         try {
-          return frame(def.responseSerialize(await fn(request)));
+          return grpcFrame(def.responseSerialize(await fn(request)));
         } catch (e) {
           throw failure(e);
         }

@@ -25,6 +25,8 @@
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { FrameAssembler } from '../codec/frames.js';
+import { GRPC_HEADER_BYTES, grpcMessageFormat } from '../codec/grpc-frame.js';
 import { type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
 import { ConnectionLoad, type GrpcLimits, grpcLimits, MAX_TIMER_MS, type Refusal, ServerLoad } from './limits.js';
 
@@ -138,18 +140,8 @@ export interface GrpcServer {
   close(graceMs?: number): Promise<void>;
 }
 
-const PREFIX = 5;
 /** A response larger than this goes out in pieces of this size, so a stalled client shows. */
 const PIECE = 64 * 1024;
-
-/** A message with its 5-byte gRPC prefix (not compressed). */
-export function frame(message: Uint8Array): Uint8Array {
-  const out = Buffer.allocUnsafe(PREFIX + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, PREFIX);
-  return out;
-}
 
 // Every header less is work saved on both sides, per call: messages are never compressed,
 // so no grpc-encoding (identity is the default) and no grpc-accept-encoding (absent means
@@ -567,100 +559,101 @@ class Call implements ServerStream {
     );
   }
 
-  /** Reads the one request message (length first), then runs `method`. */
+  /**
+   * Reads the one request message, then runs `method`. The message is assembled length first
+   * (the gRPC prefix of ts/codec/grpc-frame.ts on the shared FrameAssembler): a compressed or
+   * too large message is refused from its prefix alone. A message that arrives in one chunk
+   * is taken as it is; one spread over chunks counts against the connection's and the
+   * server's buffered bytes while it arrives.
+   */
   read(method: GrpcMethod): void {
     const stream = this.stream;
     const max = this.opts.maxMessageBytes;
     let message: Buffer | undefined;
-    let chunks: Buffer[] | undefined;
-    let have = 0;
-    let need = -1;
     let refused = false;
     const bounds = this.bounds;
     bounds.receiving.add(this);
+    let frames: FrameAssembler | undefined = new FrameAssembler(
+      grpcMessageFormat(max, {
+        compressed: () =>
+          new CallFailure({
+            code: GrpcStatus.UNIMPLEMENTED,
+            details: 'compressed messages are not supported',
+            metadata: IDENTITY_ONLY,
+          }),
+        tooLarge: (len) =>
+          new CallFailure({
+            code: GrpcStatus.RESOURCE_EXHAUSTED,
+            details: `a request message of ${len} bytes is above the limit of ${max}`,
+          }),
+      }),
+    );
     const refuse = (status: CallStatus) => {
       // What else the client sends is read and dropped, and what was kept is given back.
       refused = true;
-      chunks = undefined;
+      frames = undefined;
       if (this.held > 0) bounds.load.give(this.conn, this.held);
       this.held = 0;
       this.finish(status);
     };
+    const moreThanOne = new CallFailure({
+      code: GrpcStatus.UNIMPLEMENTED,
+      details: 'more than one request message in a call',
+    });
+    const sink = {
+      // A second message starts where the first ends: refused before its prefix is judged.
+      whole: () => {
+        if (message !== undefined) throw moreThanOne;
+        return 0;
+      },
+      frame: (f: Uint8Array) => {
+        message = Buffer.from(f.buffer, f.byteOffset + GRPC_HEADER_BYTES, f.length - GRPC_HEADER_BYTES);
+      },
+    };
+    /** Feeds the assembler; false when the call was refused. */
+    const feed = (chunk: Buffer, into: FrameAssembler): boolean => {
+      try {
+        into.feed(chunk, sink);
+      } catch (e) {
+        refuse(e instanceof CallFailure ? e.status : this.opts.statusOf(e));
+        return false;
+      }
+      if (message !== undefined && into.midFrame) {
+        refuse(moreThanOne.status);
+        return false;
+      }
+      return true;
+    };
+    const fits = (n: number): boolean => {
+      if (bounds.load.fits(this.conn, n)) return true;
+      bounds.onLimit('buffered_bytes');
+      refuse({
+        code: GrpcStatus.RESOURCE_EXHAUSTED,
+        metadata: bounds.metadata('buffered_bytes'),
+        details: `the server holds ${this.conn.buffered} bytes for this connection and ${bounds.load.buffered} in total, at its limit (${bounds.load.limits.maxBufferedBytesPerConnection} per connection, ${bounds.load.limits.maxBufferedBytes} in total)`,
+      });
+      return false;
+    };
+    const hold = (n: number) => {
+      bounds.load.take(this.conn, n);
+      this.held += n;
+    };
     stream.on('data', (chunk: Buffer) => {
-      if (refused) return;
+      if (refused || frames === undefined) return;
       if (message !== undefined) {
-        refuse({ code: GrpcStatus.UNIMPLEMENTED, details: 'more than one request message in a call' });
+        refuse(moreThanOne.status);
         return;
       }
-      // The usual case: the whole message in one chunk.
-      if (chunks === undefined && chunk.length >= PREFIX) {
-        if (chunk[0] !== 0) {
-          refuse({
-            code: GrpcStatus.UNIMPLEMENTED,
-            details: 'compressed messages are not supported',
-            metadata: IDENTITY_ONLY,
-          });
-          return;
-        }
-        const len = chunk.readUInt32BE(1);
-        if (len > max) {
-          refuse({
-            code: GrpcStatus.RESOURCE_EXHAUSTED,
-            details: `a request message of ${len} bytes is above the limit of ${max}`,
-          });
-          return;
-        }
-        if (chunk.length === PREFIX + len) {
-          message = chunk.subarray(PREFIX);
-          return;
-        }
-        if (chunk.length > PREFIX + len) {
-          refuse({ code: GrpcStatus.UNIMPLEMENTED, details: 'more than one request message in a call' });
-          return;
-        }
-      }
-      if (!bounds.load.fits(this.conn, chunk.length)) {
-        bounds.onLimit('buffered_bytes');
-        refuse({
-          code: GrpcStatus.RESOURCE_EXHAUSTED,
-          metadata: bounds.metadata('buffered_bytes'),
-          details: `the server holds ${this.conn.buffered} bytes for this connection and ${bounds.load.buffered} in total, at its limit (${bounds.load.limits.maxBufferedBytesPerConnection} per connection, ${bounds.load.limits.maxBufferedBytes} in total)`,
-        });
+      // The usual case: the whole message in one chunk. Its prefix is judged before anything
+      // else, and the chunk is held (and counted) only if the message goes on in later chunks.
+      if (!frames.midFrame && chunk.length >= GRPC_HEADER_BYTES) {
+        if (!feed(chunk, frames)) return;
+        if (message === undefined && fits(chunk.length)) hold(chunk.length);
         return;
       }
-      bounds.load.take(this.conn, chunk.length);
-      this.held += chunk.length;
-      (chunks ??= []).push(chunk);
-      have += chunk.length;
-      if (need < 0 && have >= PREFIX) {
-        const head = Buffer.concat(chunks, have);
-        chunks = [head];
-        if (head[0] !== 0) {
-          refuse({
-            code: GrpcStatus.UNIMPLEMENTED,
-            details: 'compressed messages are not supported',
-            metadata: IDENTITY_ONLY,
-          });
-          return;
-        }
-        const len = head.readUInt32BE(1);
-        if (len > max) {
-          refuse({
-            code: GrpcStatus.RESOURCE_EXHAUSTED,
-            details: `a request message of ${len} bytes is above the limit of ${max}`,
-          });
-          return;
-        }
-        need = PREFIX + len;
-      }
-      if (need >= 0 && have >= need) {
-        if (have > need) {
-          refuse({ code: GrpcStatus.UNIMPLEMENTED, details: 'more than one request message in a call' });
-          return;
-        }
-        message = Buffer.concat(chunks, have).subarray(PREFIX);
-        chunks = undefined;
-      }
+      if (!fits(chunk.length)) return;
+      hold(chunk.length);
+      feed(chunk, frames);
     });
     stream.once('end', () => {
       bounds.receiving.delete(this);

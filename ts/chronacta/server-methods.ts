@@ -4,9 +4,9 @@
  * subscription per call and keeps its metrics.
  */
 
+import { grpcFrame } from '../codec/grpc-frame.js';
 import { ChronactaCode, chronactaError } from './errors.js';
-import type { ServerStream } from './grpc-server.js';
-import { type CallContext, frame, type GrpcMethod } from './grpc-server.js';
+import type { CallContext, GrpcMethod, ServerStream } from './grpc-server.js';
 import type { PreparedDataDir } from './layout.js';
 import { type ChronactaMetrics, replicationLagOf } from './metrics.js';
 import {
@@ -65,7 +65,7 @@ export function serverMethods({
         const text = TEXT_FIELDS[name];
         if (text) checkTextFields(request, name, text);
         const res = await fn(decodeRequest(def, name, request) as Req);
-        return frame(def.responseSerialize(res));
+        return grpcFrame(def.responseSerialize(res));
       },
     });
   }
@@ -213,7 +213,7 @@ export function serverMethods({
       const sub = new Subscription(
         store,
         target,
-        sinkOf(call, (m) => frame(subscribeDef.responseSerialize(messageToWire(m)))),
+        sinkOf(call, (m) => grpcFrame(subscribeDef.responseSerialize(messageToWire(m)))),
         subscriptionLimits,
       );
       subs.add(sub);

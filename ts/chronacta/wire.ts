@@ -1,5 +1,6 @@
 /**
- * The hand-written protobuf codec of the hot messages of proto/chronacta.proto:
+ * The hand-written protobuf codec of the hot messages of proto/chronacta.proto (their schemas;
+ * the protobuf reader and varint writer are ts/codec/protobuf.ts, the gRPC prefix ts/codec/grpc-frame.ts):
  * `AppendRequest` (decoded) and `AppendResponse` (encoded). Every other message goes
  * through protobufjs (proto-loader); test/chronacta/wire.test.ts holds this codec to the
  * protobufjs encoding of the same messages.
@@ -14,6 +15,8 @@
  * group, a cut varint or length, or a string that is not UTF-8 is refused with
  * PLX_CHRONACTA_BAD_INPUT.
  */
+import { GRPC_HEADER_BYTES, putGrpcPrefix } from '../codec/grpc-frame.js';
+import { ProtoReader, putVarint, varintSize, WT_LEN, WT_VARINT } from '../codec/protobuf.js';
 import { badInput, tooLarge } from './errors.js';
 import type { ExpectedVersion } from './types.js';
 import { MAX_BATCH_EVENTS, MAX_KEY_BYTES, MAX_NUMBER, MAX_STREAM_NAME_BYTES } from './validate.js';
@@ -37,114 +40,8 @@ export interface AppendWire {
   readonly ev: Uint32Array;
 }
 
-const WT_VARINT = 0;
-const WT_I64 = 1;
-const WT_LEN = 2;
-const WT_I32 = 5;
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** A byte-reading cursor over `buf[pos..end)`. */
-class Cursor {
-  constructor(
-    readonly buf: Uint8Array,
-    public pos: number,
-    public end: number,
-    private readonly name: string,
-    /** The event this cursor reads, named in errors (-1: none); the name is built only then. */
-    public event = -1,
-  ) {}
-
-  get what(): string {
-    return this.event < 0 ? this.name : `${this.name}: event ${this.event}`;
-  }
-
-  get more(): boolean {
-    return this.pos < this.end;
-  }
-
-  /** A varint of at most 64 bits, as a number; exact below 2^53 (above: returns > MAX_NUMBER). */
-  varint(): number {
-    const b = this.buf;
-    let pos = this.pos;
-    let result = 0;
-    let mul = 1;
-    for (let i = 0; i < 10; i++) {
-      if (pos >= this.end) throw badInput(`${this.what}: a varint runs past the end`);
-      const x = b[pos++] as number;
-      result += (x & 0x7f) * mul;
-      if (x < 0x80) {
-        this.pos = pos;
-        return result;
-      }
-      mul *= 128;
-    }
-    throw badInput(`${this.what}: a varint longer than 10 bytes`);
-  }
-
-  /** The length of a LEN field, checked against the bytes left; the cursor is then at its start. */
-  len(): number {
-    const n = this.varint();
-    if (n > this.end - this.pos) throw badInput(`${this.what}: a field of ${n} bytes runs past the end`);
-    return n;
-  }
-
-  skip(wireType: number): void {
-    switch (wireType) {
-      case WT_VARINT:
-        this.varint();
-        return;
-      case WT_I64:
-        this.fixed(8);
-        return;
-      case WT_LEN: {
-        const n = this.len();
-        this.pos += n;
-        return;
-      }
-      case WT_I32:
-        this.fixed(4);
-        return;
-      default:
-        throw badInput(`${this.what}: wire type ${wireType} (groups or unknown) is not taken`);
-    }
-  }
-
-  private fixed(n: number): void {
-    if (this.end - this.pos < n) throw badInput(`${this.what}: a fixed field runs past the end`);
-    this.pos += n;
-  }
-
-  text(n: number, field: string): string {
-    const start = this.pos;
-    this.pos += n;
-    if (n === 0) return '';
-    let ascii = true;
-    for (let i = start; i < this.pos; i++) {
-      if ((this.buf[i] as number) >= 0x80) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) return latin1(this.buf, start, this.pos);
-    try {
-      return utf8.decode(this.buf.subarray(start, this.pos));
-    } catch {
-      throw badInput(`${this.what}: ${field} is not UTF-8`);
-    }
-  }
-}
-
-function latin1(b: Uint8Array, start: number, end: number): string {
-  if (end - start > 64) return Buffer.from(b.buffer, b.byteOffset + start, end - start).toString('latin1');
-  let s = '';
-  for (let i = start; i < end; i++) s += String.fromCharCode(b[i] as number);
-  return s;
-}
-
-function wrongType(what: string, field: number, wireType: number): Error {
-  return badInput(`${what}: field ${field} has wire type ${wireType}, which its type does not use`);
-}
+/** Chronacta's refusal of bad protobuf input. */
+const fail = (message: string): Error => badInput(message);
 
 /**
  * Decodes an AppendRequest from `buf` (the message bytes, without the gRPC prefix). Names
@@ -154,7 +51,7 @@ function wrongType(what: string, field: number, wireType: number): Error {
 export function decodeAppendRequest(buf: Uint8Array): AppendWire {
   const what = 'AppendRequest';
   // Pass 1: count the events, so their table is sized by what is really there.
-  const c = new Cursor(buf, 0, buf.length, what);
+  const c = new ProtoReader(buf, 0, buf.length, what, fail);
   let count = 0;
   while (c.more) {
     const tag = c.varint();
@@ -173,14 +70,14 @@ export function decodeAppendRequest(buf: Uint8Array): AppendWire {
   let i = 0;
   c.pos = 0;
   // One cursor for every event, moved from one to the next.
-  const ec = new Cursor(buf, 0, 0, 'AppendRequest', 0);
+  const ec = new ProtoReader(buf, 0, 0, 'AppendRequest', fail, 0);
   while (c.more) {
     const tag = c.varint();
     const field = tag >>> 3;
     const wt = tag & 7;
     switch (field) {
       case 1: {
-        if (wt !== WT_LEN) throw wrongType(what, field, wt);
+        if (wt !== WT_LEN) throw c.wrongType(field, wt);
         const n = c.len();
         if (n > MAX_STREAM_NAME_BYTES) {
           throw badInput(`stream name is longer than ${MAX_STREAM_NAME_BYTES} bytes of UTF-8`, { bytes: n });
@@ -189,7 +86,7 @@ export function decodeAppendRequest(buf: Uint8Array): AppendWire {
         break;
       }
       case 2: {
-        if (wt !== WT_LEN) throw wrongType(what, field, wt);
+        if (wt !== WT_LEN) throw c.wrongType(field, wt);
         const n = c.len();
         ec.pos = c.pos;
         ec.end = c.pos + n;
@@ -200,14 +97,14 @@ export function decodeAppendRequest(buf: Uint8Array): AppendWire {
         break;
       }
       case 3: {
-        if (wt !== WT_LEN) throw wrongType(what, field, wt);
+        if (wt !== WT_LEN) throw c.wrongType(field, wt);
         const n = c.len();
         expected = decodeExpected(buf, c.pos, c.pos + n);
         c.pos += n;
         break;
       }
       case 4: {
-        if (wt !== WT_LEN) throw wrongType(what, field, wt);
+        if (wt !== WT_LEN) throw c.wrongType(field, wt);
         const n = c.len();
         if (n > MAX_KEY_BYTES) throw badInput(`idempotencyKey must be valid Unicode of at most ${MAX_KEY_BYTES} bytes`);
         const k = c.text(n, 'the idempotency key');
@@ -222,14 +119,14 @@ export function decodeAppendRequest(buf: Uint8Array): AppendWire {
 }
 
 /** Reads one EventData message, the span `c` is set to, into its slots of `ev` from `at`. */
-function decodeEventData(c: Cursor, ev: Uint32Array, at: number): void {
+function decodeEventData(c: ProtoReader, ev: Uint32Array, at: number): void {
   // Absent fields are empty: offset anywhere, length 0.
   while (c.more) {
     const tag = c.varint();
     const field = tag >>> 3;
     const wt = tag & 7;
     if (field >= 1 && field <= 4) {
-      if (wt !== WT_LEN) throw wrongType(c.what, field, wt);
+      if (wt !== WT_LEN) throw c.wrongType(field, wt);
       const n = c.len();
       // id 1 -> slot 0, type 2 -> slot 2, data 3 -> slot 4, metadata 4 -> slot 6
       const slot = at + (field - 1) * 2;
@@ -241,19 +138,19 @@ function decodeEventData(c: Cursor, ev: Uint32Array, at: number): void {
 }
 
 function decodeExpected(buf: Uint8Array, start: number, end: number): ExpectedVersion {
-  const c = new Cursor(buf, start, end, 'AppendRequest: expected_version');
+  const c = new ProtoReader(buf, start, end, 'AppendRequest: expected_version', fail);
   let out: ExpectedVersion = 'any';
   while (c.more) {
     const tag = c.varint();
     const field = tag >>> 3;
     const wt = tag & 7;
     if (field >= 1 && field <= 3) {
-      if (wt !== WT_LEN) throw wrongType(c.what, field, wt);
+      if (wt !== WT_LEN) throw c.wrongType(field, wt);
       const n = c.len(); // Empty: any content is skipped as unknown fields
       c.pos += n;
       out = field === 1 ? 'any' : field === 2 ? 'no_stream' : 'exists';
     } else if (field === 4) {
-      if (wt !== WT_VARINT) throw wrongType(c.what, field, wt);
+      if (wt !== WT_VARINT) throw c.wrongType(field, wt);
       const v = c.varint();
       if (v > MAX_NUMBER) {
         throw badInput(`expectedVersion must be 'any', 'no_stream', 'exists' or a version (a bigint from 0), got ${v}`);
@@ -277,24 +174,6 @@ export interface AppendReply {
   readonly duplicate: boolean;
 }
 
-function varintSize(v: number): number {
-  let n = 1;
-  while (v >= 128) {
-    v = Math.floor(v / 128);
-    n++;
-  }
-  return n;
-}
-
-function putVarint(out: Uint8Array, pos: number, v: number): number {
-  while (v >= 128) {
-    out[pos++] = (v % 128) | 0x80;
-    v = Math.floor(v / 128);
-  }
-  out[pos++] = v;
-  return pos;
-}
-
 const HEX = '0123456789abcdef';
 
 /** Writes the UUID text of 16 bytes at `pos` (36 bytes). */
@@ -316,10 +195,9 @@ export function encodeAppendResponseFrame(r: AppendReply): Uint8Array {
   const nums = [r.firstVersion, r.lastVersion, r.firstPosition, r.lastPosition];
   let size = 2 + 36 + (r.duplicate ? 2 : 0);
   for (const v of nums) if (v !== 0) size += 1 + varintSize(v);
-  const out = Buffer.allocUnsafe(5 + size);
-  out[0] = 0;
-  out.writeUInt32BE(size, 1);
-  let p = 5;
+  const out = Buffer.allocUnsafe(GRPC_HEADER_BYTES + size);
+  putGrpcPrefix(out, 0, size);
+  let p = GRPC_HEADER_BYTES;
   for (let f = 0; f < 4; f++) {
     const v = nums[f] as number;
     if (v === 0) continue;

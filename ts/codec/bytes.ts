@@ -11,8 +11,19 @@ import { PlexusError } from '../core/errors.js';
 /** Why a read was refused: `short` (fewer bytes than the field), `range` (a u64 above 2^53 - 1). */
 export type ByteRefusal = 'short' | 'range';
 
-/** Builds the error a format throws for a refused read; `what` names the field, `at` is the offset of the read. */
-export type ByteFail = (reason: ByteRefusal, what: string, message: string, at: number) => Error;
+/**
+ * Builds the error a format throws for a refused read; `what` names the field, `at` is the
+ * offset of the read. A `short` read also gives the bytes the field needs and the bytes left
+ * (for formats that name them).
+ */
+export type ByteFail = (
+  reason: ByteRefusal,
+  what: string,
+  message: string,
+  at: number,
+  need?: number,
+  have?: number,
+) => Error;
 
 const TWO_32 = 0x1_0000_0000;
 
@@ -44,12 +55,8 @@ export class ByteReader {
   /** Refuses unless `n` bytes follow the cursor. */
   need(n: number, what = 'field'): void {
     if (n > this.buf.length - this.at) {
-      throw this.fail(
-        'short',
-        what,
-        `${what} needs ${n} bytes at offset ${this.at}; ${this.buf.length - this.at} remain`,
-        this.at,
-      );
+      const have = this.buf.length - this.at;
+      throw this.fail('short', what, `${what} needs ${n} bytes at offset ${this.at}; ${have} remain`, this.at, n, have);
     }
   }
 

@@ -603,14 +603,19 @@ export class ClusterFrameReader implements FrameSink {
   push(chunk: Uint8Array): void {
     if (chunk.length === 0 || this.failure !== undefined) return;
     try {
-      this.assembler.pushSpans(chunk, this);
+      this.assembler.feed(chunk, this);
     } catch (e) {
       this.failure = e;
     }
   }
 
   /** The assembler's sink: queues one whole frame (not for callers). */
-  frame(bytes: Uint8Array, start: number, end: number): void {
+  frame(frame: Uint8Array): void {
+    this.span(frame, 0, frame.length);
+  }
+
+  /** The assembler's sink: queues one whole frame as a span (not for callers). */
+  span(bytes: Uint8Array, start: number, end: number): void {
     const i = this.count++;
     this.bytes[i] = bytes;
     this.starts[i] = start;

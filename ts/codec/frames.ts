@@ -7,6 +7,14 @@
  * over several chunks is joined once, when its last byte arrives, so what the assembler holds
  * never exceeds the bytes received. The first refusal is thrown, and every later `push` throws
  * it again: the connection is to be closed.
+ *
+ * `feed` is the same assembler with a `FrameSink` instead of a returned list, for formats that
+ * decide per frame how its bytes after the header are taken: held and handed on whole (`hold`,
+ * what `push` does), counted and never held (`skip`: a frame to drop), or handed on as they
+ * arrive (`pieces`: a large payload a receiver consumes while the rest is on its way). A sink
+ * may also take the whole frames at the start of a chunk by the format's own path (`whole`: a
+ * batch header kernel), and a transient chunk (a read buffer the caller reuses) is copied
+ * instead of viewed.
  */
 import { PlexusError } from '../core/errors.js';
 
@@ -19,27 +27,48 @@ export interface FrameFormat {
   frameLength(header: Uint8Array): number;
   /**
    * The same judgement as `frameLength`, read in place at bytes[at, at + headerBytes) (no view
-   * made): a hot path's option, used when the header lies in one pushed chunk.
+   * made): a hot path's option, used when the header lies in one fed chunk and the sink has
+   * no `begin`.
    */
   frameLengthAt?(bytes: Uint8Array, at: number): number;
   /** The refusal of a frame above `maxFrame` (default `PLX_CODEC_FRAME_TOO_LARGE`). */
   tooLarge?(length: number, max: number): Error;
 }
 
-/**
- * Receives whole frames as spans: `bytes[start, end)`. A frame lying in one pushed chunk is
- * that chunk with its bounds (no view made); a joined frame is its own array from 0.
- */
-export interface FrameSink {
-  frame(bytes: Uint8Array, start: number, end: number): void;
-}
+/** How a frame's bytes after its header are taken (see `FrameSink.begin`). */
+export type FrameTake = 'hold' | 'skip' | 'pieces';
 
-/** Appends each frame to an array as a view. */
-class ArraySink implements FrameSink {
-  constructor(readonly out: Uint8Array[]) {}
-  frame(bytes: Uint8Array, start: number, end: number): void {
-    this.out.push(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end));
-  }
+/** Where `feed` hands what it assembles; every callback runs inside `feed`, in wire order. */
+export interface FrameSink {
+  /**
+   * A whole held frame (header included). `joined` is true when it was put together from
+   * several chunks (memory of its own); otherwise it is a view of the chunk being fed.
+   */
+  frame(frame: Uint8Array, joined: boolean): void;
+  /**
+   * A whole held frame as the span `bytes[start, end)`, in place of `frame` when present (a hot
+   * reader's option: no view is made; a joined frame is its own array from 0).
+   */
+  span?(bytes: Uint8Array, start: number, end: number): void;
+  /**
+   * Called once per frame right after its header is judged (`header` is valid during the call
+   * only; `total` is the whole frame's accepted length): how its bytes after the header are
+   * taken. Absent: `hold`.
+   */
+  begin?(header: Uint8Array, total: number): FrameTake;
+  /**
+   * A run of a `pieces` frame's bytes after its header: `chunk[start .. start + length)` of the
+   * chunk being fed (no view is made here: the sink makes the one it hands on).
+   */
+  piece?(chunk: Uint8Array, start: number, length: number): void;
+  /** The last byte of a `pieces` frame has arrived. */
+  end?(): void;
+  /**
+   * At a frame boundary with at least a header's bytes left: takes whole frames from
+   * chunk[pos ..] by the format's own path and returns the bytes used (0: left to the
+   * assembler). A refusal found there is thrown with `FrameAssembler.refuse`.
+   */
+  whole?(chunk: Uint8Array, pos: number): number;
 }
 
 export function frameTooLarge(length: number, max: number): PlexusError {
@@ -55,7 +84,10 @@ export class FrameAssembler {
   private headFill = 0;
   /** The current frame's whole length once its header is judged; 0 while reading a header. */
   private want = 0;
+  private take: FrameTake = 'hold';
   private parts: Uint8Array[] = [];
+  /** The frame being gathered from transient chunks, allocated at its accepted length. */
+  private joined: Uint8Array | undefined;
   private got = 0;
   private failure: Error | undefined;
 
@@ -73,19 +105,30 @@ export class FrameAssembler {
     this.head = new Uint8Array(format.headerBytes);
   }
 
-  /** Bytes held of a frame not yet whole. */
+  /** Bytes held of a frame not yet whole (a `skip` or `pieces` frame holds none). */
   get buffered(): number {
-    return this.want === 0 ? this.headFill : this.got;
+    if (this.want === 0) return this.headFill;
+    return this.take === 'hold' ? this.got : 0;
   }
 
   /** Whether the bytes so far end inside a frame. */
   get midFrame(): boolean {
-    return this.buffered > 0;
+    return this.want !== 0 || this.headFill > 0;
+  }
+
+  /** Whether the current frame's header has been judged and its later bytes are arriving. */
+  get inBody(): boolean {
+    return this.want !== 0;
   }
 
   /** Whether a frame was refused (every later push throws). */
   get refused(): boolean {
     return this.failure !== undefined;
+  }
+
+  /** The refusal, once there is one. */
+  get error(): Error | undefined {
+    return this.failure;
   }
 
   /**
@@ -94,121 +137,189 @@ export class FrameAssembler {
    */
   push(chunk: Uint8Array): Uint8Array[] {
     const out: Uint8Array[] = [];
-    this.pushInto(chunk, out);
+    try {
+      this.feed(chunk, { frame: (f) => out.push(f) });
+    } catch (e) {
+      if (this.failure === undefined) this.refuse(e as Error);
+      throw e;
+    }
     return out;
   }
 
   /**
-   * `push`, appending the frames to `out` (a reader's queue): the frames a chunk completes
-   * before a refused header are in `out` when the refusal is thrown.
+   * Feeds bytes, handing what they complete to `sink`. A refusal (of the format's header
+   * decoder, of the length, or passed to `refuse`) is kept and thrown, now and on every later
+   * call; an error thrown by the sink's own callbacks passes through and leaves the assembler
+   * as it was. With `transient`, nothing is kept as a view of `chunk` past the call: a frame
+   * spread over chunks is gathered into a buffer of its accepted length (at most `maxFrame`).
    */
-  pushInto(chunk: Uint8Array, out: Uint8Array[]): void {
-    this.pushSpans(chunk, new ArraySink(out));
-  }
-
-  /**
-   * `push` for a hot reader: each frame goes to `sink` as a span of the chunk it lies in (no
-   * view, no array), in order; frames before a refused header reach the sink before the
-   * refusal is thrown.
-   */
-  pushSpans(chunk: Uint8Array, sink: FrameSink): void {
+  feed(chunk: Uint8Array, sink: FrameSink, transient = false): void {
     if (this.failure) throw this.failure;
-    try {
-      this.run(chunk, sink);
-    } catch (e) {
-      this.failure = e as Error;
-      this.parts = [];
-      throw e;
-    }
-  }
-
-  private run(chunk: Uint8Array, out: FrameSink): void {
     const hb = this.format.headerBytes;
+    const n = chunk.length;
     let pos = 0;
-    while (pos < chunk.length) {
+    while (pos < n) {
       if (this.want === 0) {
-        if (this.headFill === 0 && chunk.length - pos >= hb) {
-          // The header lies in this chunk: judge it in place, and hand on the frame as a view if it is all here.
-          const total = this.judgeAt(chunk, pos);
-          if (chunk.length - pos >= total) {
-            out.frame(chunk, pos, pos + total);
+        if (this.headFill === 0 && n - pos >= hb) {
+          if (sink.whole !== undefined) {
+            const used = sink.whole(chunk, pos);
+            if (used > 0) {
+              pos += used;
+              continue;
+            }
+          }
+          // The header lies in this chunk: judge it in place, and hand on the frame as a view (or a
+          // span) if it is all here.
+          let total: number;
+          let take: FrameTake = 'hold';
+          if (sink.begin === undefined && this.format.frameLengthAt !== undefined) total = this.judgeAt(chunk, pos);
+          else {
+            const header = chunk.subarray(pos, pos + hb);
+            total = this.judge(header);
+            if (sink.begin !== undefined) take = sink.begin(header, total);
+          }
+          if (take === 'hold' && n - pos >= total) {
+            if (sink.span !== undefined) sink.span(chunk, pos, pos + total);
+            else sink.frame(chunk.subarray(pos, pos + total), false);
             pos += total;
             continue;
           }
-          this.want = total;
-          this.parts = [chunk.subarray(pos)];
-          this.got = chunk.length - pos;
-          pos = chunk.length;
+          pos += hb;
+          if (this.open(take, total, sink)) this.keep(chunk.subarray(pos - hb, pos), transient);
           continue;
         }
-        const take = Math.min(hb - this.headFill, chunk.length - pos);
-        this.head.set(chunk.subarray(pos, pos + take), this.headFill);
-        this.headFill += take;
-        pos += take;
+        const k = Math.min(hb - this.headFill, n - pos);
+        this.head.set(chunk.subarray(pos, pos + k), this.headFill);
+        this.headFill += k;
+        pos += k;
         if (this.headFill < hb) continue;
         this.headFill = 0;
         const total = this.judge(this.head);
-        const header = this.head.slice();
-        if (total === hb) {
-          out.frame(header, 0, hb);
+        const take = sink.begin === undefined ? 'hold' : sink.begin(this.head, total);
+        if (take === 'hold' && total === hb) {
+          const frame = this.head.slice();
+          if (sink.span !== undefined) sink.span(frame, 0, hb);
+          else sink.frame(frame, true);
           continue;
         }
-        this.want = total;
-        this.parts = [header];
-        this.got = hb;
+        if (this.open(take, total, sink)) this.keep(transient ? this.head : this.head.slice(), transient);
         continue;
       }
-      const take = Math.min(this.want - this.got, chunk.length - pos);
-      this.parts.push(chunk.subarray(pos, pos + take));
-      this.got += take;
-      pos += take;
-      if (this.got === this.want) {
-        const frame = this.join();
-        out.frame(frame, 0, frame.length);
+      const k = Math.min(this.want - this.got, n - pos);
+      if (this.take === 'hold') this.keep(chunk.subarray(pos, pos + k), transient);
+      else {
+        this.got += k;
+        if (this.take === 'pieces') sink.piece?.(chunk, pos, k);
       }
+      pos += k;
+      if (this.got === this.want) this.close(sink);
     }
   }
 
-  private judgeAt(bytes: Uint8Array, at: number): number {
-    const f = this.format;
-    return this.check(
-      f.frameLengthAt !== undefined
-        ? f.frameLengthAt(bytes, at)
-        : f.frameLength(bytes.subarray(at, at + f.headerBytes)),
-    );
+  /**
+   * Refuses: keeps `error` (thrown by this and every later call) and drops what is held. A
+   * sink's `whole` uses it for a refusal its own path finds.
+   */
+  refuse(error: Error): never {
+    this.failure = error;
+    this.parts = [];
+    this.joined = undefined;
+    this.headFill = 0;
+    this.want = 0;
+    this.got = 0;
+    throw error;
+  }
+
+  /** Starts a frame whose header was judged; false when it ends with its header (nothing to keep). */
+  private open(take: FrameTake, total: number, sink: FrameSink): boolean {
+    const hb = this.format.headerBytes;
+    if (total === hb) {
+      if (take === 'pieces') sink.end?.();
+      return false;
+    }
+    this.want = total;
+    this.take = take;
+    if (take === 'hold') {
+      this.got = 0;
+      return true;
+    }
+    this.got = hb;
+    return false;
+  }
+
+  private keep(bytes: Uint8Array, transient: boolean): void {
+    if (!transient) this.parts.push(bytes);
+    else {
+      this.joined ??= new Uint8Array(this.want);
+      this.joined.set(bytes, this.got);
+    }
+    this.got += bytes.length;
+  }
+
+  private close(sink: FrameSink): void {
+    const take = this.take;
+    this.got = 0;
+    this.want = 0;
+    this.take = 'hold';
+    if (take === 'hold') {
+      const [frame, joined] = this.join();
+      if (sink.span !== undefined) sink.span(frame, 0, frame.length);
+      else sink.frame(frame, joined);
+    } else if (take === 'pieces') sink.end?.();
   }
 
   private judge(header: Uint8Array): number {
-    return this.check(this.format.frameLength(header));
+    let total: number;
+    try {
+      total = this.format.frameLength(header);
+    } catch (e) {
+      return this.refuse(e as Error);
+    }
+    return this.checkLength(total);
   }
 
-  private check(total: number): number {
+  /** `judge` of the header at bytes[at, at + headerBytes), through the format's `frameLengthAt`. */
+  private judgeAt(bytes: Uint8Array, at: number): number {
+    let total: number;
+    try {
+      total = (this.format.frameLengthAt as (b: Uint8Array, a: number) => number)(bytes, at);
+    } catch (e) {
+      return this.refuse(e as Error);
+    }
+    return this.checkLength(total);
+  }
+
+  private checkLength(total: number): number {
     const { headerBytes, maxFrame } = this.format;
     if (!Number.isSafeInteger(total) || total < headerBytes) {
-      throw new PlexusError('PLX_CODEC_BAD_LENGTH', `a frame header gives a length of ${total} bytes`, {
-        length: total,
-        min: headerBytes,
-      });
+      this.refuse(
+        new PlexusError('PLX_CODEC_BAD_LENGTH', `a frame header gives a length of ${total} bytes`, {
+          length: total,
+          min: headerBytes,
+        }),
+      );
     }
-    if (total > maxFrame) throw (this.format.tooLarge ?? frameTooLarge)(total, maxFrame);
+    if (total > maxFrame) this.refuse((this.format.tooLarge ?? frameTooLarge)(total, maxFrame));
     return total;
   }
 
-  private join(): Uint8Array {
+  private join(): [Uint8Array, boolean] {
     const parts = this.parts;
-    let frame: Uint8Array;
-    if (parts.length === 1) frame = parts[0] as Uint8Array;
-    else {
-      frame = new Uint8Array(this.want);
-      let at = 0;
-      for (const p of parts) {
-        frame.set(p, at);
-        at += p.length;
-      }
-    }
     this.parts = [];
-    this.got = 0;
-    this.want = 0;
-    return frame;
+    if (this.joined !== undefined) {
+      const frame = this.joined;
+      this.joined = undefined;
+      return [frame, true];
+    }
+    if (parts.length === 1) return [parts[0] as Uint8Array, false];
+    let size = 0;
+    for (const p of parts) size += p.length;
+    const frame = new Uint8Array(size);
+    let at = 0;
+    for (const p of parts) {
+      frame.set(p, at);
+      at += p.length;
+    }
+    return [frame, true];
   }
 }

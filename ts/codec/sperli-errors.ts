@@ -6,6 +6,7 @@
  * and are not part of the public surface.
  */
 import { PlexusError } from '../core/errors.js';
+import { ByteReader, ByteWriter } from './bytes.js';
 
 export const SperliCode = {
   /** A frame header, a payload's size or shape, a job description or a join token. */
@@ -86,100 +87,16 @@ export function _hex(b: Uint8Array): string {
 }
 
 /**
- * A bounds-checked little-endian reader over one structure. Reading past the end calls
- * `cut(what)`, which must throw the structure's own refusal.
+ * A `ByteReader` over one SPERLI structure whose cut read throws `cut(what, need, have)`, the
+ * structure's own refusal (H1610 and the others of docs/sperli.md).
  */
-export class _Reader {
-  pos = 0;
-  private readonly dv: DataView;
-
-  constructor(
-    readonly bytes: Uint8Array,
-    private readonly cut: (what: string, need: number, have: number) => never,
-  ) {
-    this.dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-
-  get left(): number {
-    return this.bytes.length - this.pos;
-  }
-
-  private need(n: number, what: string): number {
-    if (this.left < n) this.cut(what, n, this.left);
-    const at = this.pos;
-    this.pos += n;
-    return at;
-  }
-
-  u8(what: string): number {
-    return this.dv.getUint8(this.need(1, what));
-  }
-
-  u16(what: string): number {
-    return this.dv.getUint16(this.need(2, what), true);
-  }
-
-  u32(what: string): number {
-    return this.dv.getUint32(this.need(4, what), true);
-  }
-
-  u64(what: string): bigint {
-    return this.dv.getBigUint64(this.need(8, what), true);
-  }
-
-  /** A copy of the next n bytes. */
-  bytesCopy(n: number, what: string): Uint8Array {
-    const at = this.need(n, what);
-    return _copy(this.bytes, at, at + n);
-  }
-
-  /** A view of the next n bytes (no copy). */
-  view(n: number, what: string): Uint8Array {
-    const at = this.need(n, what);
-    return this.bytes.subarray(at, at + n);
-  }
+export function _reader(bytes: Uint8Array, cut: (what: string, need: number, have: number) => never): ByteReader {
+  return new ByteReader(bytes, (_reason, what, _message, _at, need = 0, have = 0) => cut(what, need, have));
 }
 
-/** A little-endian writer into a buffer of known size. */
-export class _Writer {
-  pos = 0;
-  readonly bytes: Uint8Array;
-  private readonly dv: DataView;
-
-  constructor(size: number) {
-    this.bytes = new Uint8Array(size);
-    this.dv = new DataView(this.bytes.buffer);
-  }
-
-  u8(v: number): this {
-    this.dv.setUint8(this.pos, v);
-    this.pos += 1;
-    return this;
-  }
-
-  u16(v: number): this {
-    this.dv.setUint16(this.pos, v, true);
-    this.pos += 2;
-    return this;
-  }
-
-  u32(v: number): this {
-    this.dv.setUint32(this.pos, v, true);
-    this.pos += 4;
-    return this;
-  }
-
-  u64(v: bigint): this {
-    this.dv.setBigUint64(this.pos, v, true);
-    this.pos += 8;
-    return this;
-  }
-
-  raw(b: Uint8Array): this {
-    this.bytes.set(b, this.pos);
-    this.pos += b.length;
-    return this;
-  }
+/** A `ByteWriter` over a new buffer of exactly `size` bytes (an encoder sizes its structure first). */
+export function _writer(size: number): ByteWriter {
+  return new ByteWriter(new Uint8Array(size));
 }
 
 /** Refuses (RangeError) an encoder argument that is not an integer in [min, max]. */

@@ -19,12 +19,12 @@ import {
   _bytes,
   _copy,
   _hex,
-  _Reader,
+  _reader,
   _sameBytes,
   _u64,
   _uint,
   _verifies,
-  _Writer,
+  _writer,
   SperliCode,
   sperliError,
   type Verify,
@@ -60,17 +60,18 @@ export function encodeRankFile(id: RankFileIdentity, state: Uint8Array): Uint8Ar
   _bytes(state, 'state');
   const epoch = _u64(id.epoch, 'epoch');
   if (epoch < 1n) throw new RangeError('a rank file epoch is 1 or more');
-  return new _Writer(RANK_FILE_HEADER_SIZE + state.length)
-    .raw(RANK_FILE_MAGIC)
+  return _writer(RANK_FILE_HEADER_SIZE + state.length)
+    .bytes(RANK_FILE_MAGIC)
     .u16(FILE_VERSION)
     .u16(0)
-    .raw(id.jobId)
-    .u64(epoch)
+    .bytes(id.jobId)
+    .u64n(epoch)
     .u32(_uint(id.rank, 0, 0xffff_ffff, 'rank'))
     .u32(_uint(id.size, 0, 0xffff_ffff, 'size'))
-    .u64(BigInt(state.length))
-    .raw(sha256(state))
-    .raw(state).bytes;
+    .u64n(BigInt(state.length))
+    .bytes(sha256(state))
+    .bytes(state)
+    .finish();
 }
 
 /** The SHA-256 of a whole rank file, header included: what CKPT_ACK and COMMIT carry. */
@@ -97,10 +98,10 @@ export function decodeRankFile(
   if (file.length < RANK_FILE_HEADER_SIZE) {
     throw notExpected('length', `${file.length} bytes is shorter than the 80-byte header`, { length: file.length });
   }
-  const r = new _Reader(file, () => {
+  const r = _reader(file, () => {
     throw notExpected('length', 'the header is cut');
   });
-  const magic = r.view(4, 'magic');
+  const magic = r.bytes(4, 'magic');
   if (!_sameBytes(magic, RANK_FILE_MAGIC)) {
     throw notExpected('magic', `magic ${_hex(magic)} is not "SPCK" (5350434b)`);
   }
@@ -108,11 +109,11 @@ export function decodeRankFile(
   if (version !== FILE_VERSION) throw notExpected('version', `version ${version} is not 1`, { version });
   const reserved = r.u16('reserved');
   if (reserved !== 0) throw notExpected('reserved', `the reserved field at offset 6 is ${reserved}, not 0`);
-  const jobId = r.bytesCopy(16, 'job id');
+  const jobId = _copy(r.bytes(16, 'job id'));
   if (!_sameBytes(jobId, expect.jobId)) {
     throw notExpected('job-id', `job id ${_hex(jobId)} is not the expected ${_hex(expect.jobId)}`);
   }
-  const epoch = r.u64('epoch');
+  const epoch = r.u64n('epoch');
   if (epoch !== expect.epoch) {
     throw notExpected('epoch', `epoch ${epoch} is not the expected ${expect.epoch}`, { epoch });
   }
@@ -120,14 +121,14 @@ export function decodeRankFile(
   if (rank !== expect.rank) throw notExpected('rank', `rank ${rank} is not the expected ${expect.rank}`, { rank });
   const size = r.u32('size');
   if (size !== expect.size) throw notExpected('size', `size ${size} is not the expected ${expect.size}`, { size });
-  const p = r.u64('payload length');
+  const p = r.u64n('payload length');
   if (BigInt(file.length - RANK_FILE_HEADER_SIZE) !== p) {
     throw notExpected('length', `the file has ${file.length} bytes, not 80 + ${p}`, {
       length: file.length,
       payloadLength: p,
     });
   }
-  const stateSha256 = r.bytesCopy(32, 'SHA-256');
+  const stateSha256 = _copy(r.bytes(32, 'SHA-256'));
   const state = file.subarray(RANK_FILE_HEADER_SIZE);
   const actual = sha256(state);
   if (!_sameBytes(actual, stateSha256)) {
@@ -171,25 +172,29 @@ export interface Commit extends CommitFields {
 export function encodeCommitSigned(f: CommitFields): Uint8Array {
   _bytes(f.jobId, 'jobId', 16);
   if (!Array.isArray(f.hashes)) throw new TypeError('hashes must be an array of 32-byte digests');
-  const w = new _Writer(40 + 32 * f.hashes.length)
-    .raw(COMMIT_MAGIC)
+  const w = _writer(40 + 32 * f.hashes.length)
+    .bytes(COMMIT_MAGIC)
     .u16(FILE_VERSION)
     .u16(0)
-    .raw(f.jobId)
-    .u64(_u64(f.epoch, 'epoch'))
+    .bytes(f.jobId)
+    .u64n(_u64(f.epoch, 'epoch'))
     .u32(f.hashes.length)
     .u32(0);
   f.hashes.forEach((h, i) => {
-    w.raw(_bytes(h, `hashes[${i}]`, 32));
+    w.bytes(_bytes(h, `hashes[${i}]`, 32));
   });
-  return w.bytes;
+  return w.finish();
 }
 
 /** The COMMIT file: the signed part, u16 2484, the signature. */
 export function assembleCommit(signed: Uint8Array, signature: Uint8Array): Uint8Array {
   _bytes(signed, 'signed');
   _bytes(signature, 'signature', SIGNATURE_LENGTH);
-  return new _Writer(signed.length + 2 + SIGNATURE_LENGTH).raw(signed).u16(SIGNATURE_LENGTH).raw(signature).bytes;
+  return _writer(signed.length + 2 + SIGNATURE_LENGTH)
+    .bytes(signed)
+    .u16(SIGNATURE_LENGTH)
+    .bytes(signature)
+    .finish();
 }
 
 function malformed(reason: string, message: string, details: Record<string, unknown> = {}, cause?: unknown) {
@@ -203,16 +208,16 @@ function malformed(reason: string, message: string, details: Record<string, unkn
  */
 export function parseCommit(file: Uint8Array): Commit {
   _bytes(file, 'COMMIT file');
-  const r = new _Reader(file, (field, need, have) => {
+  const r = _reader(file, (field, need, have) => {
     throw malformed('cut', `the file is cut (${field} needs ${need} bytes, ${have} left)`, { field });
   });
-  const magic = r.view(4, 'magic');
+  const magic = r.bytes(4, 'magic');
   if (!_sameBytes(magic, COMMIT_MAGIC)) throw malformed('magic', `magic ${_hex(magic)} is not "SPCM" (5350434d)`);
   const version = r.u16('version');
   if (version !== FILE_VERSION) throw malformed('version', `version ${version} is not 1`, { version });
   if (r.u16('reserved') !== 0) throw malformed('reserved', 'the reserved field at offset 6 is not 0');
-  const jobId = r.bytesCopy(16, 'job id');
-  const epoch = r.u64('epoch');
+  const jobId = _copy(r.bytes(16, 'job id'));
+  const epoch = r.u64n('epoch');
   const size = r.u32('size');
   if (r.u32('reserved') !== 0) throw malformed('reserved', 'the reserved field at offset 36 is not 0');
   const signedEnd = 40 + 32 * size;
@@ -227,12 +232,12 @@ export function parseCommit(file: Uint8Array): Commit {
     });
   }
   const hashes: Uint8Array[] = [];
-  for (let i = 0; i < size; i++) hashes.push(r.bytesCopy(32, `hashes[${i}]`));
+  for (let i = 0; i < size; i++) hashes.push(_copy(r.bytes(32, `hashes[${i}]`)));
   const sigLength = r.u16('signature length');
   if (sigLength !== SIGNATURE_LENGTH) {
     throw malformed('signature-length', `the signature length is ${sigLength}, not ${SIGNATURE_LENGTH}`);
   }
-  const signature = r.bytesCopy(SIGNATURE_LENGTH, 'signature');
+  const signature = _copy(r.bytes(SIGNATURE_LENGTH, 'signature'));
   if (r.left !== 0) throw malformed('trailing', `${r.left} bytes follow the signature`, { extra: r.left });
   return { jobId, epoch, size, hashes, signed: _copy(file, 0, signedEnd), signature };
 }

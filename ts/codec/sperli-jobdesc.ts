@@ -14,12 +14,13 @@
 import { isPlexusError } from '../core/errors.js';
 import {
   _bytes,
+  _copy,
   _isHostName,
   _latin1,
   _latin1Bytes,
-  _Reader,
+  _reader,
   _uint,
-  _Writer,
+  _writer,
   SperliCode,
   sperliError,
 } from './sperli-errors.js';
@@ -176,17 +177,17 @@ export function encodeJobDescription(d: JobDescription, opts: Partial<JobDescrip
   let total = 28 + 12 + 4 + PUBLIC_KEY_LENGTH + d.joinToken.length + secret.length;
   for (const n of names) total += 3 + n.length;
   for (const [, b] of pems) total += b.length;
-  const w = new _Writer(total).raw(d.jobId).u32(size).u32(rank).u32(incarnation);
+  const w = _writer(total).bytes(d.jobId).u32(size).u32(rank).u32(incarnation);
   names.forEach((n, i) => {
     w.u8(n.length)
-      .raw(n)
+      .bytes(n)
       .u16((d.hosts[i] as HostEntry).port);
   });
-  for (const [, b] of pems) w.u32(b.length).raw(b);
-  w.u16(d.joinToken.length).raw(d.joinToken);
-  w.u16(secret.length).raw(secret);
-  w.raw(d.jobPublicKey);
-  return w.bytes;
+  for (const [, b] of pems) w.u32(b.length).bytes(b);
+  w.u16(d.joinToken.length).bytes(d.joinToken);
+  w.u16(secret.length).bytes(secret);
+  w.bytes(d.jobPublicKey);
+  return w.finish();
 }
 
 /**
@@ -203,10 +204,10 @@ export function decodeJobDescription(bytes: Uint8Array, opts: JobDescriptionOpti
     throw new TypeError('decodeJobDescription needs options.isRefused (the refused-hosts check)');
   }
   _bytes(bytes, 'job description');
-  const r = new _Reader(bytes, (field, need, have) => {
+  const r = _reader(bytes, (field, need, have) => {
     throw refused(field, `${field} is cut (needs ${need} bytes, ${have} left)`);
   });
-  const jobId = r.bytesCopy(16, 'jobId');
+  const jobId = _copy(r.bytes(16, 'jobId'));
   const size = r.u32('size');
   checkSize(size);
   const rank = r.u32('rank');
@@ -217,7 +218,7 @@ export function decodeJobDescription(bytes: Uint8Array, opts: JobDescriptionOpti
   for (let i = 0; i < size; i++) {
     const n = r.u8(`hosts[${i}].name length`);
     checkBound(`hosts[${i}].name`, n, 253);
-    const name = checkHost(i, r.view(n, `hosts[${i}].name`), opts);
+    const name = checkHost(i, r.bytes(n, `hosts[${i}].name`), opts);
     const port = r.u16(`hosts[${i}].port`);
     checkPort(i, port);
     hosts.push({ name, port });
@@ -225,19 +226,19 @@ export function decodeJobDescription(bytes: Uint8Array, opts: JobDescriptionOpti
   const pem = (field: string): Uint8Array => {
     const n = r.u32(`${field} length`);
     checkPem(field, n);
-    return r.bytesCopy(n, field);
+    return _copy(r.bytes(n, field));
   };
   const caCert = pem('caCert');
   const rankCert = pem('rankCert');
   const rankKey = pem('rankKey');
   const t = r.u16('joinToken length');
   checkBound('joinToken', t, MAX_JOIN_TOKEN);
-  const joinToken = r.bytesCopy(t, 'joinToken');
+  const joinToken = _copy(r.bytes(t, 'joinToken'));
   checkToken(joinToken);
   const s = r.u16('jobSecretKey length');
   checkSecretKey(rank, s);
-  const secret = r.bytesCopy(s, 'jobSecretKey');
-  const jobPublicKey = r.bytesCopy(PUBLIC_KEY_LENGTH, 'jobPublicKey');
+  const secret = _copy(r.bytes(s, 'jobSecretKey'));
+  const jobPublicKey = _copy(r.bytes(PUBLIC_KEY_LENGTH, 'jobPublicKey'));
   if (r.left !== 0) {
     throw refused('jobPublicKey', `${r.left} bytes follow the job public key, which must come last`, {
       extra: r.left,

@@ -6,11 +6,13 @@
  * `begin` (the accepted header), then `piece` for each run of payload bytes (views of
  * the chunks, no copy), then `end`. The bytes on the wire and every check are those of
  * docs/sperli.md; only the moment the receiver sees the payload changes, so a receiver
- * can reduce or copy each piece while the rest is still on its way.
+ * can reduce or copy each piece while the rest is still on its way. Both ride on the shared
+ * `FrameAssembler` (frames.ts): a streamed payload is a `pieces` frame, a dropped one `skip`.
  */
 
 import type { PlexusError } from '../core/errors.js';
 import { decodeHeaders } from '../core/index.js';
+import { FrameAssembler, type FrameSink, type FrameTake } from './frames.js';
 import {
   _outcomeOf,
   type ConnectionExpectations,
@@ -21,6 +23,7 @@ import {
   type FrameHeader,
   FrameType,
 } from './sperli-frame.js';
+import { plainView, SperliFrameFormat } from './sperli-stream.js';
 
 /** Payloads from this size on are handed on piece by piece (when streaming is on). */
 export const STREAM_MIN = 64 * 1024;
@@ -32,12 +35,6 @@ export type PieceEvent =
   | { readonly kind: 'begin'; readonly header: FrameHeader }
   | { readonly kind: 'piece'; readonly bytes: Uint8Array }
   | { readonly kind: 'end' };
-
-type Mode = 'header' | 'payload' | 'stream' | 'skip' | 'refused';
-
-function plainView(b: Uint8Array, start: number, length: number): Uint8Array {
-  return new Uint8Array(b.buffer, b.byteOffset + start, length);
-}
 
 /** A copy of `length` bytes of `b` from `start`, in an ArrayBuffer of its own. */
 function copyOf(b: Uint8Array, start: number, length: number): Uint8Array {
@@ -131,24 +128,37 @@ function streamsPayload(type: number): boolean {
 export class PieceStream {
   /** Whether large COLLECTIVE and CKPT_DATA payloads are handed on piece by piece. */
   streaming = false;
-  private mode: Mode = 'header';
-  private readonly head = new Uint8Array(FRAME_HEADER_SIZE);
-  private headFill = 0;
-  private current: FrameHeader | undefined;
-  private parts: Uint8Array[] = [];
-  /** The payload of the frame being gathered from transient chunks, once it spans more than one. */
-  private joined: Uint8Array | undefined;
-  private got = 0;
-  private want = 0;
+  private readonly format: SperliFrameFormat;
+  private readonly frames: FrameAssembler;
+  private readonly sink: FrameSink;
+  /** The handler and chunk of the push under way. */
+  private emit: (event: PieceEvent) => void = () => {};
+  private transient = false;
   /** The known COLLECTIVE header of the connection's current expectations (null: none). */
   private known: Known | null | undefined;
 
   /** `ctx` is the connection's receive side (expected values and HELLO state). */
-  constructor(private readonly ctx: FrameContext) {}
+  constructor(private readonly ctx: FrameContext) {
+    this.format = new SperliFrameFormat(ctx);
+    this.frames = new FrameAssembler(this.format);
+    this.sink = {
+      whole: (chunk, pos) => this.knownFrame(chunk, pos) || this.batch(chunk, pos),
+      begin: () => this.begin(),
+      frame: (f, joined) => {
+        const header = (this.format.last as { header: FrameHeader }).header;
+        const n = header.length;
+        const payload =
+          this.transient && !joined ? copyOf(f, FRAME_HEADER_SIZE, n) : plainView(f, FRAME_HEADER_SIZE, n);
+        this.emit({ kind: 'frame', header, payload });
+      },
+      piece: (chunk, start, length) => this.emit({ kind: 'piece', bytes: plainView(chunk, start, length) }),
+      end: () => this.emit(END),
+    };
+  }
 
   /** Whether a frame was refused; the decoder takes nothing after that. */
   get refused(): boolean {
-    return this.mode === 'refused';
+    return this.frames.refused;
   }
 
   /**
@@ -160,60 +170,15 @@ export class PieceStream {
    * handler of that event returns.
    */
   push(chunk: Uint8Array, emit: (event: PieceEvent) => void, transient = false): void {
-    if (this.mode === 'refused') return;
+    if (this.frames.refused) return;
     if (!(chunk instanceof Uint8Array)) throw new TypeError('PieceStream.push takes a Uint8Array');
-    let pos = 0;
-    while (pos < chunk.length && !this.refused) {
-      if (this.mode === 'header') {
-        if (this.headFill === 0 && chunk.length - pos >= FRAME_HEADER_SIZE) {
-          const quick = this.knownFrame(chunk, pos, emit, transient);
-          if (quick > 0) {
-            pos += quick;
-            continue;
-          }
-          const used = this.batch(chunk, pos, emit, transient);
-          if (used > 0) {
-            pos += used;
-            continue;
-          }
-        }
-        const take = Math.min(FRAME_HEADER_SIZE - this.headFill, chunk.length - pos);
-        this.head.set(chunk.subarray(pos, pos + take), this.headFill);
-        this.headFill += take;
-        pos += take;
-        if (this.headFill === FRAME_HEADER_SIZE) {
-          this.headFill = 0;
-          this.begin(decodeFrameHeader(this.ctx, this.head), emit);
-        }
-      } else if (this.mode === 'stream') {
-        const take = Math.min(this.want - this.got, chunk.length - pos);
-        this.got += take;
-        emit({ kind: 'piece', bytes: plainView(chunk, pos, take) });
-        pos += take;
-        if (this.got === this.want) {
-          this.mode = 'header';
-          this.got = 0;
-          this.want = 0;
-          emit(END);
-        }
-      } else if (this.mode === 'payload') {
-        const take = Math.min(this.want - this.got, chunk.length - pos);
-        if (!transient) this.parts.push(plainView(chunk, pos, take));
-        else if (take === this.want) this.parts.push(copyOf(chunk, pos, take));
-        else {
-          // The frame's length was accepted (at most 16 MiB) and its bytes are arriving.
-          this.joined ??= new Uint8Array(this.want);
-          this.joined.set(plainView(chunk, pos, take), this.got);
-        }
-        this.got += take;
-        pos += take;
-        if (this.got === this.want) this.finish(emit);
-      } else {
-        const take = Math.min(this.want - this.got, chunk.length - pos);
-        this.got += take;
-        pos += take;
-        if (this.got === this.want) this.mode = 'header';
-      }
+    this.emit = emit;
+    this.transient = transient;
+    try {
+      this.frames.feed(chunk, this.sink, transient);
+    } catch (e) {
+      if (this.frames.error !== e) throw e;
+      emit({ kind: 'refuse', error: e as PlexusError });
     }
   }
 
@@ -222,7 +187,7 @@ export class PieceStream {
    * small COLLECTIVE header (class Known) and the peer's HELLO has arrived; returns the
    * bytes used, 0 when the frame is left to the decoder.
    */
-  private knownFrame(chunk: Uint8Array, pos: number, emit: (event: PieceEvent) => void, transient: boolean): number {
+  private knownFrame(chunk: Uint8Array, pos: number): number {
     if (!this.ctx.helloReceived || chunk[pos + 4] !== FrameType.COLLECTIVE) return 0;
     const length =
       ((chunk[pos] as number) |
@@ -240,85 +205,44 @@ export class PieceStream {
     const b = k.bytes;
     for (let i = 5; i < FRAME_HEADER_SIZE; i++) if (chunk[pos + i] !== b[i]) return 0;
     const start = pos + FRAME_HEADER_SIZE;
-    const payload = transient ? copyOf(chunk, start, length) : plainView(chunk, start, length);
-    emit({ kind: 'frame', header: k.withLength(length), payload });
+    const payload = this.transient ? copyOf(chunk, start, length) : plainView(chunk, start, length);
+    this.emit({ kind: 'frame', header: k.withLength(length), payload });
     return FRAME_HEADER_SIZE + length;
   }
 
   /** Judges the whole frames at chunk[pos ..] in one kernel call; returns the bytes used. */
-  private batch(chunk: Uint8Array, pos: number, emit: (event: PieceEvent) => void, transient: boolean): number {
+  private batch(chunk: Uint8Array, pos: number): number {
     const view = chunk.subarray(pos);
     const r = decodeHeaders(this.ctx.schema, view);
+    const emit = this.emit;
     for (let i = 0; i < r.count; i++) {
       const off = r.offsets[i] as number;
       const out = _outcomeOf(this.ctx, view.subarray(off, off + FRAME_HEADER_SIZE), r.verdicts[i] as number);
-      if (out.kind === 'refuse') {
-        this.refuse(emit, out.error);
-        return off + FRAME_HEADER_SIZE;
-      }
+      if (out.kind === 'refuse') this.frames.refuse(out.error);
       if (out.kind === 'drop') {
         emit({ kind: 'drop', header: out.header });
         continue;
       }
       const start = off + FRAME_HEADER_SIZE;
-      const payload = transient ? copyOf(view, start, out.header.length) : plainView(view, start, out.header.length);
+      const payload = this.transient
+        ? copyOf(view, start, out.header.length)
+        : plainView(view, start, out.header.length);
       emit({ kind: 'frame', header: out.header, payload });
     }
     return r.consumed;
   }
 
-  private begin(out: ReturnType<typeof decodeFrameHeader>, emit: (event: PieceEvent) => void): void {
-    if (out.kind === 'refuse') {
-      this.refuse(emit, out.error);
-      return;
-    }
-    this.got = 0;
-    this.want = out.header.length;
+  /** A judged header: dropped (skipped as it arrives), handed on in pieces, or gathered. */
+  private begin(): FrameTake {
+    const out = this.format.last as { kind: 'accept' | 'drop'; header: FrameHeader };
     if (out.kind === 'drop') {
-      emit({ kind: 'drop', header: out.header });
-      this.mode = this.want === 0 ? 'header' : 'skip';
-      return;
+      this.emit({ kind: 'drop', header: out.header });
+      return 'skip';
     }
-    if (this.streaming && streamsPayload(out.header.type) && this.want >= STREAM_MIN) {
-      this.mode = 'stream';
-      emit({ kind: 'begin', header: out.header });
-      return;
+    if (this.streaming && streamsPayload(out.header.type) && out.header.length >= STREAM_MIN) {
+      this.emit({ kind: 'begin', header: out.header });
+      return 'pieces';
     }
-    this.current = out.header;
-    this.parts = [];
-    this.mode = 'payload';
-    if (this.want === 0) this.finish(emit);
-  }
-
-  private finish(emit: (event: PieceEvent) => void): void {
-    const header = this.current as FrameHeader;
-    let payload: Uint8Array;
-    if (this.joined !== undefined) payload = this.joined;
-    else if (this.parts.length === 0) payload = new Uint8Array(0);
-    else if (this.parts.length === 1) payload = this.parts[0] as Uint8Array;
-    else {
-      payload = new Uint8Array(this.want);
-      let at = 0;
-      for (const p of this.parts) {
-        payload.set(p, at);
-        at += p.length;
-      }
-    }
-    this.parts = [];
-    this.joined = undefined;
-    this.current = undefined;
-    this.got = 0;
-    this.want = 0;
-    this.mode = 'header';
-    emit({ kind: 'frame', header, payload });
-  }
-
-  private refuse(emit: (event: PieceEvent) => void, error: PlexusError): void {
-    this.mode = 'refused';
-    this.parts = [];
-    this.joined = undefined;
-    this.current = undefined;
-    this.headFill = 0;
-    emit({ kind: 'refuse', error });
+    return 'hold';
   }
 }

@@ -8,6 +8,7 @@
  */
 import { reduceAllowed } from '../core/codes.js';
 import type { PlexusError } from '../core/errors.js';
+import type { ByteReader } from './bytes.js';
 import {
   _bytes,
   _copy,
@@ -15,13 +16,13 @@ import {
   _isHostName,
   _latin1,
   _latin1Bytes,
-  _Reader,
+  _reader,
   _sameBytes,
   _sameHost,
   _u64,
   _uint,
   _verifies,
-  _Writer,
+  _writer,
   SperliCode,
   sperliError,
   type Verify,
@@ -56,7 +57,7 @@ function cutter(code: typeof SperliCode.frame | typeof SperliCode.collectiveMism
   };
 }
 
-function trailing(reader: _Reader, reason: string, what: string): void {
+function trailing(reader: ByteReader, reason: string, what: string): void {
   if (reader.left !== 0) {
     throw sperliError(SperliCode.frame, reason, `${what} has ${reader.left} bytes after its end`, {
       rule: 'trailing',
@@ -65,8 +66,8 @@ function trailing(reader: _Reader, reason: string, what: string): void {
   }
 }
 
-function reservedZero(r: _Reader, n: number, reason: string, what: string): void {
-  const b = r.view(n, 'reserved bytes');
+function reservedZero(r: ByteReader, n: number, reason: string, what: string): void {
+  const b = r.bytes(n, 'reserved bytes');
   if (b.some((x) => x !== 0)) {
     throw sperliError(SperliCode.frame, reason, `${what}: the ${n} reserved bytes must be 0`, { rule: 'reserved' });
   }
@@ -88,12 +89,17 @@ export function encodeHello(token: Uint8Array, capabilities: number = CAP_V1_FRA
   _bytes(token, 'join token', undefined, MAX_JOIN_TOKEN);
   _uint(capabilities, 0, 0xffff_ffff, 'capabilities');
   if ((capabilities & CAP_V1_FRAMING) === 0) throw new RangeError('HELLO capabilities need bit 0 (version 1 framing)');
-  return new _Writer(10 + token.length).u32(PROTOCOL_VERSION).u32(capabilities).u16(token.length).raw(token).bytes;
+  return _writer(10 + token.length)
+    .u32(PROTOCOL_VERSION)
+    .u32(capabilities)
+    .u16(token.length)
+    .bytes(token)
+    .finish();
 }
 
 /** Decodes a HELLO payload; refuses (H1610 `hello`) version, bit 0, a cut token, trailing bytes. */
 export function decodeHello(payload: Uint8Array): Hello {
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'hello', 'HELLO'));
+  const r = _reader(payload, cutter(SperliCode.frame, 'hello', 'HELLO'));
   const version = r.u32('version');
   const capabilities = r.u32('capabilities');
   if (version !== PROTOCOL_VERSION) {
@@ -117,7 +123,7 @@ export function decodeHello(payload: Uint8Array): Hello {
       tokenLength: n,
     });
   }
-  const token = r.bytesCopy(n, 'join token');
+  const token = _copy(r.bytes(n, 'join token'));
   trailing(r, 'hello', 'HELLO');
   return { version, capabilities, token };
 }
@@ -148,14 +154,15 @@ export function encodeJoinTokenMessage(f: JoinTokenFields): Uint8Array {
     throw new RangeError(`host "${String(f.host)}" is not a DNS name or dotted IPv4 address of 1 to 253 bytes`);
   }
   const host = _latin1Bytes(f.host) as Uint8Array;
-  return new _Writer(37 + host.length)
-    .raw(f.jobId)
+  return _writer(37 + host.length)
+    .bytes(f.jobId)
     .u32(_uint(f.rank, 0, 0xffff_ffff, 'rank'))
     .u32(_uint(f.size, 0, 0xffff_ffff, 'size'))
     .u32(_uint(f.incarnation, 0, 0xffff_ffff, 'incarnation'))
     .u8(host.length)
-    .raw(host)
-    .u64(_u64(f.expiry, 'expiry')).bytes;
+    .bytes(host)
+    .u64n(_u64(f.expiry, 'expiry'))
+    .finish();
 }
 
 /** A join token: the signed message, u16 2484, the signature. */
@@ -164,7 +171,7 @@ export function assembleJoinToken(message: Uint8Array, signature: Uint8Array): U
   _bytes(signature, 'signature', SIGNATURE_LENGTH);
   const total = message.length + 2 + SIGNATURE_LENGTH;
   if (total > MAX_JOIN_TOKEN) throw new RangeError(`a join token of ${total} bytes is above ${MAX_JOIN_TOKEN}`);
-  return new _Writer(total).raw(message).u16(SIGNATURE_LENGTH).raw(signature).bytes;
+  return _writer(total).bytes(message).u16(SIGNATURE_LENGTH).bytes(signature).finish();
 }
 
 function tokenRefusal(rule: string, message: string, details: Record<string, unknown> = {}, cause?: unknown) {
@@ -177,25 +184,25 @@ function tokenRefusal(rule: string, message: string, details: Record<string, unk
  * host is given as Latin-1 text of its bytes; checkJoinToken compares it with the host list.
  */
 export function decodeJoinToken(token: Uint8Array): JoinToken {
-  const r = new _Reader(token, (field, need, have) => {
+  const r = _reader(token, (field, need, have) => {
     throw tokenRefusal('cut', `it is cut (${field} needs ${need} bytes, ${have} left)`, { field });
   });
-  const jobId = r.bytesCopy(16, 'job id');
+  const jobId = _copy(r.bytes(16, 'job id'));
   const rank = r.u32('rank');
   const size = r.u32('size');
   const incarnation = r.u32('incarnation');
   const h = r.u8('host length');
   if (h < 1 || h > 253) throw tokenRefusal('host-length', `its host length ${h} is outside 1..253`);
-  const host = _latin1(r.view(h, 'host'));
-  const expiry = r.u64('expiry');
-  const message = _copy(token, 0, r.pos);
+  const host = _latin1(r.bytes(h, 'host'));
+  const expiry = r.u64n('expiry');
+  const message = _copy(token, 0, r.at);
   const sigLength = r.u16('signature length');
   if (sigLength !== SIGNATURE_LENGTH) {
     throw tokenRefusal('signature-length', `its signature length is ${sigLength}, not ${SIGNATURE_LENGTH}`, {
       signatureLength: sigLength,
     });
   }
-  const signature = r.bytesCopy(SIGNATURE_LENGTH, 'signature');
+  const signature = _copy(r.bytes(SIGNATURE_LENGTH, 'signature'));
   if (r.left !== 0) throw tokenRefusal('trailing', `${r.left} bytes follow the signature`, { extra: r.left });
   return { jobId, rank, size, incarnation, host, expiry, message, signature };
 }
@@ -420,13 +427,13 @@ export function matchCollective(got: CollectiveHeader, expected: CollectiveHeade
 // HEARTBEAT (4)
 
 export function encodeHeartbeat(counter: bigint): Uint8Array {
-  return new _Writer(8).u64(_u64(counter, 'counter')).bytes;
+  return _writer(8).u64n(_u64(counter, 'counter')).finish();
 }
 
 /** The sender's heartbeat counter; any length other than 8: H1610 `payload-size`. */
 export function decodeHeartbeat(payload: Uint8Array): bigint {
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'payload-size', 'HEARTBEAT'));
-  const counter = r.u64('counter');
+  const r = _reader(payload, cutter(SperliCode.frame, 'payload-size', 'HEARTBEAT'));
+  const counter = r.u64n('counter');
   trailing(r, 'payload-size', 'HEARTBEAT');
   return counter;
 }
@@ -462,13 +469,14 @@ export function encodeAbort(a: Abort): Uint8Array {
   if (text.length > MAX_ABORT_TEXT) {
     throw new RangeError(`ABORT text is ${text.length} bytes of UTF-8; at most ${MAX_ABORT_TEXT}`);
   }
-  return new _Writer(14 + text.length)
+  return _writer(14 + text.length)
     .u8(a.reason)
-    .raw(new Uint8Array(3))
+    .bytes(new Uint8Array(3))
     .u32(_uint(a.code, 0, 0xffff_ffff, 'code'))
     .u32(_uint(a.rank, 0, 0xffff_ffff, 'rank'))
     .u16(text.length)
-    .raw(text).bytes;
+    .bytes(text)
+    .finish();
 }
 
 /**
@@ -477,7 +485,7 @@ export function encodeAbort(a: Abort): Uint8Array {
  * U+FFFD (the text is for the operator; the abort itself still counts).
  */
 export function decodeAbort(payload: Uint8Array): Abort {
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'payload-size', 'ABORT'));
+  const r = _reader(payload, cutter(SperliCode.frame, 'payload-size', 'ABORT'));
   const reason = r.u8('reason');
   if (reason < 1 || reason > 5) {
     throw sperliError(SperliCode.frame, 'payload-size', `ABORT reason ${reason} is not defined (1..5)`, {
@@ -493,7 +501,7 @@ export function decodeAbort(payload: Uint8Array): Abort {
       rule: 'text-length',
     });
   }
-  const text = utf8Decoder.decode(r.view(t, 'text'));
+  const text = utf8Decoder.decode(r.bytes(t, 'text'));
   trailing(r, 'payload-size', 'ABORT');
   return { reason, code, rank, text };
 }
@@ -504,7 +512,10 @@ export function decodeAbort(payload: Uint8Array): Abort {
 export const CHECKPOINT_VERSION = 1;
 
 export function encodeCkptBegin(size: number): Uint8Array {
-  return new _Writer(8).u32(CHECKPOINT_VERSION).u32(_uint(size, 0, 0xffff_ffff, 'size')).bytes;
+  return _writer(8)
+    .u32(CHECKPOINT_VERSION)
+    .u32(_uint(size, 0, 0xffff_ffff, 'size'))
+    .finish();
 }
 
 /**
@@ -513,7 +524,7 @@ export function encodeCkptBegin(size: number): Uint8Array {
  * `ckpt-begin`.
  */
 export function decodeCkptBegin(payload: Uint8Array, ownSize: number): { version: number; size: number } {
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'payload-size', 'CKPT_BEGIN'));
+  const r = _reader(payload, cutter(SperliCode.frame, 'payload-size', 'CKPT_BEGIN'));
   const version = r.u32('version');
   const size = r.u32('size');
   trailing(r, 'payload-size', 'CKPT_BEGIN');
@@ -592,16 +603,16 @@ export const CKPT_DATA_HEADER_SIZE = 24;
 export function encodeCkptData(d: CkptData): Uint8Array {
   _uint(d.kind, 0, 4, 'kind');
   _bytes(d.chunk, 'chunk', undefined, MAX_CHUNK);
-  const w = new _Writer(CKPT_DATA_HEADER_SIZE + d.chunk.length)
+  const w = _writer(CKPT_DATA_HEADER_SIZE + d.chunk.length)
     .u8(d.kind)
-    .raw(new Uint8Array(3))
+    .bytes(new Uint8Array(3))
     .u32(_uint(d.rank, 0, 0xffff_ffff, 'rank'))
-    .u64(_u64(d.offset, 'offset'))
-    .u64(_u64(d.total, 'total'))
-    .raw(d.chunk);
+    .u64n(_u64(d.offset, 'offset'))
+    .u64n(_u64(d.total, 'total'))
+    .bytes(d.chunk);
   const fault = ckptDataFault(d);
   if (fault !== undefined) throw new RangeError(fault.message);
-  return w.bytes;
+  return w.finish();
 }
 
 /**
@@ -610,15 +621,15 @@ export function encodeCkptData(d: CkptData): Uint8Array {
  * nonzero offset or total on kinds 1, 3 and 4, a chunk past its total.
  */
 export function decodeCkptData(payload: Uint8Array): CkptData {
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'ckpt-data', 'CKPT_DATA'));
+  const r = _reader(payload, cutter(SperliCode.frame, 'ckpt-data', 'CKPT_DATA'));
   const kind = r.u8('kind');
   reservedZero(r, 3, 'ckpt-data', 'CKPT_DATA');
   const d: CkptData = {
     kind,
     rank: r.u32('rank'),
-    offset: r.u64('offset'),
-    total: r.u64('total'),
-    chunk: r.view(r.left, 'chunk'),
+    offset: r.u64n('offset'),
+    total: r.u64n('total'),
+    chunk: r.bytes(r.left, 'chunk'),
   };
   const fault = ckptDataFault(d);
   if (fault !== undefined) throw ckptDataRefusal(fault.rule, fault.message);
@@ -695,8 +706,8 @@ export function encodeCkptAck(digest: Uint8Array): Uint8Array {
 
 /** The SHA-256 of the acknowledged rank file; any length other than 32: H1610 `payload-size`. */
 export function decodeCkptAck(payload: Uint8Array): Uint8Array {
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'payload-size', 'CKPT_ACK'));
-  const digest = r.bytesCopy(32, 'SHA-256');
+  const r = _reader(payload, cutter(SperliCode.frame, 'payload-size', 'CKPT_ACK'));
+  const digest = _copy(r.bytes(32, 'SHA-256'));
   trailing(r, 'payload-size', 'CKPT_ACK');
   return digest;
 }
@@ -728,7 +739,11 @@ export function encodeResume(status: number, commit: Uint8Array | null = null): 
   if (c.length > 0 && status !== ResumeStatus.go && status !== ResumeStatus.offer) {
     throw new RangeError(`RESUME status ${status} carries no COMMIT file`);
   }
-  return new _Writer(4 + c.length).u8(status).raw(new Uint8Array(3)).raw(c).bytes;
+  return _writer(4 + c.length)
+    .u8(status)
+    .bytes(new Uint8Array(3))
+    .bytes(c)
+    .finish();
 }
 
 /**
@@ -738,7 +753,7 @@ export function encodeResume(status: number, commit: Uint8Array | null = null): 
  * as they came for the caller to ignore (the layout names no refusal for them).
  */
 export function decodeResume(payload: Uint8Array): Resume {
-  const r = new _Reader(payload, cutter(SperliCode.frame, 'payload-size', 'RESUME'));
+  const r = _reader(payload, cutter(SperliCode.frame, 'payload-size', 'RESUME'));
   const status = r.u8('status');
   if (status > 3) {
     throw sperliError(SperliCode.frame, 'payload-size', `RESUME status ${status} is not defined (0..3)`, {
@@ -746,6 +761,6 @@ export function decodeResume(payload: Uint8Array): Resume {
     });
   }
   reservedZero(r, 3, 'payload-size', 'RESUME');
-  const rest = r.bytesCopy(r.left, 'commit');
+  const rest = _copy(r.bytes(r.left, 'commit'));
   return { status, commit: rest.length > 0 ? rest : null };
 }

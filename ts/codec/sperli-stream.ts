@@ -13,15 +13,21 @@
  * what the decoder holds never exceeds the bytes actually received: a header declaring
  * 16 MiB followed by 10 bytes holds 10 payload bytes. Whole frames already in one chunk
  * are judged together by the batch header kernel (`decodeHeaders`).
+ *
+ * The bytes are gathered by the shared `FrameAssembler` (frames.ts) with the SPERLI header as
+ * its format (`SperliFrameFormat`): a dropped frame is a `skip` frame, a refusal is the
+ * assembler's refusal, handed on as the `refuse` event.
  */
 import type { PlexusError } from '../core/errors.js';
 import { decodeHeaders } from '../core/index.js';
+import { FrameAssembler, type FrameFormat, type FrameSink, type FrameTake } from './frames.js';
 import {
   _outcomeOf,
   decodeFrameHeader,
   FRAME_HEADER_SIZE,
   type FrameContext,
   type FrameHeader,
+  MAX_PAYLOAD,
 } from './sperli-frame.js';
 
 export type StreamEvent =
@@ -29,41 +35,69 @@ export type StreamEvent =
   | { readonly kind: 'drop'; readonly header: FrameHeader }
   | { readonly kind: 'refuse'; readonly error: PlexusError };
 
-type Mode = 'header' | 'payload' | 'skip' | 'refused';
-
 /**
  * A plain Uint8Array over part of `b`'s memory (no copy). Socket chunks are Buffers, whose
  * `slice` does not copy; payloads handed on are plain Uint8Arrays, so `slice` copies.
  */
-function plainView(b: Uint8Array, start: number, length: number): Uint8Array {
+export function plainView(b: Uint8Array, start: number, length: number): Uint8Array {
   return new Uint8Array(b.buffer, b.byteOffset + start, length);
 }
 
+/**
+ * The SPERLI frame header as a `FrameFormat` of the shared assembler: `frameLength` runs the
+ * full header decoder of the connection (refusing with its H1610 error) and keeps the outcome
+ * (`last`) for the stream that judges what to do with the frame's payload.
+ */
+export class SperliFrameFormat implements FrameFormat {
+  readonly headerBytes = FRAME_HEADER_SIZE;
+  readonly maxFrame = FRAME_HEADER_SIZE + MAX_PAYLOAD;
+  /** The outcome of the header judged last (accepted or dropped). */
+  last: { readonly kind: 'accept' | 'drop'; readonly header: FrameHeader } | undefined;
+
+  constructor(private readonly ctx: FrameContext) {}
+
+  frameLength(header: Uint8Array): number {
+    const out = decodeFrameHeader(this.ctx, header);
+    if (out.kind === 'refuse') throw out.error;
+    this.last = out;
+    return FRAME_HEADER_SIZE + out.header.length;
+  }
+}
+
 export class FrameStream {
-  private mode: Mode = 'header';
-  private readonly head = new Uint8Array(FRAME_HEADER_SIZE);
-  private headFill = 0;
-  private current: FrameHeader | undefined;
-  private parts: Uint8Array[] = [];
-  private got = 0;
-  private want = 0;
+  private readonly format: SperliFrameFormat;
+  private readonly frames: FrameAssembler;
+  private events: StreamEvent[] = [];
+  private readonly sink: FrameSink;
 
   /** `ctx` is the connection's receive side (expected values and HELLO state). */
-  constructor(private readonly ctx: FrameContext) {}
+  constructor(private readonly ctx: FrameContext) {
+    this.format = new SperliFrameFormat(ctx);
+    this.frames = new FrameAssembler(this.format);
+    this.sink = {
+      whole: (chunk, pos) => this.batch(chunk, pos),
+      begin: () => this.begin(),
+      frame: (f) => {
+        const header = (this.format.last as { header: FrameHeader }).header;
+        this.events.push({ kind: 'frame', header, payload: plainView(f, FRAME_HEADER_SIZE, header.length) });
+      },
+    };
+  }
 
   /** Whether a frame was refused; the decoder takes nothing after that. */
   get refused(): boolean {
-    return this.mode === 'refused';
+    return this.frames.refused;
   }
 
   /** Whether the bytes so far end inside a frame (a close now cuts it). */
   get midFrame(): boolean {
-    return this.mode === 'payload' || this.mode === 'skip' || (this.mode === 'header' && this.headFill > 0);
+    return this.frames.midFrame;
   }
 
   /** Bytes the decoder holds: a partial header and the payload bytes received so far. */
   get buffered(): number {
-    return this.headFill + (this.mode === 'payload' ? this.got : 0);
+    const held = this.frames.buffered;
+    return this.frames.inBody && held > 0 ? held - FRAME_HEADER_SIZE : held;
   }
 
   /**
@@ -72,57 +106,39 @@ export class FrameStream {
    * chunk after pushing it. Socket data chunks are never reused, so this holds for them.
    */
   push(chunk: Uint8Array): StreamEvent[] {
-    const events: StreamEvent[] = [];
-    if (this.mode === 'refused') return events;
+    if (this.frames.refused) return [];
     if (!(chunk instanceof Uint8Array)) throw new TypeError('FrameStream.push takes a Uint8Array');
-    let pos = 0;
-    while (pos < chunk.length && !this.refused) {
-      if (this.mode === 'header') {
-        if (this.headFill === 0 && chunk.length - pos >= FRAME_HEADER_SIZE) {
-          const used = this.batch(chunk, pos, events);
-          if (used > 0) {
-            pos += used;
-            continue;
-          }
-        }
-        const take = Math.min(FRAME_HEADER_SIZE - this.headFill, chunk.length - pos);
-        this.head.set(chunk.subarray(pos, pos + take), this.headFill);
-        this.headFill += take;
-        pos += take;
-        if (this.headFill === FRAME_HEADER_SIZE) {
-          this.headFill = 0;
-          this.begin(decodeFrameHeader(this.ctx, this.head), events);
-        }
-      } else if (this.mode === 'payload') {
-        const take = Math.min(this.want - this.got, chunk.length - pos);
-        this.parts.push(plainView(chunk, pos, take));
-        this.got += take;
-        pos += take;
-        if (this.got === this.want) this.finish(events);
-      } else {
-        const take = Math.min(this.want - this.got, chunk.length - pos);
-        this.got += take;
-        pos += take;
-        if (this.got === this.want) this.mode = 'header';
-      }
+    const events: StreamEvent[] = [];
+    this.events = events;
+    try {
+      this.frames.feed(chunk, this.sink);
+    } catch (e) {
+      if (this.frames.error !== e) throw e;
+      events.push({ kind: 'refuse', error: e as PlexusError });
     }
     return events;
+  }
+
+  /** A judged header: a dropped frame's payload is skipped as it arrives, never held. */
+  private begin(): FrameTake {
+    const out = this.format.last as { kind: 'accept' | 'drop'; header: FrameHeader };
+    if (out.kind === 'accept') return 'hold';
+    this.events.push({ kind: 'drop', header: out.header });
+    return 'skip';
   }
 
   /**
    * Judges the whole frames at chunk[pos ..] in one kernel call and emits them; returns
    * the bytes consumed (0 when not even one whole frame is there).
    */
-  private batch(chunk: Uint8Array, pos: number, events: StreamEvent[]): number {
+  private batch(chunk: Uint8Array, pos: number): number {
     const view = chunk.subarray(pos);
     const r = decodeHeaders(this.ctx.schema, view);
+    const events = this.events;
     for (let i = 0; i < r.count; i++) {
       const off = r.offsets[i] as number;
       const out = _outcomeOf(this.ctx, view.subarray(off, off + FRAME_HEADER_SIZE), r.verdicts[i] as number);
-      if (out.kind === 'refuse') {
-        this.refuse(events, out.error);
-        return off + FRAME_HEADER_SIZE;
-      }
+      if (out.kind === 'refuse') this.frames.refuse(out.error);
       if (out.kind === 'drop') {
         events.push({ kind: 'drop', header: out.header });
         continue;
@@ -131,52 +147,5 @@ export class FrameStream {
       events.push({ kind: 'frame', header: out.header, payload: plainView(view, start, out.header.length) });
     }
     return r.consumed;
-  }
-
-  private begin(out: ReturnType<typeof decodeFrameHeader>, events: StreamEvent[]): void {
-    if (out.kind === 'refuse') {
-      this.refuse(events, out.error);
-      return;
-    }
-    this.got = 0;
-    this.want = out.header.length;
-    if (out.kind === 'drop') {
-      events.push({ kind: 'drop', header: out.header });
-      this.mode = this.want === 0 ? 'header' : 'skip';
-      return;
-    }
-    this.current = out.header;
-    this.parts = [];
-    this.mode = 'payload';
-    if (this.want === 0) this.finish(events);
-  }
-
-  private finish(events: StreamEvent[]): void {
-    const header = this.current as FrameHeader;
-    let payload: Uint8Array;
-    if (this.parts.length === 0) payload = new Uint8Array(0);
-    else if (this.parts.length === 1) payload = this.parts[0] as Uint8Array;
-    else {
-      payload = new Uint8Array(this.want);
-      let at = 0;
-      for (const p of this.parts) {
-        payload.set(p, at);
-        at += p.length;
-      }
-    }
-    this.parts = [];
-    this.current = undefined;
-    this.got = 0;
-    this.want = 0;
-    this.mode = 'header';
-    events.push({ kind: 'frame', header, payload });
-  }
-
-  private refuse(events: StreamEvent[], error: PlexusError): void {
-    this.mode = 'refused';
-    this.parts = [];
-    this.current = undefined;
-    this.headFill = 0;
-    events.push({ kind: 'refuse', error });
   }
 }
