@@ -47,7 +47,7 @@ export const DEFAULT_GOSSIP_CONFIG: GossipConfig = Object.freeze({
   awarenessMaxMultiplier: 8,
   gossipIntervalMs: 200,
   gossipNodes: 3,
-  pushPullIntervalMs: 30_000,
+  pushPullIntervalMs: 10_000,
   maxPiggyback: 16,
   lifeguard: true,
 });

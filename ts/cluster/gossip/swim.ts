@@ -133,6 +133,7 @@ export class Swim {
   private readonly helping = new Map<number, HelperProbe>();
   private readonly queue = new Map<string, Queued>();
   private queueOrder = 0;
+  private heardAboutMe = false;
 
   constructor(opts: SwimOptions) {
     const bytes = new TextEncoder().encode(opts.name).length;
@@ -184,6 +185,8 @@ export class Swim {
     this.advanceTime(now);
     this.seeds = seeds.filter((s) => s !== this.name);
     this.nextJoinAt = this.now;
+    // The member announces itself: its own alive rides on its first messages.
+    this.enqueue({ state: 'alive', member: this.name, incarnation: this.incarnationNo, from: this.name });
     this.tick(now);
   }
 
@@ -224,7 +227,12 @@ export class Swim {
   /** Handles one message that arrived at `now`. */
   step(m: GossipMessage, now: number): void {
     this.advanceTime(now);
+    this.heardAboutMe = false;
     for (const u of m.updates) this.apply(u);
+    // Whoever told this member that it is suspect or dead hears the answer at once.
+    if (this.heardAboutMe && m.kind !== 'ping' && m.from !== this.name) {
+      this.sendTo(m.from, { kind: 'gossip', from: this.name });
+    }
     switch (m.kind) {
       case 'ping':
         if (m.target !== this.name) return;
@@ -440,7 +448,12 @@ export class Swim {
   private aboutMe(u: GossipUpdate): void {
     if (u.state === 'alive') return;
     if (this.leaving) return;
-    if (u.incarnation < this.incarnationNo) return;
+    this.heardAboutMe = true;
+    if (u.incarnation < this.incarnationNo) {
+      // A stale suspicion: its sender missed the refutation, which goes out again as it was.
+      this.enqueue({ state: 'alive', member: this.name, incarnation: this.incarnationNo, from: this.name });
+      return;
+    }
     // Refutation: a suspicion or a death notice about this member at its incarnation or above.
     this.incarnationNo = u.incarnation + 1;
     this.adjustAwareness(1);
