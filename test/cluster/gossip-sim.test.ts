@@ -176,6 +176,38 @@ describe('gossip membership on simulated time', () => {
     });
   });
 
+  it('brings a member cut off by a partition, and failed, back as alive once the partition heals', () => {
+    eachSeed('partition heals', (seed) => {
+      const size = sizeOf(seed);
+      const sim = settled(seed, size);
+      const x = 1 + sim.rng.int(size - 1);
+      const name = memberName(x);
+      const before = sim.members[x]?.swim.incarnation ?? -1;
+      const others = sim.members.filter((m) => m.id !== x).map((m) => m.id);
+      sim.net.partition([others, [x]]);
+      // A short partition, or one long enough for the cut-off member to fail everyone else too.
+      const long = seed % 2 === 1;
+      sim.runUntil(sim.now + (long ? 180_000 : 2 * failedAfterMs));
+      for (const id of others) expect(sim.view(id, x), `${memberName(id)} sees ${name} failed`).toBe('dead');
+      // The cut-off member suspects the others too, slowly: its failing probes and missing nacks
+      // raise its health score, which stretches its probe interval (Lifeguard).
+      expect(sim.members[x]?.swim.awareness).toBeGreaterThan(0);
+      if (long) {
+        for (const id of others) expect(sim.view(x, id), `${name} sees ${memberName(id)} failed`).toBe('dead');
+      }
+      sim.net.heal();
+      // Within two push-pull intervals every table is whole again.
+      sim.runUntil(sim.now + 2 * DEFAULT_GOSSIP_CONFIG.pushPullIntervalMs + failedAfterMs);
+      for (const m of sim.members) {
+        expect(
+          m.swim.members().filter((v) => v.state !== 'alive'),
+          `${m.name} sees everyone alive after the heal`,
+        ).toEqual([]);
+      }
+      expect(sim.members[x]?.swim.incarnation).toBeGreaterThan(before);
+    });
+  });
+
   it('marks a member that leaves as left, never failed', () => {
     eachSeed('leaves', (seed) => {
       const size = sizeOf(seed);

@@ -233,6 +233,13 @@ export class Swim {
     if (this.heardAboutMe && m.kind !== 'ping' && m.from !== this.name) {
       this.sendTo(m.from, { kind: 'gossip', from: this.name });
     }
+    const sender = this.table.get(m.from);
+    if (sender?.state === 'dead') {
+      // A member held dead that still talks missed its death notice: it gets it (on the ack of a
+      // ping, else at once), and refutes it if it is alive.
+      this.enqueue({ state: 'dead', member: sender.name, incarnation: sender.incarnation, from: this.name });
+      if (m.kind !== 'ping') this.sendTo(m.from, { kind: 'gossip', from: this.name });
+    }
     switch (m.kind) {
       case 'ping':
         if (m.target !== this.name) return;
@@ -321,6 +328,10 @@ export class Swim {
       this.nextPushPullAt = due + this.config.pushPullIntervalMs;
       const live = this.liveOthers();
       if (live.length > 0) this.pushPull(live[this.random.int(live.length)]!, false);
+      // And one member held dead, if any: after a partition heals, the two sides find each other
+      // again (each refutes the other's death notice about it).
+      const dead = [...this.table.values()].filter((e) => e.state === 'dead').map((e) => e.name);
+      if (dead.length > 0) this.pushPull(dead[this.random.int(dead.length)]!, false);
       return;
     }
     if (this.nextJoinAt <= due) {
