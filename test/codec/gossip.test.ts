@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { FrameAssembler } from '../../ts/codec/frames.js';
 import {
   decodeGossip,
   encodeGossip,
+  GOSSIP_FRAME,
   GOSSIP_HEADER_SIZE,
   type GossipMessage,
   type GossipState,
@@ -134,6 +136,37 @@ describe('gossip messages (ts/codec/gossip.ts)', () => {
       }),
       { numRuns: 500 },
     );
+  });
+
+  it('comes out of a stream whole, however the bytes are split', () => {
+    fc.assert(
+      fc.property(fc.array(message, { minLength: 1, maxLength: 5 }), (ms) => {
+        const parts = ms.map(encodeGossip);
+        const stream = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+        let at = 0;
+        for (const p of parts) {
+          stream.set(p, at);
+          at += p.length;
+        }
+        for (let cut = 0; cut <= stream.length; cut += Math.max(1, stream.length >> 4)) {
+          const a = new FrameAssembler(GOSSIP_FRAME);
+          const out = [...a.push(stream.subarray(0, cut)), ...a.push(stream.subarray(cut))];
+          expect(out.map(decodeGossip)).toEqual(ms);
+        }
+        const one = new FrameAssembler(GOSSIP_FRAME);
+        const bytewise: Uint8Array[] = [];
+        for (let i = 0; i < stream.length; i++) bytewise.push(...one.push(stream.subarray(i, i + 1)));
+        expect(bytewise.map(decodeGossip)).toEqual(ms);
+      }),
+      { numRuns: 60 },
+    );
+    // A header announcing a body above the maximum is refused before any body byte arrives.
+    const huge = Uint8Array.of(1, 5, 0, 0, 0, 0);
+    new DataView(huge.buffer).setUint32(2, MAX_GOSSIP_BODY + 1, true);
+    expect(refusal(() => new FrameAssembler(GOSSIP_FRAME).push(huge))).toEqual({
+      code: 'PLX_GOSSIP_BAD_MESSAGE',
+      reason: 'length',
+    });
   });
 
   it('names what is wrong', () => {

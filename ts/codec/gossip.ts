@@ -14,6 +14,7 @@
  */
 import { PlexusError } from '../core/errors.js';
 import { type ByteFail, ByteReader, ByteWriter } from './bytes.js';
+import type { FrameFormat } from './frames.js';
 
 export const GOSSIP_VERSION = 1;
 /** version, kind, body length. */
@@ -186,6 +187,16 @@ export function gossipBodyLength(header: Uint8Array): number {
   if (n > MAX_GOSSIP_BODY) throw bad('length', `a body of ${n} bytes is above ${MAX_GOSSIP_BODY}`, { length: n });
   return n;
 }
+
+/**
+ * Gossip messages back to back on a stream (a connection between members): a `FrameAssembler`
+ * with this format hands out whole messages, refusing a body above the maximum from the header.
+ */
+export const GOSSIP_FRAME: FrameFormat = Object.freeze({
+  headerBytes: GOSSIP_HEADER_SIZE,
+  maxFrame: GOSSIP_HEADER_SIZE + MAX_GOSSIP_BODY,
+  frameLength: (header: Uint8Array) => GOSSIP_HEADER_SIZE + gossipBodyLength(header),
+});
 
 /** Decodes one whole message (a datagram or a frame): header, then exactly the announced body. */
 export function decodeGossip(bytes: Uint8Array): GossipMessage {
