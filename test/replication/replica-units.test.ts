@@ -1,6 +1,7 @@
 /**
  * The units a replica is built from, each driven alone through its dependencies: the apply
- * path on a real local log (files with fsync), leadership readiness on a real Raft core, the
+ * path on a real local log (files with fsync), with group commit and the real Raft driver and
+ * core when a leader's proposal is replaced, leadership readiness on a real Raft core, the
  * catch-up retry policy, and the catch-up stream's answer timeout on an injected ManualClock
  * over a real loopback connection.
  */
@@ -15,9 +16,11 @@ import type { PlexusError } from '../../ts/core/errors.js';
 import { RaftNode } from '../../ts/raft/node.js';
 import { message } from '../../ts/raft/raft.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
-import type { Entry } from '../../ts/raft/types.js';
+import type { Entry, Message } from '../../ts/raft/types.js';
+import { RaftDriver } from '../../ts/raft-io/driver.js';
 import { ApplyPath } from '../../ts/replication/apply.js';
 import { replicationError } from '../../ts/replication/errors.js';
+import { GroupCommit } from '../../ts/replication/group-commit.js';
 import { Leadership } from '../../ts/replication/leadership.js';
 import { ReplicaState } from '../../ts/replication/replica-state.js';
 import { fetchRecords, queryHolding } from '../../ts/replication/snapshot.js';
@@ -26,6 +29,7 @@ import type { AppliedBatch } from '../../ts/replication/types.js';
 import { type FileLog, openLog } from '../../ts/storage/file-log.js';
 import { freePort } from '../helpers/ports.js';
 import { refusal } from '../helpers/refusal.js';
+import { until } from '../helpers/until.js';
 
 const dirs: string[] = [];
 const logs: FileLog[] = [];
@@ -115,6 +119,99 @@ describe('ApplyPath', () => {
     expect(a.failures).toHaveLength(1);
     expect(state.raftApplied).toBe(0);
     expect(local.last).toBe(0n);
+  });
+});
+
+describe('Raft index to position marks', () => {
+  it("a leader's proposal that a later leader's entries replaced leaves no mark at its index once applied", async () => {
+    // The write order the replicated-log simulation found (seed 1869, snapshots): a leader
+    // proposes an append (group commit remembers the mark "Raft index 3 ends at position 1,
+    // batch A"), is cut off before it commits, and the next leader's log has its own empty
+    // first entry at index 3 and the append at position 1 (batch B) at index 4. A mark left at
+    // index 3 became the point of a Raft snapshot whose descriptor named batch A at position 1,
+    // and the member stopped with PLX_REPLICATION_DIVERGED when it installed it after a restart.
+    const clock = new ManualClock(1_000);
+    const storage = MemoryRaftStorage.bootstrap({ voters: [1, 2, 3], learners: [] });
+    const node = new RaftNode({ id: 1, storage, random: () => 0 });
+    const state = new ReplicaState();
+    const local = await localLog();
+    const a = applyPath(local, state);
+    const sent: Message[] = [];
+    const holder: { group?: GroupCommit } = {};
+    const driver = new RaftDriver({
+      node,
+      storage,
+      send: (ms) => sent.push(...ms),
+      applier: { apply: (es) => a.path.apply(es) },
+      clock,
+      beforeReady: () => holder.group?.flush(),
+    });
+    const group = new GroupCommit({
+      state,
+      node,
+      driver,
+      groupCommitBytes: 1 << 20,
+      acceptingWrites: () => node.role === 'leader',
+      notLeader: (why) => replicationError('PLX_REPLICATION_NOT_LEADER', why),
+    });
+    holder.group = group;
+    /** Lets the driver handle its Readies (timers due now on the manual clock) until `done`. */
+    const run = (what: string, done: () => boolean) =>
+      until(
+        () => {
+          clock.advance(0);
+          return done();
+        },
+        { what, timeoutMs: 20_000 },
+      );
+
+    // Member 1 leads term t; member 2 acknowledges its first (empty) entry, at index 2.
+    node.campaign();
+    const t = node.term;
+    driver.receive(message('MsgVoteResp', { from: 2, to: 1, term: t }));
+    expect(node.role).toBe('leader');
+    await run('the leader to write its first entry', () => storage.lastIndex() === 2);
+    driver.receive(message('MsgAppResp', { from: 2, to: 1, term: t, index: 2 }));
+    await run('index 2 applied', () => state.raftApplied === 2);
+
+    // An append of batch A at position 1, proposed at index 3: the leader remembers its mark.
+    const batchA = new Uint8Array(16).fill(0xa);
+    const frameA = encodeEvfr({ batchId: batchA, first: 1, epoch: 1n, records: [text('a')] });
+    state.projectedLast = 0;
+    const proposed = refusal(group.gather(frameA, node.term, 1, 1, batchA));
+    await run('the proposal at index 3', () => storage.lastIndex() === 3);
+    expect(state.positions.markAt(3)?.slice(0, 3)).toEqual([3, 1, batchA]);
+
+    // Member 2 leads term t + 1 without it: its empty first entry at index 3, batch B at
+    // position 1 at index 4, both committed.
+    const batchB = new Uint8Array(16).fill(0xb);
+    const frameB = encodeEvfr({ batchId: batchB, first: 1, epoch: 2n, records: [text('b')] });
+    driver.receive(
+      message('MsgApp', {
+        from: 2,
+        to: 1,
+        term: t + 1,
+        index: 2,
+        logTerm: t,
+        commit: 4,
+        entries: [
+          { index: 3, term: t + 1, type: 'normal', data: new Uint8Array(0) },
+          { index: 4, term: t + 1, type: 'normal', data: frameB },
+        ],
+      }),
+    );
+    await run('index 4 applied', () => state.raftApplied === 4);
+    expect(node.role).toBe('follower');
+    expect((await proposed).code).toBe('PLX_RAFT_PROPOSAL_LOST');
+    expect(a.failures).toEqual([]);
+    const [rec] = await local.read(1n, { maxCount: 1, maxBytes: 1 << 20 });
+    expect(rec?.batchId).toEqual(batchB);
+    // No committed entry at or below index 3 carries a frame: no mark there (a snapshot at
+    // index 3 would otherwise name batch A at position 1); index 4 ends at position 1 with B.
+    expect(state.positions.markAt(3)).toBeUndefined();
+    expect(state.positions.positionAt(3)).toBe(0);
+    expect(state.positions.markAt(4)?.slice(0, 3)).toEqual([4, 1, batchB]);
+    await driver.stop();
   });
 });
 

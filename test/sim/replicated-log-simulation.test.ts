@@ -10,7 +10,8 @@
  *
  * PLEXUS_SIM_SEEDS=N runs N seeds per setup (default: 600 of 3 members, 150 of 5, 150 of
  * 3 members taking Raft snapshots, and 100 of those with a fourth member added and removed
- * while clients append: 1,000 runs); PLEXUS_SIM_FIRST_SEED moves the window; PLEXUS_SIM_NODES=3 or 5 runs one size.
+ * while clients append: 1,000 runs); PLEXUS_SIM_FIRST_SEED moves the window; PLEXUS_SIM_NODES=3 or 5 runs one size
+ * (3 runs every setup of 3 members: plain, with snapshots, with membership changes).
  * A failure prints the seed and the command that replays it.
  */
 import { describe, expect, it } from 'vitest';
@@ -213,5 +214,21 @@ describe('deterministic simulation of replicated logs', () => {
     expect(r.violations, replicationReplayHint(r)).toEqual([]);
     expect(r.ok).toBe(true);
     expect(r.stats.transfers).toBeGreaterThan(0);
+  });
+
+  it("seed 1869 (snapshots): a snapshot is never taken at a mark of a deposed leader's proposal", async () => {
+    // Member 3 led term 2 when it was isolated and proposed an append at Raft index 25
+    // (position 23); group commit remembered the mark "index 25 ends at position 23" with
+    // that append's batch. The next leader put its empty first entry at index 25 and another
+    // append at position 23. Applying index 25 left the stale mark in place, member 3 took a
+    // Raft snapshot there whose descriptor named the batch that never committed, and after a
+    // crash and restart it stopped with PLX_REPLICATION_DIVERGED installing its own snapshot.
+    // Applying a committed entry now forgets every mark at its index or above first.
+    const r = await runReplicationSimulation({ seed: 1869, nodes: 3, snapshotEvery: 5, trace: true });
+    expect(r.violations, replicationReplayHint(r)).toEqual([]);
+    expect(r.ok, replicationReplayHint(r)).toBe(true);
+    expect(r.trace.some((l) => / crash 3$/.test(l))).toBe(true);
+    expect(r.trace.some((l) => / restart 3$/.test(l))).toBe(true);
+    expect(r.stats.snapshotsTaken).toBeGreaterThan(0);
   });
 });

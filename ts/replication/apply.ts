@@ -59,6 +59,9 @@ export class ApplyPath {
     };
     try {
       for (const e of entries) {
+        // A mark this member made for a proposal at e.index (as a leader whose entry a later
+        // leader replaced) says nothing of the committed entry: it goes before e is applied.
+        state.positions.forgetFrom(e.index);
         if (e.type === 'conf-change') this.deps.confChange(e);
         else if (e.data.length === 0) {
           // a new leader's first entry

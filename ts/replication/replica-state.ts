@@ -20,11 +20,22 @@ export class PositionWindow {
   }
 
   remember(index: number, lastPosition: number, batchId: Uint8Array, epoch: bigint, framesSeen: number): void {
+    this.forgetFrom(index);
     const p = this.marks;
-    while (p.length > 0 && (p[p.length - 1] as Mark)[0] >= index) p.pop();
     p.push([index, lastPosition, batchId, epoch, framesSeen]);
     // Trimmed in steps of 4,096, not one mark per entry (a shift of the whole window each time).
     if (p.length > POSITION_WINDOW + 4096) p.splice(0, p.length - POSITION_WINDOW);
+  }
+
+  /**
+   * Forgets every mark at Raft index `index` or above. The apply path calls it for each
+   * committed entry before it remembers anything of it: a leader remembers its proposals
+   * when it makes them, and one that a later leader's entries replaced must not outlive the
+   * committed entry at its index (docs/replication.md, "Marks and snapshot points").
+   */
+  forgetFrom(index: number): void {
+    const p = this.marks;
+    while (p.length > 0 && (p[p.length - 1] as Mark)[0] >= index) p.pop();
   }
 
   /** The last frame at or below Raft index `index`, when the window still holds one. */
