@@ -8,14 +8,24 @@ import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { attachClusterApi } from '../../ts/chronacta/cluster-api.js';
 import type { HaMember } from '../../ts/chronacta/cluster-config.js';
-import type { CallContext, GrpcMethod, GrpcRoutes } from '../../ts/chronacta/grpc-server.js';
+import {
+  type CallContext,
+  CallFailure,
+  type GrpcMethod,
+  type GrpcRoutes,
+  startGrpcServer,
+} from '../../ts/chronacta/grpc-server.js';
 import { clusterFiles, writeClusterFiles } from '../../ts/chronacta/layout.js';
+import { ChronactaMetrics } from '../../ts/chronacta/metrics.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
+import { serverMethods } from '../../ts/chronacta/server-methods.js';
+import { toCallStatus } from '../../ts/chronacta/status.js';
 import { EventStore } from '../../ts/chronacta/store.js';
 import { ManualClock } from '../../ts/core/clock.js';
 import { PlexusError } from '../../ts/core/errors.js';
 import { freePorts } from '../../ts/net/ports.js';
 import { quiet, tempDir } from '../chronacta/helpers.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
 import { until } from '../helpers/until.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -25,37 +35,47 @@ afterEach(async () => {
 
 const TICK_MS = 20;
 
-/** Member ids 1..n on free loopback ports; opens member 1 only, its timers on `clock`. */
-async function openMemberOne(n: number, clock: ManualClock, timeoutMs = 2000): Promise<EventStore> {
-  const d = await tempDir('cluster-clock');
-  cleanup.push(d.remove);
-  const ports = await freePorts(2 * n);
+/** Members 1..n on free loopback ports (`advertise` may be replaced, e.g. by a proxy's address). */
+async function memberList(n: number): Promise<HaMember[]> {
+  const ports = await freePorts(n);
   const members: HaMember[] = [];
   for (let id = 1; id <= n; id++) {
-    members.push({
-      id,
-      raftAddress: `127.0.0.1:${ports[2 * id - 2]}`,
-      advertise: `127.0.0.1:${ports[2 * id - 1]}`,
-    });
+    members.push({ id, raftAddress: `127.0.0.1:${ports[id - 1]}`, advertise: '127.0.0.1:1' });
   }
-  await writeClusterFiles(d.dir, clusterFiles(`clock-${process.pid}`, members, 1));
+  return members;
+}
+
+/** Opens member `id` of `members` in cluster mode, its timers on `clock`. */
+async function openMember(members: HaMember[], id: number, clock: ManualClock): Promise<EventStore> {
+  const d = await tempDir('cluster-clock');
+  cleanup.push(d.remove);
+  await writeClusterFiles(d.dir, clusterFiles(`clock-${process.pid}`, members, id));
   const store = await EventStore.open({
     dataDir: d.dir,
     fsync: 'never',
     logger: quiet,
     timers: clock,
-    replication: { id: 1, members, tickMs: TICK_MS, timeoutMs, localFsync: 'never', logger: quiet },
+    replication: { id, members, tickMs: TICK_MS, timeoutMs: 2000, localFsync: 'never', logger: quiet },
   });
   cleanup.push(() => store.close());
   return store;
 }
 
-/** Routes holding the one method the read admission wraps; the inner one answers an empty message. */
-function readRoutes(): { routes: GrpcRoutes; path: string } {
-  const m = new Map<string, GrpcMethod>();
+/** Member ids 1..n; opens member 1 only, its timers on `clock`. */
+async function openMemberOne(n: number, clock: ManualClock): Promise<EventStore> {
+  return openMember(await memberList(n), 1, clock);
+}
+
+/** The server's methods of `store` as routes the cluster API wraps, and the path of ReadAll. */
+function readRoutes(store: EventStore): { routes: GrpcRoutes; methods: Map<string, GrpcMethod>; path: string } {
+  const methods = serverMethods({
+    store,
+    metrics: new ChronactaMetrics(),
+    subs: new Set(),
+    cluster: () => store.prepared,
+  });
   const path = methodDefinition('EventStore', 'ReadAll').path;
-  m.set(path, { kind: 'unary', handle: async () => new Uint8Array(5) });
-  return { routes: { get: (p) => m.get(p), set: (p, v) => void m.set(p, v) }, path };
+  return { routes: { get: (p) => methods.get(p), set: (p, v) => void methods.set(p, v) }, methods, path };
 }
 
 function context(headers: Record<string, string>): CallContext & { trailers: Map<string, string> } {
@@ -83,11 +103,75 @@ function track<T>(p: Promise<T>): { settled: () => boolean; result: Promise<T> }
   return { settled: () => done, result };
 }
 
+const unaryAt = (routes: GrpcRoutes, path: string) => routes.get(path) as Extract<GrpcMethod, { kind: 'unary' }>;
+
 describe('a Chronacta member on a manual clock', () => {
+  it('a follower serves follower reads until maxReadStalenessMs of its clock passed since it heard its leader', async () => {
+    const listed = await memberList(2);
+    // Each member's gRPC port, reached through a proxy: the address other members dial.
+    const grpcPorts = await freePorts(2);
+    const proxies: FaultProxy[] = [];
+    const members: HaMember[] = [];
+    for (const m of listed) {
+      const proxy = await FaultProxy.start({ port: grpcPorts[m.id - 1] as number });
+      cleanup.push(() => proxy.close());
+      proxies.push(proxy);
+      members.push({ ...m, advertise: proxy.address });
+    }
+    const clocks = [new ManualClock(0), new ManualClock(0)];
+    const stores = await Promise.all(members.map((m) => openMember(members, m.id, clocks[m.id - 1] as ManualClock)));
+    const apis: { routes: GrpcRoutes }[] = [];
+    for (const [i, store] of stores.entries()) {
+      const { routes, methods } = readRoutes(store);
+      const server = await startGrpcServer('127.0.0.1', grpcPorts[i] as number, methods, {
+        maxMessageBytes: 4 << 20,
+        statusOf: toCallStatus,
+      });
+      cleanup.push(() => server.close(0));
+      const api = attachClusterApi(routes, store, {
+        maxReadStalenessMs: 1000,
+        clock: clocks[i] as ManualClock,
+        logger: quiet,
+      });
+      cleanup.push(() => api.close());
+      apis.push({ routes });
+    }
+    await until(() => stores.some((s) => s.clusterStatus()?.acceptingWrites), { timeoutMs: 10_000, what: 'a leader' });
+    const leader = stores.findIndex((s) => s.clusterStatus()?.acceptingWrites);
+    const follower = 1 - leader;
+    const clock = clocks[follower] as ManualClock;
+    const fs = stores[follower] as EventStore;
+    await until(() => fs.clusterStatus()?.leader === leader + 1, { what: 'the follower knowing its leader' });
+    const read = async () => {
+      const ctx = context({ 'plexus-read-consistency': 'follower' });
+      await unaryAt(
+        (apis[follower] as { routes: GrpcRoutes }).routes,
+        methodDefinition('EventStore', 'ReadAll').path,
+      ).handle(Buffer.alloc(0), ctx);
+      return ctx.trailers.get('plexus-read');
+    };
+    // Heard now (t = 0): the follower asks its leader once and serves.
+    expect(await read()).toBe('follower');
+    // The leader's client port goes silent (its Raft stays up: it still leads).
+    (proxies[leader] as FaultProxy).partition();
+    clock.advance(1000); // exactly the bound: still served, the news is 1000 ms old
+    expect(await read()).toBe('follower');
+    clock.advance(1);
+    const e = await read().then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    expect(e).toBeInstanceOf(CallFailure);
+    expect((e as CallFailure).status.code).toBe(9); // FAILED_PRECONDITION
+    expect((e as CallFailure).status.details).toContain('has not heard from its leader');
+    expect(JSON.stringify((e as CallFailure).status.metadata)).toContain('PLX_CHRONACTA_STALE_READ');
+    expect(stores[leader]?.clusterStatus()?.acceptingWrites).toBe(true);
+  });
+
   it('a leader read on a member that knows no leader waits one and a half election timeouts of its clock', async () => {
     const clock = new ManualClock(0);
     const store = await openMemberOne(2, clock);
-    const { routes, path } = readRoutes();
+    const { routes, path } = readRoutes(store);
     const api = attachClusterApi(routes, store, { tickMs: TICK_MS, electionTick: 10, clock, logger: quiet });
     cleanup.push(() => api.close());
     const electionMs = TICK_MS * 10 * 1.5;
@@ -114,7 +198,7 @@ describe('a Chronacta member on a manual clock', () => {
     const clock = new ManualClock(0);
     const store = await openMemberOne(1, clock);
     await until(() => store.clusterStatus()?.acceptingWrites === true, { timeoutMs: 10_000, what: 'member 1 leading' });
-    const { routes } = readRoutes();
+    const { routes } = readRoutes(store);
     const api = attachClusterApi(routes, store, { reconcileMs: 200, clock, logger: quiet });
     cleanup.push(() => api.close());
     const file = store.prepared.paths.clusterFile;
