@@ -46,7 +46,7 @@ async function memberList(n: number): Promise<HaMember[]> {
 }
 
 /** Opens member `id` of `members` in cluster mode, its timers on `clock`. */
-async function openMember(members: HaMember[], id: number, clock: ManualClock): Promise<EventStore> {
+async function openMember(members: HaMember[], id: number, clock: ManualClock, timeoutMs = 2000): Promise<EventStore> {
   const d = await tempDir('cluster-clock');
   cleanup.push(d.remove);
   await writeClusterFiles(d.dir, clusterFiles(`clock-${process.pid}`, members, id));
@@ -55,15 +55,15 @@ async function openMember(members: HaMember[], id: number, clock: ManualClock): 
     fsync: 'never',
     logger: quiet,
     timers: clock,
-    replication: { id, members, tickMs: TICK_MS, timeoutMs: 2000, localFsync: 'never', logger: quiet },
+    replication: { id, members, tickMs: TICK_MS, timeoutMs, localFsync: 'never', logger: quiet },
   });
   cleanup.push(() => store.close());
   return store;
 }
 
 /** Member ids 1..n; opens member 1 only, its timers on `clock`. */
-async function openMemberOne(n: number, clock: ManualClock): Promise<EventStore> {
-  return openMember(await memberList(n), 1, clock);
+async function openMemberOne(n: number, clock: ManualClock, timeoutMs = 2000): Promise<EventStore> {
+  return openMember(await memberList(n), 1, clock, timeoutMs);
 }
 
 /** The server's methods of `store` as routes the cluster API wraps, and the path of ReadAll. */
@@ -166,6 +166,31 @@ describe('a Chronacta member on a manual clock', () => {
     expect((e as CallFailure).status.details).toContain('has not heard from its leader');
     expect(JSON.stringify((e as CallFailure).status.metadata)).toContain('PLX_CHRONACTA_STALE_READ');
     expect(stores[leader]?.clusterStatus()?.acceptingWrites).toBe(true);
+  });
+
+  it("holds a leader's append for readiness up to replication.timeoutMs of the store's timers", async () => {
+    const clock = new ManualClock(0);
+    const store = await openMemberOne(1, clock, 1000);
+    await until(() => store.clusterStatus()?.acceptingWrites === true, { timeoutMs: 10_000, what: 'member 1 leading' });
+    // The replicated log stops under the store: still a leader by role, it never accepts writes again.
+    const log = store.replicatedLog as NonNullable<EventStore['replicatedLog']>;
+    await log.close();
+    expect(log.role).toBe('leader');
+    expect(log.acceptingWrites).toBe(false);
+    const append = track(store.append('s-1', [{ type: 'T', data: new TextEncoder().encode('x') }]));
+    await new Promise((r) => setTimeout(r, 100)); // wall time passes; the store's timers do not
+    expect(append.settled()).toBe(false);
+    clock.advance(1000); // at the deadline, not past it
+    await turns();
+    expect(append.settled()).toBe(false);
+    clock.advance(1);
+    const e = await append.result.then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    expect(e).toBeInstanceOf(PlexusError);
+    expect((e as PlexusError).code).toBe('PLX_CHRONACTA_HA_STOPPED');
+    expect(store.lastPosition).toBe(0n);
   });
 
   it('a leader read on a member that knows no leader waits one and a half election timeouts of its clock', async () => {
