@@ -18,7 +18,7 @@
  * `attachClusterApi(port, store)` installs all of it on a server started by `startServer`.
  */
 import { grpcFrame } from '../codec/grpc-frame.js';
-import { type Clock, type ClockTimers, monotonicClock, type TimerHandle, type Timers } from '../core/clock.js';
+import { type ClockTimers, monotonicClock, type TimerHandle, type Timers } from '../core/clock.js';
 import { type PlexusCode, PlexusError } from '../core/errors.js';
 import { ChronactaClient } from './client.js';
 import type { PeerCredentials } from './client-auth.js';
@@ -133,6 +133,34 @@ function failure(e: unknown): unknown {
     code,
     details: st.details,
     metadata: { ...st.metadata, ...(typeof addr === 'string' && addr !== '' ? { [LEADER_ADDRESS_KEY]: addr } : {}) },
+  });
+}
+
+/**
+ * Waits for `wait` (which settles on its own or rejects when its signal aborts) at most `ms` on
+ * `timers`: `true` or `false` as `wait` resolves, `false` once the timers reach `ms` first.
+ */
+function waitAtMost(timers: Timers, ms: number, wait: (signal: AbortSignal) => Promise<boolean>): Promise<boolean> {
+  const ac = new AbortController();
+  return new Promise<boolean>((resolve, reject) => {
+    const timer = timers.setTimeout(
+      () => {
+        resolve(false);
+        ac.abort();
+      },
+      Math.max(0, ms),
+    );
+    wait(ac.signal).then(
+      (v) => {
+        timers.clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        timers.clearTimeout(timer);
+        if (ac.signal.aborted) resolve(false);
+        else reject(e);
+      },
+    );
   });
 }
 
@@ -279,7 +307,7 @@ class FollowerReadGate {
     private readonly store: EventStore,
     private readonly bounds: FollowerReadBounds,
     private readonly peer: () => PeerCredentials,
-    private readonly clock: Clock,
+    private readonly clock: ClockTimers,
   ) {}
 
   private clientFor(address: string): ChronactaClient {
@@ -360,7 +388,9 @@ class FollowerReadGate {
         );
       }
       // Released as soon as the store applies `need`; wakes at the staleness bound otherwise.
-      await this.store.whenApplied(need, bound - (this.clock.now() - heard.at) + 1);
+      await waitAtMost(this.clock, bound - (this.clock.now() - heard.at) + 1, (signal) =>
+        this.store.whenApplied(need, undefined, signal),
+      );
     }
     return this.store.lastPosition;
   }
@@ -668,7 +698,7 @@ class ReadConsistency {
     private readonly electionMs: number,
     /** How long a new leader may take to apply the entries of earlier terms before it serves reads. */
     private readonly readyMs: number,
-    private readonly clock: Clock,
+    private readonly clock: ClockTimers,
   ) {
     this.routes = deps.routes;
     this.store = deps.store;
@@ -679,9 +709,9 @@ class ReadConsistency {
     return this.store.clusterStatus() as ReplicatedLogStatus;
   }
 
-  /** Resolves when this member's leadership or readiness changes, or after `ms`. */
+  /** Resolves when this member's leadership or readiness changes, or after `ms` of the clock. */
   private readinessChanged(ms: number): Promise<unknown> {
-    return this.log.readinessChanged({ timeoutMs: ms });
+    return waitAtMost(this.clock, ms, (signal) => this.log.readinessChanged({ signal }));
   }
 
   /**

@@ -368,12 +368,13 @@ export class EventStore {
     for (;;) {
       this.checkWritable();
       if (r.acceptingWrites || this.timers.now() > end) return;
-      // Wakes when the log's readiness or this store's state changes, or at the deadline.
+      // Wakes when the log's readiness or this store's state changes, or at the deadline (on
+      // this store's timers: the log's own wait has no timeout and ends with the abort).
       const timeoutMs = end - this.timers.now() + 1;
       const ac = new AbortController();
       try {
         await Promise.race([
-          r.readinessChanged({ timeoutMs, signal: ac.signal }),
+          r.readinessChanged({ signal: ac.signal }),
           this.changed.wait({ timeoutMs, signal: ac.signal }),
         ]);
       } finally {
@@ -400,10 +401,13 @@ export class EventStore {
 
   /**
    * Resolves `true` once `lastPosition` is at least `position` (at once if it is), `false`
-   * when `timeoutMs` passes first.
+   * when `timeoutMs` passes first (none: no bound); rejects when `signal` aborts.
    */
-  whenApplied(position: bigint, timeoutMs: number): Promise<boolean> {
-    return this.apply.applied.wait(position, { timeoutMs });
+  whenApplied(position: bigint, timeoutMs?: number, signal?: AbortSignal): Promise<boolean> {
+    return this.apply.applied.wait(position, {
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      ...(signal ? { signal } : {}),
+    });
   }
 
   // ------------------------------------------------------------------ appends
