@@ -6,8 +6,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkTable, encodeTable, tableOf } from '../../ts/chronacta/batch.js';
+import { checkTable, tableOf } from '../../ts/chronacta/batch.js';
 import { decodeEntry } from '../../ts/chronacta/record.js';
+import { encodeTable } from '../../ts/codec/chronacta-batch.js';
 import { followsInAppend, streamBytesOf } from '../../ts/codec/chronacta-record.js';
 
 const seed = process.env.PLEXUS_FUZZ_SEED;

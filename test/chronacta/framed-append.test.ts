@@ -6,9 +6,10 @@
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { checkTable, EncodedBatch, encodeTable, tableOf } from '../../ts/chronacta/batch.js';
+import { checkTable, tableOf } from '../../ts/chronacta/batch.js';
 import { decodeEntry } from '../../ts/chronacta/record.js';
 import { EventStore } from '../../ts/chronacta/store.js';
+import { EncodedBatch, encodeTable } from '../../ts/codec/chronacta-batch.js';
 import { FileLog, openLog } from '../../ts/storage/file-log.js';
 import { RECORD_HEADER_BYTES as LOG_GAP } from '../../ts/storage/format.js';
 import type { LogRecord } from '../../ts/storage/types.js';

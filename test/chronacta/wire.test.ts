@@ -6,19 +6,12 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkTable, encodeTable, fingerprintTable, tableOf } from '../../ts/chronacta/batch.js';
+import { checkTable, fingerprintTable, tableOf } from '../../ts/chronacta/batch.js';
 import { methodDefinition } from '../../ts/chronacta/proto.js';
 import { decodeEntry, uuidToBytes } from '../../ts/chronacta/record.js';
 import { checkEvents, fingerprint } from '../../ts/chronacta/validate.js';
-import {
-  decodeAppendRequest,
-  EV_DATA,
-  EV_ID,
-  EV_META,
-  EV_SLOTS,
-  EV_TYPE,
-  encodeAppendResponseFrame,
-} from '../../ts/chronacta/wire.js';
+import { decodeAppendRequest, encodeAppendResponseFrame } from '../../ts/chronacta/wire.js';
+import { EV_DATA, EV_ID, EV_META, EV_SLOTS, EV_TYPE, encodeTable } from '../../ts/codec/chronacta-batch.js';
 import { encodeEntry, RecordKind } from '../../ts/codec/chronacta-record.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 

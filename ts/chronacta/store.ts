@@ -18,6 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { EncodedBatch, type EventTable, encodeTable, randomUuidBytes } from '../codec/chronacta-batch.js';
 import { type Entry, encodeEntry, RecordKind } from '../codec/chronacta-record.js';
 import { type Clock, type ClockTimers, heldMonotonicClock, systemClock } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
@@ -26,15 +27,7 @@ import { type FileLog, openLog } from '../storage/file-log.js';
 import { RECORD_HEADER_BYTES as LOG_RECORD_GAP } from '../storage/format.js';
 import type { FsyncMode, LogStorage, StorageLogger } from '../storage/types.js';
 import { ArchiveGen, genDirName, readPointer, removeOtherGenerations } from './archive.js';
-import {
-  checkTable,
-  EncodedBatch,
-  type EventTable,
-  encodeTable,
-  fingerprintTable,
-  randomUuidBytes,
-  tableOf,
-} from './batch.js';
+import { checkTable, fingerprintTable, tableOf } from './batch.js';
 import { type AppliedBatch, openClusterLog, type ReplicatedLog, type ReplicatedLogOptions } from './cluster-log.js';
 import { ChronactaCode, chronactaError, fromStorage } from './errors.js';
 import { HaErrorCode, haError } from './ha-errors.js';

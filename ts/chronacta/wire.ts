@@ -15,18 +15,13 @@
  * group, a cut varint or length, or a string that is not UTF-8 is refused with
  * PLX_CHRONACTA_BAD_INPUT.
  */
+
+import { EV_SLOTS } from '../codec/chronacta-batch.js';
 import { GRPC_HEADER_BYTES, putGrpcPrefix } from '../codec/grpc-frame.js';
 import { ProtoReader, putVarint, varintSize, WT_LEN, WT_VARINT } from '../codec/protobuf.js';
 import { badInput, tooLarge } from './errors.js';
 import type { ExpectedVersion } from './types.js';
 import { MAX_BATCH_EVENTS, MAX_KEY_BYTES, MAX_NUMBER, MAX_STREAM_NAME_BYTES } from './validate.js';
-
-/** Slots per event in `AppendWire.ev`: offset and length of id, type, data, metadata. */
-export const EV_SLOTS = 8;
-export const EV_ID = 0;
-export const EV_TYPE = 2;
-export const EV_DATA = 4;
-export const EV_META = 6;
 
 /** An AppendRequest as the decoder leaves it: the events stay in `buf`. */
 export interface AppendWire {

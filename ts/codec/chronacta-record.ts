@@ -17,6 +17,8 @@
  * that is not an entry is refused with what the caller's `EntryRefusal` builds.
  */
 
+import { getU16, getU32, getU64 } from './bytes.js';
+
 export const RECORD_FORMAT = 1;
 export const RECORD_HEADER_BYTES = 64;
 export const FINGERPRINT_BYTES = 32;
@@ -31,7 +33,8 @@ export const RecordKind = {
 } as const;
 export type RecordKindCode = (typeof RecordKind)[keyof typeof RecordKind];
 
-const FLAG_IDEMPOTENCY = 1;
+/** The flag of an entry that carries an idempotency key after its data. */
+export const FLAG_IDEMPOTENCY = 1;
 
 export interface Idempotency {
   readonly key: string;
@@ -129,20 +132,19 @@ export function encodeEntry(e: Entry): Uint8Array {
  */
 export function decodeEntry(payload: Uint8Array, damaged: EntryRefusal): Entry {
   if (payload.length < RECORD_HEADER_BYTES) throw damaged(`${payload.length} bytes, shorter than the header`);
-  const v = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
-  const format = v.getUint8(0);
+  const format = payload[0] as number;
   if (format !== RECORD_FORMAT) throw damaged(`format ${format}, expected ${RECORD_FORMAT}`);
-  const kind = v.getUint8(1);
+  const kind = payload[1] as number;
   if (kind !== RecordKind.EVENT && kind !== RecordKind.METADATA && kind !== RecordKind.REDACTED) {
     throw damaged(`unknown kind ${kind}`);
   }
-  const flags = v.getUint16(2, true);
+  const flags = getU16(payload, 2);
   if ((flags & ~FLAG_IDEMPOTENCY) !== 0) throw damaged(`unknown flags ${flags}`);
-  const position = Number(v.getBigUint64(12, true));
-  const sLen = v.getUint16(52, true);
-  const tLen = v.getUint16(54, true);
-  const mLen = v.getUint32(56, true);
-  const dLen = v.getUint32(60, true);
+  const position = getU64(payload, 12);
+  const sLen = getU16(payload, 52);
+  const tLen = getU16(payload, 54);
+  const mLen = getU32(payload, 56);
+  const dLen = getU32(payload, 60);
   const body = sLen + tLen + mLen + dLen;
   let rest = payload.length - RECORD_HEADER_BYTES - body;
   if (rest < 0) throw damaged('lengths run past the end', position);
@@ -167,7 +169,7 @@ export function decodeEntry(payload: Uint8Array, damaged: EntryRefusal): Entry {
   let idempotency: Idempotency | undefined;
   if (flags & FLAG_IDEMPOTENCY) {
     if (rest < 2) throw damaged('idempotency key cut', position);
-    const kLen = v.getUint16(off, true);
+    const kLen = getU16(payload, off);
     rest -= 2 + kLen + FINGERPRINT_BYTES;
     if (rest !== 0) throw damaged('idempotency key length does not match the payload', position);
     off += 2;
@@ -181,11 +183,11 @@ export function decodeEntry(payload: Uint8Array, damaged: EntryRefusal): Entry {
   } else if (rest !== 0) throw damaged(`${rest} bytes after the data`, position);
   const entry: Entry = {
     kind: kind as RecordKindCode,
-    batchSize: v.getUint32(4, true),
-    indexInBatch: v.getUint32(8, true),
+    batchSize: getU32(payload, 4),
+    indexInBatch: getU32(payload, 8),
     position,
-    version: Number(v.getBigUint64(20, true)),
-    recordedMs: Number(v.getBigUint64(28, true)),
+    version: getU64(payload, 20),
+    recordedMs: getU64(payload, 28),
     id: payload.subarray(36, 52),
     stream,
     type,
@@ -205,39 +207,31 @@ export function decodeEntry(payload: Uint8Array, damaged: EntryRefusal): Entry {
  * caller then decodes in full (and so reports damage as `decodeEntry` does).
  */
 export function followsInAppend(payload: Uint8Array, first: Entry, streamBytes: Uint8Array, offset: number): boolean {
-  // Read from the bytes directly: this runs once per event of every replicated append, and
-  // a DataView or a BigInt per field would allocate for each.
+  // Read with the fixed-offset field functions: this runs once per event of every replicated
+  // append, and a DataView or a BigInt per field would allocate for each.
   const b = payload;
   if (b.length < RECORD_HEADER_BYTES) return false;
   if (b[0] !== RECORD_FORMAT || b[1] !== RecordKind.EVENT || b[2] !== 0 || b[3] !== 0) return false;
-  if (le32(b, 4) !== first.batchSize || le32(b, 8) !== first.indexInBatch + offset) return false;
+  if (getU32(b, 4) !== first.batchSize || getU32(b, 8) !== first.indexInBatch + offset) return false;
   if (!isLe64(b, 12, first.position + offset)) return false;
   if (!isLe64(b, 20, first.version + offset)) return false;
   if (!isLe64(b, 28, first.recordedMs)) return false;
-  const sLen = (b[52] as number) | ((b[53] as number) << 8);
+  const sLen = getU16(b, 52);
   if (sLen !== streamBytes.length) return false;
-  const body = sLen + ((b[54] as number) | ((b[55] as number) << 8)) + le32(b, 56) + le32(b, 60);
+  const body = sLen + getU16(b, 54) + getU32(b, 56) + getU32(b, 60);
   if (b.length - RECORD_HEADER_BYTES !== body) return false;
   for (let i = 0; i < sLen; i++) if (b[RECORD_HEADER_BYTES + i] !== streamBytes[i]) return false;
   return true;
 }
 
-/** The unsigned 32-bit little-endian value at `at`. */
-function le32(b: Uint8Array, at: number): number {
-  return (
-    ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) +
-    (b[at + 3] as number) * 0x1000000
-  );
-}
-
 /** True when the unsigned 64-bit little-endian value at `at` is `n` (a safe integer >= 0). */
 function isLe64(b: Uint8Array, at: number, n: number): boolean {
   const hi = Math.floor(n / 0x100000000);
-  return le32(b, at) === n - hi * 0x100000000 && le32(b, at + 4) === hi;
+  return getU32(b, at) === n - hi * 0x100000000 && getU32(b, at + 4) === hi;
 }
 
 /** The bytes of an encoded entry's stream name (a view into `payload`, which `decodeEntry` accepted). */
 export function streamBytesOf(payload: Uint8Array): Uint8Array {
-  const sLen = payload[52]! | (payload[53]! << 8);
+  const sLen = getU16(payload, 52);
   return payload.subarray(RECORD_HEADER_BYTES, RECORD_HEADER_BYTES + sLen);
 }
