@@ -132,7 +132,7 @@ export const NODE_CONFIG_SCHEMA: Schema = {
   },
 };
 
-/** The schema of an etcd-membership config: no `authority` member (every node talks to etcd). */
+/** The schema of a config whose membership is not static: no `authority` member (with etcd every node talks to etcd). */
 const ETCD_NODE_CONFIG_SCHEMA: Schema = {
   ...NODE_CONFIG_SCHEMA,
   required: (NODE_CONFIG_SCHEMA as { required: readonly string[] }).required.filter((k) => k !== 'authority'),
@@ -157,8 +157,12 @@ export function portOf(address: string): number {
  * first problem (PLX_CLUSTER_BAD_CONFIG with `details.path`).
  */
 export function checkNodeConfig(cfg: unknown, file: string): void {
-  const kind = (cfg as { membership?: { kind?: unknown } } | null)?.membership?.kind;
-  const p = firstProblem(kind === 'etcd' ? ETCD_NODE_CONFIG_SCHEMA : NODE_CONFIG_SCHEMA, cfg);
+  const membership = (cfg as { membership?: { kind?: unknown } } | null)?.membership;
+  // `authority` is required with static membership only (a bad kind is named before it).
+  const p = firstProblem(
+    membership === undefined || membership?.kind === 'static' ? NODE_CONFIG_SCHEMA : ETCD_NODE_CONFIG_SCHEMA,
+    cfg,
+  );
   if (p) refuse(file, p.path, p.message);
   const c = cfg as {
     meta: Parameters<typeof clusterMeta>[0];
