@@ -1,8 +1,9 @@
 /**
  * The node config's `membership` block (ts/cluster/node-config.ts), what `initCluster` writes
  * for each kind (ts/cluster/init.ts), and the lease dump of a static cluster that is stopped
- * (ts/cluster/lease-dump.ts, from the authority's real `authority.state` file). Dumps from etcd
- * and from a running cluster are in etcd-processes.test.ts.
+ * (ts/cluster/lease-dump.ts, from the authority's real `authority.state` file) or running (a
+ * real node with mutual TLS, asked by `plexus cluster leases` from another process). Dumps from
+ * etcd are in etcd-processes.test.ts.
  */
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,9 +12,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { saveAuthorityState } from '../../ts/cluster/authority-state.js';
 import { initCluster } from '../../ts/cluster/init.js';
 import { readLeases, writeLeaseDump } from '../../ts/cluster/lease-dump.js';
-import { readNodeConfig } from '../../ts/cluster/node.js';
+import { launchClusterNode, readNodeConfig } from '../../ts/cluster/node.js';
 import { checkNodeConfig } from '../../ts/cluster/node-config.js';
+import { built, runNode } from '../helpers/processes.js';
 import { refusal, thrownRefusal } from '../helpers/refusal.js';
+import { until } from '../helpers/until.js';
+import { CLI, freePorts } from './actor-procs.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON
 type Json = Record<string, any>;
@@ -140,6 +144,49 @@ describe('initCluster with a membership', () => {
   });
 });
 
+describe.skipIf(!built)('the lease dump of a static cluster (build dist first)', () => {
+  it('asks the running authority over the wire, and reads authority.state once it stopped', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'plexus-dump-run-'));
+    dirs.push(dir);
+    const files = await initCluster({ dir, id: 'c1', shards: 8, nodes: ['a', 'b'], ports: await freePorts(2) });
+    const cn = await launchClusterNode(await readNodeConfig(files.get('a')!));
+    const out = join(dir, 'leases.json');
+    let view: ReturnType<typeof cn.membership.view>;
+    try {
+      // b never joins: after the grace period a claims every shard.
+      await until(() => cn.membership.view().leases.length === 8, { timeoutMs: 20_000, what: 'leases' });
+      view = cn.membership.view();
+      // From another process, with b's certificate: the authority's view over the wire.
+      const r = await runNode(CLI, ['leases', '--config', files.get('b')!, '--dump', out], { timeoutMs: 60_000 });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout.trim())).toMatchObject({ dump: out, source: 'authority', leases: 8 });
+      const d = JSON.parse(await readFile(out, 'utf8')) as Json;
+      expect(d).toMatchObject({ membership: 'static', source: 'authority' });
+      expect(d.leases).toEqual(
+        view.leases.map((l) => ({ shard: l.shard, owner: 'a', epoch: String(l.epoch), expiresAt: null })),
+      );
+    } finally {
+      await cn.stop();
+    }
+    // Stopped: the leases ended with the authority; its state file bounds every epoch granted.
+    const r = await runNode(CLI, ['leases', '--config', files.get('b')!, '--dump', out], { timeoutMs: 60_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const d = JSON.parse(await readFile(out, 'utf8')) as Json;
+    expect(d).toMatchObject({ source: 'authority.state', leases: [] });
+    for (const l of view.leases) expect(BigInt(d.epochCeiling) >= l.epoch).toBe(true);
+  }, 60_000);
+
+  it('refuses without --dump (usage) and on a config that does not exist (coded)', async () => {
+    const u = await runNode(CLI, ['leases', '--config', 'x.json'], { timeoutMs: 60_000 });
+    expect(u.code).toBe(2);
+    const m = await runNode(CLI, ['leases', '--config', join(tmpdir(), 'plexus-no-such.json'), '--dump', 'o'], {
+      timeoutMs: 60_000,
+    });
+    expect(m.code).toBe(1);
+    expect(m.stderr).toContain('PLX_CLUSTER_BAD_PATH');
+  });
+});
+
 describe('the lease dump of a stopped static cluster', () => {
   it('reads the epoch ceiling and journal homes from authority.state, and refuses without one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'plexus-dump-'));
@@ -175,5 +222,20 @@ describe('the lease dump of a stopped static cluster', () => {
     const out = join(dir, 'leases.json');
     await writeLeaseDump(out, d);
     expect(JSON.parse(await readFile(out, 'utf8'))).toEqual(JSON.parse(JSON.stringify(d)));
+  });
+});
+
+describe('the etcd client stays off a static node', () => {
+  it('no module a static node or the command line loads imports the etcd authority statically', async () => {
+    for (const f of [
+      'ts/cluster/node.ts',
+      'ts/cluster/lease-dump.ts',
+      'ts/cli/commands/cluster.ts',
+      'ts/cluster/index.ts',
+    ]) {
+      const text = await readFile(new URL(`../../${f}`, import.meta.url), 'utf8');
+      expect(text, f).not.toMatch(/^import[^;]*from '[^']*etcd-(authority|gateway)\.js'/m);
+      expect(text, f).not.toMatch(/^export[^;]*from '[^']*etcd-(authority|gateway)\.js'/m);
+    }
   });
 });
