@@ -13,6 +13,9 @@
  * - `leases/<shard>`: the lease, `{owner, epoch, expiresAt, holder}`, bound to an etcd lease
  *   granted for it; written in the same transaction as the epoch, and renewed by a
  *   `/v3/lease/keepalive` and a compare-and-set put;
+ * - `alive/<id>`: rewritten by each heartbeat of member `id`; every authority object counts a
+ *   new `mod_revision` of it as a sign of life, so that all of them judge a member's health
+ *   alike (a member only one process hears would otherwise look alive, or failed, to the rest);
  * - `view`: `{version, digest}` of the last published view; a new view content (or the first
  *   view of a new authority object) raises the version by one, by compare-and-set, so views
  *   carry strictly increasing versions across every authority.
@@ -73,6 +76,8 @@ interface Snapshot {
   epochs: Map<number, { epoch: bigint; mod: bigint }>;
   leases: Map<number, LeaseValue & { mod: bigint; etcdLease: bigint }>;
   view: { version: number; digest: string; mod: bigint } | undefined;
+  /** `alive/<id>` keys: member -> mod_revision. */
+  alive: Map<string, bigint>;
 }
 
 /** A request outcome before the view is attached; `conflict`: another writer won a comparison, read again. */
@@ -100,6 +105,8 @@ export class EtcdAuthority implements LeaseAuthority {
   private readonly detector: FailureDetector;
   /** `<shard>@<mod_revision>` of another object's lease -> when this object first saw it. */
   private readonly firstSeen = new Map<string, number>();
+  /** The `alive/<id>` revision last counted as a sign of life of each member. */
+  private readonly aliveSeen = new Map<string, bigint>();
   /** Joined and removed members as last read or watched (`isMember`, `isAdmitted`). */
   private joined = new Set<string>();
   private removed = new Set<string>();
@@ -167,6 +174,7 @@ export class EtcdAuthority implements LeaseAuthority {
     const snap = await a.load();
     const now = a.clock.now();
     for (const id of snap.members.keys()) a.detector.heard(id, now);
+    a.noteAlive(snap, now);
     a.detector.advance();
     for (const [shard, l] of snap.leases) a.expiry(shard, l, now);
     if (opts.watch !== false) a.watchFrom(snap.revision + 1n);
@@ -204,6 +212,7 @@ export class EtcdAuthority implements LeaseAuthority {
     let snap: Snapshot | undefined;
     for (let round = 0; round < MAX_ROUNDS && out.kind === 'conflict'; round++) {
       snap = await this.load();
+      this.noteAlive(snap, now);
       out = await this.apply(req, snap, now);
     }
     // The request is applied (or refused) once; only publishing its view may take more rounds.
@@ -256,6 +265,8 @@ export class EtcdAuthority implements LeaseAuthority {
     this.detector.heard(req.node, now);
     switch (req.type) {
       case 'heartbeat': {
+        // A sign of life every authority object reads (not a comparison: a plain put).
+        await this.gateway.txn([], [{ put: `${p}alive/${req.node}`, value: this.incarnation }]);
         const renewed: number[] = [];
         for (const { shard, epoch } of req.held ?? []) {
           const l = s.leases.get(shard);
@@ -423,6 +434,17 @@ export class EtcdAuthority implements LeaseAuthority {
 
   // ---- reading, publishing ----
 
+  /** Counts each new revision of a member's `alive/<id>` key as a sign of life at `now`. */
+  private noteAlive(s: Snapshot, now: number): void {
+    for (const [id, mod] of s.alive) {
+      if (this.aliveSeen.get(id) === mod) continue;
+      const first = !this.aliveSeen.has(id);
+      this.aliveSeen.set(id, mod);
+      // A key first read here may be old (a process that died long ago): only members are heard.
+      if (!first || s.members.has(id)) this.detector.heard(id, now);
+    }
+  }
+
   /** When a lease ends on this object's clock. */
   private expiry(shard: number, l: LeaseValue & { mod: bigint }, now: number): number {
     if (l.holder === this.incarnation) return l.expiresAt;
@@ -444,6 +466,7 @@ export class EtcdAuthority implements LeaseAuthority {
       epochs: new Map(),
       leases: new Map(),
       view: undefined,
+      alive: new Map(),
     };
     for (const kv of r.kvs) this.read(kv, s);
     if (s.revision >= this.cacheRevision) {
@@ -478,6 +501,9 @@ export class EtcdAuthority implements LeaseAuthority {
         }
         case 'removed':
           s.removed.add(name);
+          return;
+        case 'alive':
+          s.alive.set(name, kv.modRevision);
           return;
         case 'epochs': {
           if (!/^\d{1,20}$/.test(text)) throw new Error('bad epoch');

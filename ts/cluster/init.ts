@@ -2,7 +2,8 @@
  * Creates a cluster directory: `cluster.meta`, the cluster CA (`ca.pem`, `ca-key.pem`), and
  * per node `nodes/<id>/` with its certificate, key and `node.json` config (members on
  * loopback ports from `basePort`, the first node hosting the lease authority and, with a
- * shared store, the shard stores in `<dir>/shared`). A directory that already holds a
+ * shared store, the shard stores in `<dir>/shared`). With `membership` `etcd` no node hosts
+ * an authority (every node talks to etcd) and the journal is shared (the first node hosts it). A directory that already holds a
  * cluster is refused (PLX_CLUSTER_EXISTS) unless `force`: replacing the CA key would orphan
  * every certificate it signed. Every file is written durably (fsync, rename, fsync of the
  * directory).
@@ -18,6 +19,7 @@ import { ensureDir, writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { clusterMeta, writeClusterMeta } from './meta.js';
 import type { ClusterNodeConfig } from './node.js';
+import type { MembershipConfig } from './node-config.js';
 
 export interface InitOptions {
   readonly dir: string;
@@ -34,6 +36,8 @@ export interface InitOptions {
   readonly lease?: Partial<LeaseConfig>;
   readonly detector?: Partial<DetectorConfig>;
   readonly heartbeatEveryMs?: number;
+  /** Where leases are granted (default static: the first node hosts the authority). */
+  readonly membership?: MembershipConfig;
   /** Replace the files of a cluster already in `dir` (its CA key, certificates, configs, cluster.meta). */
   readonly force?: boolean;
 }
@@ -95,6 +99,31 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
     }
     ports = o.nodes.map((_, i) => base + i);
   }
+  const membership = o.membership ?? { kind: 'static' as const };
+  const kind = (membership as { kind: string }).kind;
+  if (kind !== 'static' && kind !== 'etcd') {
+    throw clusterError(
+      ClusterCode.BAD_CONFIG,
+      kind === 'gossip' || kind === 'kubernetes'
+        ? `membership ${kind} is not available yet: use static or etcd`
+        : `membership is static or etcd, got ${JSON.stringify(kind)}`,
+      { field: 'membership', membership: kind },
+    );
+  }
+  const etcd = membership.kind === 'etcd' ? membership : undefined;
+  if (etcd !== undefined && (etcd.endpoints === undefined || etcd.endpoints.length === 0)) {
+    throw clusterError(ClusterCode.BAD_CONFIG, 'membership etcd needs at least one etcd endpoint', {
+      field: 'membership.endpoints',
+    });
+  }
+  if (etcd !== undefined && o.journal === 'per-node') {
+    throw clusterError(
+      ClusterCode.BAD_CONFIG,
+      'membership etcd takes the shared journal: the etcd authority does not record which node holds a shard’s journal',
+      { field: 'journal' },
+    );
+  }
+  const journal = o.journal ?? (etcd ? 'shared' : 'per-node');
   const found = existingClusterFiles(dir);
   if (found.length > 0 && o.force !== true) {
     throw clusterError(
@@ -123,11 +152,12 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       clusterMeta: `../../${META_FILE}`,
       self: id,
       members,
-      authority: o.nodes[0] as string,
+      ...(etcd ? {} : { authority: o.nodes[0] as string }),
+      ...(etcd ? { membership: etcd } : {}),
       dataDir: 'data',
       tls: { cert: 'cert.pem', key: 'key.pem', ca: '../../ca.pem' },
-      journal: o.journal ?? 'per-node',
-      ...(o.journal === 'shared' ? { sharedDir: '../../shared', storeHost: o.nodes[0] as string } : {}),
+      journal,
+      ...(journal === 'shared' ? { sharedDir: '../../shared', storeHost: o.nodes[0] as string } : {}),
       ...(o.cluster ? { cluster: o.cluster } : {}),
       ...(o.lease ? { lease: o.lease } : {}),
       ...(o.detector ? { detector: o.detector } : {}),

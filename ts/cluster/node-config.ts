@@ -1,7 +1,9 @@
 /**
  * The schema of a node config file (`plexus cluster init` writes one per node) and the checks
  * that span fields: unique member ids and addresses, ports from 1 to 65535, `self`,
- * `authority` and `storeHost` among the members. Every refusal is PLX_CLUSTER_BAD_CONFIG
+ * `authority` and `storeHost` among the members, the `membership` block (`static`, the
+ * default, with an `authority` member hosting the in-memory authority; or `etcd`, with its
+ * endpoints and key prefix and no authority member). Every refusal is PLX_CLUSTER_BAD_CONFIG
  * with `details.path` naming the bad value (also in `details.field`), except what
  * `clusterMeta` refuses in `meta` (PLX_CLUSTER_BAD_META, PLX_CLUSTER_REPLICATION_UNSUPPORTED).
  */
@@ -24,6 +26,33 @@ const ADDRESS = {
 const MS = { type: 'integer', min: 0, max: 2_147_483_647 } as const;
 const PATH: Schema = { type: 'string', maxLength: 4096 };
 const MAX_MEMBERS = 4096;
+/** An etcd client URL: `http://host:port` (the JSON gateway speaks plain HTTP here). */
+const ETCD_URL = {
+  re: /^http:\/\/(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}\/?$/,
+  what: 'an etcd client URL http://host:port',
+};
+/** An etcd key prefix: starts and ends with `/`, printable ASCII. */
+const ETCD_PREFIX = {
+  re: /^\/(?:[\x21-\x7e]*\/)?$/,
+  what: 'a key prefix that starts and ends with / (printable ASCII)',
+};
+
+/** Membership kinds a node config may name; `gossip` and `kubernetes` are not available yet. */
+export const MEMBERSHIP_KINDS = ['static', 'etcd'] as const;
+export type MembershipKind = (typeof MEMBERSHIP_KINDS)[number];
+
+/** The node config's `membership` block. */
+export type MembershipConfig =
+  | { readonly kind: 'static' }
+  | {
+      readonly kind: 'etcd';
+      /** Client URLs of the etcd members, tried in turn. */
+      readonly endpoints: readonly string[];
+      /** Where the cluster's keys live (default `/plexus/<meta.id>/`). */
+      readonly prefix?: string;
+      /** One etcd HTTP exchange's limit (ms, default 2000). */
+      readonly timeoutMs?: number;
+    };
 
 export const NODE_CONFIG_SCHEMA: Schema = {
   type: 'object',
@@ -90,7 +119,23 @@ export const NODE_CONFIG_SCHEMA: Schema = {
     },
     journalLanes: { type: 'integer', min: 1, max: 1024 },
     leaseClockRate: { type: 'number', min: 0, max: 1000, exclusiveMin: true },
+    membership: {
+      type: 'object',
+      required: ['kind'],
+      properties: {
+        kind: { type: 'string', enum: MEMBERSHIP_KINDS },
+        endpoints: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', pattern: ETCD_URL } },
+        prefix: { type: 'string', pattern: ETCD_PREFIX, maxLength: 1024 },
+        timeoutMs: { type: 'integer', min: 1, max: 600_000 },
+      },
+    },
   },
+};
+
+/** The schema of a config whose membership is not static: no `authority` member (with etcd every node talks to etcd). */
+const ETCD_NODE_CONFIG_SCHEMA: Schema = {
+  ...NODE_CONFIG_SCHEMA,
+  required: (NODE_CONFIG_SCHEMA as { required: readonly string[] }).required.filter((k) => k !== 'authority'),
 };
 
 function refuse(file: string, path: string, message: string, extra: Record<string, unknown> = {}): never {
@@ -112,14 +157,20 @@ export function portOf(address: string): number {
  * first problem (PLX_CLUSTER_BAD_CONFIG with `details.path`).
  */
 export function checkNodeConfig(cfg: unknown, file: string): void {
-  const p = firstProblem(NODE_CONFIG_SCHEMA, cfg);
+  const membership = (cfg as { membership?: { kind?: unknown } } | null)?.membership;
+  // `authority` is required with static membership only (a bad kind is named before it).
+  const p = firstProblem(
+    membership === undefined || membership?.kind === 'static' ? NODE_CONFIG_SCHEMA : ETCD_NODE_CONFIG_SCHEMA,
+    cfg,
+  );
   if (p) refuse(file, p.path, p.message);
   const c = cfg as {
     meta: Parameters<typeof clusterMeta>[0];
     self: string;
     members: { id: string; address: string }[];
-    authority: string;
+    authority?: string;
     storeHost?: string;
+    membership?: { kind: MembershipKind; endpoints?: string[]; prefix?: string; timeoutMs?: number };
     journal?: string;
     cluster?: object;
     lease?: object;
@@ -143,7 +194,32 @@ export function checkNodeConfig(cfg: unknown, file: string): void {
     addresses.set(m.address, i);
   });
   if (!ids.has(c.self)) refuse(file, 'self', `names ${JSON.stringify(c.self)}, which members does not list`);
-  if (!ids.has(c.authority)) {
+  const m = c.membership ?? { kind: 'static' };
+  if (m.kind === 'etcd') {
+    if (m.endpoints === undefined) refuse(file, 'membership.endpoints', 'is required with "kind": "etcd"');
+    if (c.authority !== undefined) {
+      refuse(file, 'authority', 'is only for "membership": static (with etcd every node talks to etcd itself)');
+    }
+    if (c.journal !== 'shared') {
+      refuse(
+        file,
+        'journal',
+        'must be "shared" with etcd membership: the etcd authority does not record which node\'s store holds a shard\'s journal, so with per-node stores a shard taken over would start from an empty journal',
+      );
+    }
+    if (c.storeHost === undefined) {
+      refuse(
+        file,
+        'storeHost',
+        'is required for "journal": "shared" with etcd membership (no authority node hosts the store)',
+      );
+    }
+  } else {
+    for (const f of ['endpoints', 'prefix', 'timeoutMs'] as const) {
+      if (m[f] !== undefined) refuse(file, `membership.${f}`, 'is only for "kind": "etcd"');
+    }
+  }
+  if (c.authority !== undefined && !ids.has(c.authority)) {
     refuse(
       file,
       'authority',

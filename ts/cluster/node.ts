@@ -4,7 +4,8 @@
  * the lease epoch) and its `cluster` Event I/O Processor (`ClusterProcessor`, which also
  * takes the wire's inbound frames). `assembleClusterNode` wires given parts (any Membership
  * and Wire: MemoryWire in tests); `launchClusterNode` builds everything from a node config
- * file: static membership (hosting the MemoryAuthority on the authority node), the HTTP/2
+ * file: static membership (hosting the MemoryAuthority on the authority node; or, with
+ * `membership.kind` `etcd`, an EtcdAuthority in every node, loaded only then), the HTTP/2
  * mutual-TLS wire, the shared store host when configured, and the runtime node.
  */
 import { existsSync } from 'node:fs';
@@ -32,7 +33,7 @@ import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
 import type { AuthorityCall, LeaseAuthority } from './lease-authority.js';
 import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
-import { checkNodeConfig } from './node-config.js';
+import { checkNodeConfig, type MembershipConfig } from './node-config.js';
 import { readNodeTls } from './node-tls.js';
 import { ClusterPlacement } from './placement.js';
 import { ClusterProcessor } from './processor.js';
@@ -48,8 +49,10 @@ export interface ClusterNodeConfig {
   readonly self: string;
   /** Every member with its `host:port`; this node listens on its own entry's port. */
   readonly members: readonly MemberInfo[];
-  /** The member hosting the lease authority. */
-  readonly authority: string;
+  /** The member hosting the lease authority (static membership only; etcd has none). */
+  readonly authority?: string;
+  /** Where leases are granted: `static` (default, the `authority` member) or `etcd`. */
+  readonly membership?: MembershipConfig;
   /** This node's data directory (its journal with `per-node`, its dead-letter log). */
   readonly dataDir: string;
   /** PEM file paths, relative to the config file. */
@@ -361,8 +364,11 @@ async function launch(
   // The data directory belongs to one cluster: a config whose meta differs is refused.
   await writeClusterMeta(cfg.dataDir, meta);
   const layout = cfg.journal ?? 'per-node';
-  const storeHostId = cfg.storeHost ?? cfg.authority;
-  const isAuthority = cfg.self === cfg.authority;
+  const etcd = cfg.membership?.kind === 'etcd' ? cfg.membership : undefined;
+  // The schema requires `authority` with static membership and `storeHost` with etcd and a shared store.
+  const authorityId = cfg.authority ?? cfg.self;
+  const storeHostId = cfg.storeHost ?? authorityId;
+  const isAuthority = etcd === undefined && cfg.self === cfg.authority;
   const clock = opts.clock ?? heldClock;
 
   // The journal first: a layout that does not fit is refused before any socket opens.
@@ -388,6 +394,10 @@ async function launch(
       })
     : undefined;
   if (host) cleanups.push(() => host.close());
+  // With etcd, every node opens its own authority on the cluster's keys (the module is loaded
+  // only for such a config); the node talks to it through the same seam.
+  const local: LeaseAuthority | undefined = etcd ? await openEtcdAuthority(cfg, etcd, meta) : undefined;
+  if (local) cleanups.push(() => local.close());
 
   let membership: StaticMembership | undefined;
   const addressOf = (node: string) =>
@@ -402,7 +412,10 @@ async function launch(
     host: hostName || '127.0.0.1',
     port: Number(me.address.slice(cut + 1)),
     resolve: addressOf,
-    isMember: (node) => (host ? host.isAdmitted(node) : cfg.members.some((m) => m.id === node)),
+    isMember: (node) => {
+      const a = host ?? local;
+      return a ? a.isAdmitted(node) : cfg.members.some((m) => m.id === node);
+    },
     // One wire attempt is bounded well below the delivery deadline, so that the processor
     // asks placement again (the owner may have changed) between attempts.
     deliveryDeadlineMs: Math.min(cc.deliveryDeadlineMs, 2000),
@@ -435,12 +448,13 @@ async function launch(
     if (!host) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no lease authority`);
     return serveAuthority(host)(from, body);
   });
-  const call: AuthorityCall = host
-    ? host.call
-    : async (req) => decodeReply(await wire.call(cfg.authority, encodeRequest(req)));
+  const own = host ?? local;
+  const call: AuthorityCall = own
+    ? own.call
+    : async (req) => decodeReply(await wire.call(authorityId, encodeRequest(req)));
   const rate = cfg.leaseClockRate ?? 1;
   membership = new StaticMembership({
-    config: { meta, self: { id: cfg.self, address }, members: cfg.members, authority: cfg.authority },
+    config: { meta, self: { id: cfg.self, address }, members: cfg.members, authority: etcd ? 'etcd' : authorityId },
     call,
     ...(cfg.lease ? { lease: cfg.lease } : {}),
     ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
@@ -461,7 +475,7 @@ async function launch(
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
     ...(opts.charts ? { charts: opts.charts } : {}),
     ...(opts.onMacrostep ? { onMacrostep: opts.onMacrostep } : {}),
-    onStop: () => stopNode({ layout, membership: m, host, wire, storeHost, deadLog, clock }),
+    onStop: () => stopNode({ layout, membership: m, host: host ?? local, wire, storeHost, deadLog, clock }),
   });
   if (nodeLog !== undefined) {
     // The node log outlives the shard views the journal closes.
@@ -488,6 +502,23 @@ async function launch(
     await stop();
   };
   return cn;
+}
+
+/** Opens this node's EtcdAuthority; the module (and its HTTP client) is imported only here. */
+async function openEtcdAuthority(
+  cfg: ClusterNodeConfig,
+  etcd: Extract<MembershipConfig, { kind: 'etcd' }>,
+  meta: ClusterMeta,
+): Promise<LeaseAuthority> {
+  const { EtcdAuthority } = await import('./etcd-authority.js');
+  return EtcdAuthority.open({
+    etcd: { endpoints: etcd.endpoints, ...(etcd.timeoutMs === undefined ? {} : { timeoutMs: etcd.timeoutMs }) },
+    ...(etcd.prefix === undefined ? {} : { prefix: etcd.prefix }),
+    meta,
+    members: cfg.members,
+    ...(cfg.lease ? { lease: cfg.lease } : {}),
+    ...(cfg.detector ? { detector: cfg.detector } : {}),
+  });
 }
 
 /** A node's shard journals, as its layout keeps them. */

@@ -4,7 +4,8 @@ import { decodeReply, encodeRequest } from '../../cluster/codec.js';
 import { ClusterCode, clusterError } from '../../cluster/errors.js';
 import { DEAD_LETTER_LOG, listDeadLetters } from '../../cluster/fencing.js';
 import { initCluster } from '../../cluster/init.js';
-import { readNodeConfig } from '../../cluster/node.js';
+import { readLeases, writeLeaseDump } from '../../cluster/lease-dump.js';
+import { type ClusterNodeConfig, readNodeConfig } from '../../cluster/node.js';
 import { runNodeProcess } from '../../cluster/node-main.js';
 import { readNodeTls } from '../../cluster/node-tls.js';
 import { Http2Wire } from '../../net/http2-wire.js';
@@ -19,7 +20,7 @@ const HELP = [
   '',
   'Subcommands:',
   '  init --dir DIR --id ID --shards N --nodes a,b,c [--base-port P] [--journal per-node|shared]',
-  '       [--force]',
+  '       [--membership static|etcd] [--etcd-endpoints URL,URL,...] [--etcd-prefix /P/] [--force]',
   '        Writes DIR/cluster.meta, the cluster CA (ca.pem, ca-key.pem) and per node',
   '        DIR/nodes/<id>/ with its certificate, key and node.json. Nodes listen on',
   '        127.0.0.1:P, P+1, ... (default 7400; every port from 1 to 65535); the first',
@@ -40,6 +41,13 @@ const HELP = [
   '  status --config FILE',
   '        Asks the lease authority for the view: members and their health, every',
   "        shard's owner and fencing epoch. Uses the node's certificate from FILE.",
+  '  leases --config FILE --dump OUT',
+  '        Writes the leases (shard, owner, fencing epoch, expiry where known) of the',
+  "        cluster FILE's node belongs to as one JSON document to OUT (durably). etcd",
+  "        membership: read from etcd, running or stopped. static: the authority's view",
+  '        over the wire when it runs; when it is stopped its leases ended with it, and the',
+  '        dump gives the epoch ceiling and journal homes of its authority.state (read from',
+  '        nodes/<authority>/data). Unreachable and no state here: PLX_CLUSTER_UNAVAILABLE.',
   '  dead-letters DIR',
   '        Lists the dead-letter log of a stopped node whose data directory is DIR',
   '        (frames dropped for a stale fencing epoch or past the hop limit). A DIR that',
@@ -52,6 +60,9 @@ const HELP = [
   '  plexus cluster init --dir ./c1 --id c1 --shards 64 --nodes a,b,c',
   '  plexus cluster node --config ./c1/nodes/a/node.json',
   '  plexus cluster status --config ./c1/nodes/b/node.json',
+  '  plexus cluster leases --config ./c1/nodes/b/node.json --dump leases.json',
+  '  plexus cluster init --dir ./c2 --id c2 --shards 64 --nodes a,b,c --membership etcd \\',
+  '    --etcd-endpoints http://127.0.0.1:2379,http://127.0.0.1:22379',
   '  plexus cluster dead-letters ./c1/nodes/b/data',
 ].join('\n');
 
@@ -95,13 +106,33 @@ async function init(args: string[]): Promise<number> {
       nodes: { type: 'string' },
       'base-port': { type: 'string' },
       journal: { type: 'string' },
+      membership: { type: 'string' },
+      'etcd-endpoints': { type: 'string' },
+      'etcd-prefix': { type: 'string' },
       force: { type: 'boolean' },
     },
   });
   if (!values.dir || !values.id || !values.nodes) {
     throw new UsageError('cluster', 'init needs --dir, --id, --shards and --nodes');
   }
-  const journal = values.journal ?? 'per-node';
+  const kind = values.membership ?? 'static';
+  if (kind === 'gossip' || kind === 'kubernetes') {
+    throw clusterError(ClusterCode.BAD_CONFIG, `--membership ${kind} is not available yet: use static or etcd`, {
+      field: 'membership',
+      membership: kind,
+    });
+  }
+  if (kind !== 'static' && kind !== 'etcd') {
+    throw new UsageError('cluster', `--membership is static or etcd, got "${kind}"`);
+  }
+  const endpoints = (values['etcd-endpoints'] ?? '').split(',').filter((s) => s.length > 0);
+  if (kind === 'etcd' && endpoints.length === 0) {
+    throw new UsageError('cluster', '--membership etcd needs --etcd-endpoints URL,URL,...');
+  }
+  if (kind === 'static' && (values['etcd-endpoints'] !== undefined || values['etcd-prefix'] !== undefined)) {
+    throw new UsageError('cluster', '--etcd-endpoints and --etcd-prefix are for --membership etcd');
+  }
+  const journal = values.journal ?? (kind === 'etcd' ? 'shared' : 'per-node');
   if (journal !== 'per-node' && journal !== 'shared') {
     throw new UsageError('cluster', `--journal is per-node or shared, got "${journal}"`);
   }
@@ -112,6 +143,15 @@ async function init(args: string[]): Promise<number> {
     nodes: values.nodes.split(',').filter((s) => s.length > 0),
     basePort: portOption('base-port', values['base-port'], nodeCount(values.nodes)),
     journal,
+    ...(kind === 'etcd'
+      ? {
+          membership: {
+            kind: 'etcd' as const,
+            endpoints,
+            ...(values['etcd-prefix'] === undefined ? {} : { prefix: values['etcd-prefix'] }),
+          },
+        }
+      : {}),
     force: values.force === true,
   });
   for (const [node, config] of files) json({ node, config });
@@ -134,11 +174,9 @@ async function node(args: string[]): Promise<number> {
   }
 }
 
-async function status(args: string[]): Promise<number> {
-  const { values } = parse('cluster', { args, options: { config: { type: 'string' } } });
-  if (!values.config) throw new UsageError('cluster', 'status needs --config FILE');
-  const cfg = await readNodeConfig(values.config);
-  const wire = new Http2Wire({
+/** A client wire with the node's certificate (it does not listen). */
+function clientWire(cfg: ClusterNodeConfig): Http2Wire {
+  return new Http2Wire({
     self: cfg.self,
     cluster: cfg.meta.id,
     tls: readNodeTls(cfg),
@@ -147,8 +185,30 @@ async function status(args: string[]): Promise<number> {
     deliveryDeadlineMs: 3000,
     spinMs: wireSpinMs(undefined, process.env[WIRE_SPIN_VARIABLE]),
   });
+}
+
+async function status(args: string[]): Promise<number> {
+  const { values } = parse('cluster', { args, options: { config: { type: 'string' } } });
+  if (!values.config) throw new UsageError('cluster', 'status needs --config FILE');
+  const cfg = await readNodeConfig(values.config);
+  if (cfg.membership?.kind === 'etcd') {
+    // No authority node: the leases as etcd holds them.
+    const d = await readLeases(cfg, async () => {
+      throw new Error('unused');
+    });
+    json({ cluster: cfg.meta.id, shardCount: cfg.meta.shardCount, membership: 'etcd' });
+    const owned = new Map<string, number>();
+    for (const l of d.leases) {
+      owned.set(l.owner, (owned.get(l.owner) ?? 0) + 1);
+      json({ shard: l.shard, owner: l.owner, epoch: l.epoch });
+    }
+    json({ leased: d.leases.length, free: cfg.meta.shardCount - d.leases.length, byOwner: Object.fromEntries(owned) });
+    return 0;
+  }
+  const authority = cfg.authority as string;
+  const wire = clientWire(cfg);
   try {
-    const r = decodeReply(await wire.call(cfg.authority, encodeRequest({ type: 'view' })));
+    const r = decodeReply(await wire.call(authority, encodeRequest({ type: 'view' })));
     const v = r.view;
     json({
       cluster: cfg.meta.id,
@@ -167,11 +227,30 @@ async function status(args: string[]): Promise<number> {
     const own = (e as { code?: unknown }).code;
     const code = typeof own === 'string' && own.startsWith('PLX_') ? own : ClusterCode.UNAVAILABLE;
     process.stderr.write(
-      `plexus: error ${code}: cluster status cannot reach the authority ${cfg.authority}: ${(e as Error).message}\n`,
+      `plexus: error ${code}: cluster status cannot reach the authority ${authority}: ${(e as Error).message}\n`,
     );
     return 1;
   } finally {
     await wire.close();
+  }
+}
+
+async function leases(args: string[]): Promise<number> {
+  const { values } = parse('cluster', { args, options: { config: { type: 'string' }, dump: { type: 'string' } } });
+  if (!values.config || !values.dump) throw new UsageError('cluster', 'leases needs --config FILE and --dump OUT');
+  const cfg = await readNodeConfig(values.config);
+  let wire: Http2Wire | undefined;
+  try {
+    const d = await readLeases(cfg, async () => {
+      const w = clientWire(cfg);
+      wire = w;
+      return (authority, body) => w.call(authority, body);
+    });
+    await writeLeaseDump(values.dump, d);
+    json({ dump: values.dump, source: d.source, leases: d.leases.length });
+    return 0;
+  } finally {
+    await wire?.close();
   }
 }
 
@@ -218,7 +297,7 @@ async function deadLetters(args: string[]): Promise<number> {
 
 export const cluster: Command = {
   name: 'cluster',
-  summary: 'run and inspect a cluster of actor nodes (init, node, status, dead-letters)',
+  summary: 'run and inspect a cluster of actor nodes (init, node, status, leases, dead-letters)',
   help: HELP,
   async run(args: string[]): Promise<number> {
     const [sub, ...rest] = args;
@@ -233,6 +312,8 @@ export const cluster: Command = {
         return node(rest);
       case 'status':
         return status(rest);
+      case 'leases':
+        return leases(rest);
       case 'dead-letters':
         return deadLetters(rest);
       default:

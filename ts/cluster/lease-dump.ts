@@ -1,0 +1,144 @@
+/**
+ * `plexus cluster leases --dump FILE`: the leases of a cluster, running or stopped, as one
+ * JSON document (the offline reshard reads it). Where they come from depends on the membership:
+ * - `etcd`: the `leases/<shard>` and `epochs/<shard>` keys under the cluster's prefix, read
+ *   directly (running or stopped alike). A lease's `expiresAt` is on the clock of the authority
+ *   object that wrote it (`holder`); a lease whose holder stopped renewing is dropped by etcd
+ *   once its etcd lease (`gcTtlSeconds`) runs out, so a stopped cluster's leases fade.
+ * - `static`, running: the view of the authority node over the cluster wire (with this node's
+ *   certificate): owners and epochs, no expiry (the view carries none).
+ * - `static`, stopped: the in-memory authority's leases ended with its process; the dump says
+ *   so (`leases: []`) and gives what its `authority.state` keeps: the epoch ceiling (every new
+ *   grant is above it) and, with per-node journals, the member whose store holds each shard.
+ *   The state file is read from the authority node's data directory in the layout
+ *   `plexus cluster init` writes (`nodes/<authority>/data`, beside this node's).
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadAuthorityState } from './authority-state.js';
+import { decodeReply, encodeRequest } from './codec.js';
+import { writeFileDurably } from './durable-file.js';
+import { ClusterCode, clusterError } from './errors.js';
+import type { ClusterNodeConfig } from './node.js';
+
+export interface DumpedLease {
+  readonly shard: number;
+  readonly owner: string;
+  /** The fencing epoch (decimal). */
+  readonly epoch: string;
+  /** etcd: when the lease ends on its writer's clock (ms); static: null (the view carries no expiry). */
+  readonly expiresAt: number | null;
+  /** etcd: the authority object that last wrote the lease. */
+  readonly holder?: string;
+}
+
+export interface LeaseDump {
+  readonly cluster: string;
+  readonly shardCount: number;
+  readonly membership: 'static' | 'etcd';
+  /** `etcd`, `authority` (a running static cluster) or `authority.state` (a stopped one). */
+  readonly source: 'etcd' | 'authority' | 'authority.state';
+  /** When the dump was taken (ISO 8601, this machine's wall clock). */
+  readonly takenAt: string;
+  readonly leases: readonly DumpedLease[];
+  /** etcd: every shard's last granted epoch (decimal), leased or not. */
+  readonly epochs?: Readonly<Record<string, string>>;
+  /** static, stopped: every epoch granted so far is at or below this (decimal). */
+  readonly epochCeiling?: string;
+  /** static, stopped, per-node journals: the member whose store holds each shard's journal. */
+  readonly journalHomes?: Readonly<Record<string, string>>;
+  /** The view version (static, running). */
+  readonly viewVersion?: number;
+}
+
+/** Sends one request to a member over the cluster wire (the static authority, for its view). */
+export type ViewCaller = (authority: string, body: Uint8Array) => Promise<Uint8Array>;
+
+/** Reads the leases of the cluster `cfg` belongs to (see the module comment for the sources). */
+export async function readLeases(cfg: ClusterNodeConfig, callAuthority: () => Promise<ViewCaller>): Promise<LeaseDump> {
+  const base = { cluster: cfg.meta.id, shardCount: cfg.meta.shardCount, takenAt: new Date().toISOString() };
+  const m = cfg.membership;
+  if (m?.kind === 'etcd') {
+    const { EtcdGateway } = await import('./etcd-gateway.js');
+    const { decodeLease } = await import('./etcd-authority.js');
+    const prefix = m.prefix ?? `/plexus/${cfg.meta.id}/`;
+    const gw = new EtcdGateway({
+      endpoints: m.endpoints,
+      ...(m.timeoutMs === undefined ? {} : { timeoutMs: m.timeoutMs }),
+    });
+    const r = await gw.range(prefix, true);
+    const leases: DumpedLease[] = [];
+    const epochs: Record<string, string> = {};
+    for (const kv of r.kvs) {
+      const rest = kv.key.slice(prefix.length);
+      const text = kv.value.toString('utf8');
+      try {
+        if (rest.startsWith('leases/')) {
+          const l = decodeLease(text);
+          leases.push({
+            shard: Number(rest.slice('leases/'.length)),
+            owner: l.owner,
+            epoch: l.epoch.toString(),
+            expiresAt: l.expiresAt,
+            holder: l.holder,
+          });
+        } else if (rest.startsWith('epochs/')) {
+          if (!/^\d{1,20}$/.test(text)) throw new Error('bad epoch');
+          epochs[rest.slice('epochs/'.length)] = text;
+        }
+      } catch (e) {
+        throw clusterError(
+          ClusterCode.AUTHORITY_STATE,
+          `etcd key ${kv.key} holds a value of a bad shape: the dump does not guess`,
+          { prefix, key: kv.key, reason: 'shape' },
+          e,
+        );
+      }
+    }
+    leases.sort((a, b) => a.shard - b.shard);
+    return { ...base, membership: 'etcd', source: 'etcd', leases, epochs };
+  }
+  const authority = cfg.authority as string;
+  let reachError: unknown;
+  try {
+    const call = await callAuthority();
+    const r = decodeReply(await call(authority, encodeRequest({ type: 'view' })));
+    return {
+      ...base,
+      membership: 'static',
+      source: 'authority',
+      viewVersion: r.view.version,
+      leases: r.view.leases.map((l) => ({
+        shard: l.shard,
+        owner: l.owner,
+        epoch: l.epoch.toString(),
+        expiresAt: null,
+      })),
+    };
+  } catch (e) {
+    reachError = e;
+  }
+  const stateDir = cfg.self === authority ? cfg.dataDir : join(cfg.dataDir, '..', '..', authority, 'data');
+  if (!existsSync(stateDir)) {
+    throw clusterError(
+      ClusterCode.UNAVAILABLE,
+      `the authority ${authority} cannot be reached (${(reachError as Error).message}) and its data directory ${stateDir} is not here: no leases to dump`,
+      { authority, stateDir },
+      reachError,
+    );
+  }
+  const state = await loadAuthorityState(stateDir, cfg.meta);
+  return {
+    ...base,
+    membership: 'static',
+    source: 'authority.state',
+    leases: [],
+    epochCeiling: (state?.epochCeiling ?? 0n).toString(),
+    journalHomes: Object.fromEntries([...(state?.homes ?? new Map())].map(([s, n]) => [String(s), n])),
+  };
+}
+
+/** Writes `dump` to `file` durably (fsync, rename, fsync of the directory). */
+export async function writeLeaseDump(file: string, dump: LeaseDump): Promise<void> {
+  await writeFileDurably(file, `${JSON.stringify(dump, null, 2)}\n`);
+}
