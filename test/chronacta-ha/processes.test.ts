@@ -41,7 +41,7 @@ class Member {
     return this.started.child;
   }
 
-  static async spawn(id: number, dir: string, n: number, port: number): Promise<Member> {
+  static async start(id: number, dir: string, n: number, port: number): Promise<Member> {
     const started = startNode(FIXTURE, [pathToFileURL(MODULE).href, String(id), dir, String(n), String(port)]);
     const m = new Member(id, started);
     const proc = started.child;
@@ -132,7 +132,7 @@ describe.skipIf(!existsSync(MODULE))('replicated log: members as processes (buil
     const n = 3;
     const members: Member[] = [];
     for (let id = 1; id <= n; id++) {
-      const m = await Member.spawn(id, join(root, `m${id}`), n, 0);
+      const m = await Member.start(id, join(root, `m${id}`), n, 0);
       members.push(m);
       cleanups.push(() => (members[id - 1] as Member).stop());
     }
@@ -182,7 +182,7 @@ describe.skipIf(!existsSync(MODULE))('replicated log: members as processes (buil
     expect(await writer).not.toBe('stopped'); // it was cut off by the kill, not by `stop`
 
     // The killed member restarts on its files (same port, behind the same proxies) and catches up.
-    const back = await Member.spawn(leader.id, join(root, `m${leader.id}`), n, leader.port);
+    const back = await Member.start(leader.id, join(root, `m${leader.id}`), n, leader.port);
     members[leader.id - 1] = back;
     await wire(back);
     const last = (await second.status()).lastPosition;

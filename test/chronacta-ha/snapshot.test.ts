@@ -6,12 +6,11 @@
  * catch-up stream's decoder (length first, CRC-32C, fuzzed, split at every offset) and the
  * snapshot descriptor's checks.
  */
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { pathToFileURL } from 'node:url';
+import type { Readable } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HaMember } from '../../ts/chronacta/cluster-config.js';
@@ -22,6 +21,7 @@ import { RaftTcpTransport } from '../../ts/raft-io/tcp-transport.js';
 import type { LogRecord } from '../../ts/storage/types.js';
 import { FaultProxy } from '../helpers/fault-proxy.js';
 import { ROOT } from '../helpers/paths.js';
+import { type Started, startNode } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 import {
   CATCH_UP_HEADER_BYTES,
@@ -259,15 +259,17 @@ describe('replicated log: Raft snapshots and catch-up', () => {
       cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       const opts = joiner(dir, leader.status().members, new Map([[lid, proxy.address]]), { catchUpChunkBytes: 64 });
       const child = spawnMember(opts);
-      cleanups.push(() => killChild(child.proc));
+      cleanups.push(async () => {
+        await child.started.stop('SIGKILL');
+      });
       const port = await child.port;
       await leader.addMember(
         { id: 4, raftAddress: `127.0.0.1:${port}`, advertise: '127.0.0.1:9004' },
         { voter: false },
       );
       await until(() => child.caughtUp() >= 10, { timeoutMs: 10_000, what: 'the transfer to start in the child' });
-      await killChild(child.proc);
-      expect(child.proc.signalCode).toBe('SIGKILL');
+      await child.started.stop('SIGKILL');
+      expect(child.started.child.signalCode).toBe('SIGKILL');
       proxy.heal();
       const fourth = await openClusterLog({ ...opts, dial: new Map([[lid, proxy.address]]) });
       cleanups.push(() => fourth.close());
@@ -284,47 +286,25 @@ describe('replicated log: Raft snapshots and catch-up', () => {
   );
 });
 
+const CATCH_UP_MEMBER = resolve(ROOT, 'test/chronacta-ha/fixtures/catch-up-member.mjs');
+
 /** Runs a member in a child process (the compiled dist/); it prints its port, then its catch-up progress. */
 function spawnMember(opts: ReplicatedLogOptions): {
-  proc: ChildProcessWithoutNullStreams;
+  started: Started;
   port: Promise<number>;
   caughtUp(): number;
 } {
-  const script = `
-    const { openClusterLog } = await import(${JSON.stringify(pathToFileURL(resolve(ROOT, 'dist/chronacta/cluster-log.js')).href)});
-    const o = JSON.parse(process.argv[1]);
-    const log = await openClusterLog({ ...o, dial: new Map(o.dial), logger: { warn() {}, error() {} } });
-    process.stdout.write(JSON.stringify({ port: log.raftPort }) + '\\n');
-    setInterval(() => process.stdout.write(JSON.stringify({ caughtUp: log.status().recordsCaughtUp }) + '\\n'), 10);
-  `;
   const { logger: _l, dial, ...rest } = opts;
-  const proc = spawn(
-    process.execPath,
-    ['--input-type=module', '-e', script, JSON.stringify({ ...rest, dial: [...(dial ?? [])] })],
-    { stdio: ['pipe', 'pipe', 'pipe'] },
-  );
+  const started = startNode(CATCH_UP_MEMBER, [JSON.stringify({ ...rest, dial: [...(dial ?? [])] })]);
   let caught = 0;
-  let stderr = '';
-  proc.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
+  createInterface({ input: started.child.stdout as Readable }).on('line', (line) => {
+    const v = JSON.parse(line) as { caughtUp?: number };
+    if (v.caughtUp !== undefined) caught = v.caughtUp;
   });
-  const port = new Promise<number>((res, rej) => {
-    proc.once('exit', (code) => rej(new Error(`member exited (${code}): ${stderr}`)));
-    createInterface({ input: proc.stdout }).on('line', (line) => {
-      const v = JSON.parse(line) as { port?: number; caughtUp?: number };
-      if (v.port !== undefined) res(v.port);
-      if (v.caughtUp !== undefined) caught = v.caughtUp;
-    });
-  });
-  return { proc, port, caughtUp: () => caught };
-}
-
-function killChild(proc: ChildProcessWithoutNullStreams): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
-  return new Promise((res) => {
-    proc.once('exit', () => res());
-    process.kill(proc.pid as number, 'SIGKILL');
-  });
+  const port = started
+    .line((l) => l.startsWith('{"port":'), { what: 'the member process to print its Raft port' })
+    .then((l) => (JSON.parse(l) as { port: number }).port);
+  return { started, port, caughtUp: () => caught };
 }
 
 describe('side streams on the Raft port', () => {

@@ -8,7 +8,6 @@
  *
  * The cases run in a small pool of processes at once (in beforeAll); each `it` checks one.
  */
-import { spawn, spawnSync } from 'node:child_process';
 import {
   copyFileSync,
   existsSync,
@@ -25,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commands } from '../../ts/cli/registry.js';
 import { ROOT } from '../helpers/paths.js';
 import { freePort } from '../helpers/ports.js';
+import { runPlexus } from '../helpers/processes.js';
 
 const BIN = join(ROOT, 'dist/cli/main.js');
 /** Generous for a loaded 2-core machine (a case takes well under a second alone); a hang fails. */
@@ -513,48 +513,32 @@ async function runCase(c: Case): Promise<Outcome> {
   fixtures(cwd, await freePort());
   const before = tree(cwd);
   const t0 = Date.now();
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...c.args], {
-      cwd,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, PLEXUS_DEBUG: '', PLX_TEST_PASS: 'correct horse battery staple', PLX_TEST_UNSET: '' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      stdout += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      stderr += d;
-    });
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      if (child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
-    }, CASE_TIMEOUT_MS);
-    child.on('close', (status, signal) => {
-      clearTimeout(timer);
-      const after = tree(cwd);
-      const changed = [...new Set([...before.keys(), ...after.keys()])]
-        .filter((k) => before.get(k) !== after.get(k))
-        .map((k) => `${k}: ${before.get(k) ?? 'absent'} -> ${after.get(k) ?? 'absent'}`)
-        .sort();
-      rmSync(cwd, { recursive: true, force: true });
-      resolve({ status, signal, stdout, stderr, timedOut, ms: Date.now() - t0, changed });
-    });
+  const r = await runPlexus(c.args, {
+    cwd,
+    env: { ...process.env, PLEXUS_DEBUG: '', PLX_TEST_PASS: 'correct horse battery staple', PLX_TEST_UNSET: '' },
+    // A case still running then is killed by its PID: it hung.
+    timeoutMs: CASE_TIMEOUT_MS,
   });
+  const ms = Date.now() - t0;
+  const timedOut = r.signal === 'SIGKILL' && ms >= CASE_TIMEOUT_MS;
+  const after = tree(cwd);
+  const changed = [...new Set([...before.keys(), ...after.keys()])]
+    .filter((k) => before.get(k) !== after.get(k))
+    .map((k) => `${k}: ${before.get(k) ?? 'absent'} -> ${after.get(k) ?? 'absent'}`)
+    .sort();
+  rmSync(cwd, { recursive: true, force: true });
+  return { status: r.code, signal: r.signal, stdout: r.stdout, stderr: r.stderr, timedOut, ms, changed };
 }
 
 beforeAll(async () => {
   expect(existsSync(BIN), `${BIN} is missing: run npm run build`).toBe(true);
   shared = mkdtempSync(join(tmpdir(), 'plexus-bad-input-'));
   clusterFiles = join(shared, 'cluster');
-  const init = spawnSync(
-    process.execPath,
-    [BIN, 'cluster', 'init', '--dir', clusterFiles, '--id', 't', '--shards', '4', '--nodes', 'a'],
-    { encoding: 'utf8', timeout: 60_000 },
+  const init = await runPlexus(
+    ['cluster', 'init', '--dir', clusterFiles, '--id', 't', '--shards', '4', '--nodes', 'a'],
+    { timeoutMs: 60_000 },
   );
-  expect(init.status, init.stderr).toBe(0);
+  expect(init.code, init.stderr).toBe(0);
   const queue = [...CASES];
   await Promise.all(
     Array.from({ length: POOL }, async () => {
@@ -607,13 +591,12 @@ describe('the command registry', () => {
     }
   });
 
-  it('prints a stack trace only with PLEXUS_DEBUG=1', () => {
-    const r = spawnSync(process.execPath, [BIN, 'shard', 'x', '--shards', '3'], {
-      encoding: 'utf8',
+  it('prints a stack trace only with PLEXUS_DEBUG=1', async () => {
+    const r = await runPlexus(['shard', 'x', '--shards', '3'], {
       env: { ...process.env, PLEXUS_DEBUG: '1' },
-      timeout: 60_000,
+      timeoutMs: 60_000,
     });
-    expect(r.status).toBe(1);
+    expect(r.code).toBe(1);
     expect(r.stderr).toContain('PLX_CORE_BAD_SHARD_COUNT');
     expect(r.stderr).toMatch(/^\s+at\s/m);
   });

@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Arena } from '../../ts/core/arena.js';
 import {
@@ -13,6 +13,7 @@ import {
 } from '../../ts/core/index.js';
 import { wasmRuntime } from '../../ts/core/wasm/runtime.js';
 import { ROOT } from '../helpers/paths.js';
+import { runNode } from '../helpers/processes.js';
 
 describe('the shared-memory arena', () => {
   it('hands out aligned, disjoint blocks and reuses released ones', () => {
@@ -78,32 +79,24 @@ describe('backend selection', () => {
   });
 
   const run = (env: Record<string, string>) =>
-    spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `const c = await import(${JSON.stringify(`${ROOT}/dist/core/index.js`)}); console.log(c.backend().name, Buffer.from(c.sha256('abc')).toString('hex').slice(0, 8));`,
-      ],
-      { env: { ...process.env, ...env }, encoding: 'utf8' },
-    );
+    runNode(join(ROOT, 'test/fixtures/core/backend-sha256.mjs'), [], { env: { ...process.env, ...env } });
 
-  it('PLEXUS_BACKEND=js|wasm selects for the whole process; anything else is refused clearly', () => {
-    expect(run({ PLEXUS_BACKEND: 'js' }).stdout.trim()).toBe('js ba7816bf');
-    expect(run({ PLEXUS_BACKEND: 'wasm' }).stdout.trim()).toBe('wasm ba7816bf');
-    const bad = run({ PLEXUS_BACKEND: 'gpu' });
-    expect(bad.status).not.toBe(0);
+  it('PLEXUS_BACKEND=js|wasm selects for the whole process; anything else is refused clearly', async () => {
+    expect((await run({ PLEXUS_BACKEND: 'js' })).stdout.trim()).toBe('js ba7816bf');
+    expect((await run({ PLEXUS_BACKEND: 'wasm' })).stdout.trim()).toBe('wasm ba7816bf');
+    const bad = await run({ PLEXUS_BACKEND: 'gpu' });
+    expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain('PLX_CORE_BAD_BACKEND');
     expect(bad.stderr).toContain('use "wasm"');
   });
 
-  it('sha256() agrees with the kernels at the node:crypto threshold and either side of it', () => {
+  it('sha256() agrees with the kernels at the node:crypto threshold and either side of it', async () => {
     for (const n of [0, 511, 512, 513, 100_000]) {
       const d = new Uint8Array(n).fill(n & 0xff);
       const want = Buffer.from(kernels()[1]!.sha256(d)).toString('hex');
       expect(Buffer.from(sha256(d)).toString('hex')).toBe(want);
     }
-    expect(execFileSync('node', ['-e', 'process.stdout.write("ok")']).toString()).toBe('ok');
+    expect((await runNode(join(ROOT, 'test/fixtures/core/print-ok.mjs'))).stdout).toBe('ok');
   });
 
   it('isPlexusError matches by code', () => {

@@ -4,7 +4,6 @@
  * `isPlexusError` and `instanceof PlexusError` hold across copies, in one process and from a
  * copy of dist/ under another path.
  */
-import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isPlexusError, PlexusError } from '../../ts/core/errors.js';
 import { ROOT } from '../helpers/paths.js';
+import { runNode } from '../helpers/processes.js';
 
 type ErrorsModule = typeof import('../../ts/core/errors.js');
 
@@ -60,30 +60,18 @@ describe('the PlexusError brand', () => {
     const tmp = mkdtempSync(join(tmpdir(), 'plexus-brand-'));
     afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-    it('dist/core/errors.js and its copy recognise each other', () => {
+    it('dist/core/errors.js and its copy recognise each other', async () => {
       expect(existsSync(join(dist, 'errors.js')), 'dist/ is built (npm run build)').toBe(true);
       const copyDir = join(tmp, 'node_modules/plexus-copy/core');
       mkdirSync(copyDir, { recursive: true });
       writeFileSync(join(tmp, 'node_modules/plexus-copy/package.json'), '{"type":"module"}');
       for (const f of ['errors.js', 'codes-catalogue.js']) copyFileSync(join(dist, f), join(copyDir, f));
-      const script = `
-        const a = await import(${JSON.stringify(pathToFileURL(join(dist, 'errors.js')).href)});
-        const b = await import(${JSON.stringify(pathToFileURL(join(copyDir, 'errors.js')).href)});
-        const fromCopy = new b.PlexusError('PLX_WIRE_BAD_FRAME', 'refused', { reason: 'version' });
-        const fromDist = new a.PlexusError('H1612', 'lost', { reason: 'lost-peer' });
-        console.log(JSON.stringify({
-          distinct: a.PlexusError !== b.PlexusError,
-          copyByDist: a.isPlexusError(fromCopy, 'PLX_WIRE_BAD_FRAME'),
-          copyInstanceofDist: fromCopy instanceof a.PlexusError,
-          distByCopy: b.isPlexusError(fromDist, 'H1612'),
-          distInstanceofCopy: fromDist instanceof b.PlexusError,
-          plainByDist: a.isPlexusError(new Error('x')),
-          code: fromCopy.code,
-          details: fromCopy.details,
-        }));
-      `;
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', cwd: tmp });
-      expect(r.status, r.stderr).toBe(0);
+      const r = await runNode(
+        join(ROOT, 'test/fixtures/core/error-brand-copies.mjs'),
+        [pathToFileURL(join(dist, 'errors.js')).href, pathToFileURL(join(copyDir, 'errors.js')).href],
+        { cwd: tmp },
+      );
+      expect(r.code, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout)).toEqual({
         distinct: true,
         copyByDist: true,
