@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock, systemClock } from '../../ts/core/clock.js';
+import { every, ManualClock, monotonicClock, systemClock, timersOf } from '../../ts/core/clock.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 
 describe('ManualClock', () => {
@@ -52,5 +52,42 @@ describe('ManualClock', () => {
     const before = Date.now();
     expect(systemClock.now()).toBeGreaterThanOrEqual(before);
     await new Promise<void>((resolve) => systemClock.setTimeout(resolve, 1));
+  });
+
+  it('every repeats on the timers it is given, only as that clock moves, until stopped', () => {
+    const c = new ManualClock(0);
+    const at: number[] = [];
+    const r = every(c, 10, () => at.push(c.now()));
+    c.advance(9);
+    expect(at).toEqual([]);
+    c.advance(1);
+    expect(at).toEqual([10]);
+    c.advance(25);
+    expect(at).toEqual([10, 20, 30]);
+    r.stop();
+    c.advance(100);
+    expect(at).toEqual([10, 20, 30]);
+    expect(c.pending()).toBe(0);
+  });
+
+  it('every keeps going after a call that throws, and a call that stops it ends it', () => {
+    const c = new ManualClock(0);
+    let calls = 0;
+    const r = every(c, 5, () => {
+      calls++;
+      if (calls === 1) throw new Error('first call fails');
+      if (calls === 3) r.stop();
+    });
+    expect(() => c.advance(5)).toThrow('first call fails');
+    c.advance(20);
+    expect(calls).toBe(3);
+    expect(c.pending()).toBe(0);
+  });
+
+  it('timersOf takes the timers of a clock that has them, else the fallback', () => {
+    const c = new ManualClock(0);
+    expect(timersOf(c, monotonicClock)).toBe(c);
+    expect(timersOf({ now: () => 1 }, monotonicClock)).toBe(monotonicClock);
+    expect(timersOf(undefined, systemClock)).toBe(systemClock);
   });
 });

@@ -27,7 +27,7 @@ import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { FrameAssembler } from '../codec/frames.js';
 import { GRPC_HEADER_BYTES, grpcMessageFormat } from '../codec/grpc-frame.js';
-import { type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
+import { type ClockTimers, systemClock, type TimerHandle, type Timers } from '../core/clock.js';
 import { ConnectionLoad, type GrpcLimits, grpcLimits, MAX_TIMER_MS, type Refusal, ServerLoad } from './limits.js';
 
 /** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
@@ -249,7 +249,7 @@ export async function startGrpcServer(
     s.on('error', () => {});
     if (fromRemote > limits.maxConnectionsPerClient) {
       bounds.onLimit('connections_per_client');
-      refuseSession(s);
+      refuseSession(s, clock);
       return;
     }
     // A larger connection window than the 64 KiB default: large appends arrive sooner.
@@ -348,11 +348,12 @@ export async function startGrpcServer(
       sweeping = false;
       clock.clearTimeout(sweeper);
       return new Promise<void>((resolve) => {
-        const force = setTimeout(() => {
+        // The open sessions keep the process alive until the force timer fires.
+        const force = clock.setTimeout(() => {
           for (const s of sessions) s.destroy();
         }, graceMs);
         server.close(() => {
-          clearTimeout(force);
+          clock.clearTimeout(force);
           resolve();
         });
         for (const s of sessions) s.close();
@@ -374,16 +375,16 @@ interface Bounds {
 }
 
 /** Refuses a connection beyond a bound: GOAWAY (ENHANCE_YOUR_CALM), then closed. */
-function refuseSession(s: http2.ServerHttp2Session): void {
+function refuseSession(s: http2.ServerHttp2Session, clock: Timers): void {
   try {
     s.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0);
     s.close();
   } catch {
     s.destroy();
   }
-  setTimeout(() => {
+  clock.setTimeout(() => {
     if (!s.destroyed) s.destroy();
-  }, 1000).unref();
+  }, 1000);
 }
 
 /** Ends the calls and connections past a time bound (run every fraction of the shortest one). */

@@ -5,6 +5,7 @@
  */
 
 import { grpcFrame } from '../codec/grpc-frame.js';
+import { every, systemClock, type Timers } from '../core/clock.js';
 import { ChronactaCode, chronactaError } from './errors.js';
 import type { CallContext, GrpcMethod, ServerStream } from './grpc-server.js';
 import type { PreparedDataDir } from './layout.js';
@@ -37,6 +38,8 @@ export interface ServerMethodsDeps {
   readonly subscriptionLimits?: SubscriptionLimits | undefined;
   /** The data directory's cluster and node files as they are now (the address is recorded once bound). */
   readonly cluster: () => PreparedDataDir;
+  /** Runs the subscriptions' metrics interval (default `systemClock`: unreferenced process timers). */
+  readonly timers?: Timers;
 }
 
 function optionalBig(v: WireLong | undefined, what: string): bigint | undefined {
@@ -54,6 +57,7 @@ export function serverMethods({
   subs,
   subscriptionLimits,
   cluster,
+  timers = systemClock,
 }: ServerMethodsDeps): Map<string, GrpcMethod> {
   const methods = new Map<string, GrpcMethod>();
   /** A unary method whose messages go through protobufjs. */
@@ -221,8 +225,7 @@ export function serverMethods({
       metrics.subscriptionsActive.inc();
       let delivered = 0;
       let fallbacks = 0;
-      const tick = setInterval(() => account(), 1000);
-      tick.unref();
+      const tick = every(timers, 1000, () => account());
       const account = () => {
         metrics.subscriptionEvents.inc(sub.stats.delivered - delivered);
         metrics.subscriptionFallbacks.inc(sub.stats.fallbacks - fallbacks);
@@ -237,7 +240,7 @@ export function serverMethods({
           (e: unknown) => call.end(toCallStatus(e)),
         )
         .finally(() => {
-          clearInterval(tick);
+          tick.stop();
           account();
           subs.delete(sub);
           metrics.subscriptionsActive.dec();

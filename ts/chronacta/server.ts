@@ -123,6 +123,7 @@ export async function startServer(options: ServerOptions): Promise<ChronactaServ
     subs,
     subscriptionLimits: options.subscriptionLimits,
     cluster: () => cluster,
+    timers,
   });
 
   let grpcServer: Awaited<ReturnType<typeof serveGrpcPort>>;

@@ -11,7 +11,7 @@
  * When persisting fails, the host answers nothing more (PLX_CLUSTER_AUTHORITY_STATE): a
  * grant it could not make durable is never handed out.
  */
-import { type Clock, monotonicClock } from '../core/clock.js';
+import { type Clock, type ClockTimers, every, monotonicClock, type Repeating, timersOf } from '../core/clock.js';
 import { type AuthorityOptions, type AuthorityReady, MemoryAuthority } from './authority.js';
 import { loadAuthorityState, saveAuthorityState } from './authority-state.js';
 import { serveAuthority } from './codec.js';
@@ -21,8 +21,11 @@ import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from './lease-a
 import { clusterMeta } from './meta.js';
 
 export interface AuthorityHostOptions extends AuthorityOptions {
-  /** Monotonic milliseconds (default `monotonicClock`). */
-  readonly clock?: Clock;
+  /**
+   * Monotonic milliseconds (default `monotonicClock`); a `ClockTimers` also runs the tick timer
+   * (else the process's timers, unreferenced).
+   */
+  readonly clock?: Clock | ClockTimers;
   /** Tick period (default 50 ms). */
   readonly tickEveryMs?: number;
   /** Sees what each tick and request changed (grants, freed leases, health). */
@@ -39,7 +42,7 @@ export interface PersistentAuthorityHostOptions extends Omit<AuthorityHostOption
 export class AuthorityHost implements LeaseAuthority {
   readonly authority: MemoryAuthority;
   private readonly clock: Clock;
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: Repeating;
   private readonly onReady: (r: AuthorityReady) => void;
   private readonly onFatal: (e: unknown) => void;
   private stateDir: string | undefined;
@@ -77,12 +80,11 @@ export class AuthorityHost implements LeaseAuthority {
     this.onReady = opts.onReady ?? (() => {});
     this.onFatal = opts.onFatal ?? (() => {});
     this.authority.tick(this.clock.now());
-    this.timer = setInterval(() => {
+    this.timer = every(timersOf(opts.clock, monotonicClock), opts.tickEveryMs ?? 50, () => {
       if (this.failed !== undefined) return;
       this.authority.tick(this.clock.now());
       this.flush();
-    }, opts.tickEveryMs ?? 50);
-    this.timer.unref();
+    });
   }
 
   /** Answers one request at the current time, once what it changed is durable. */
@@ -106,7 +108,7 @@ export class AuthorityHost implements LeaseAuthority {
   isAdmitted = (node: string): boolean => this.authority.isAdmitted(node);
 
   close(): void {
-    clearInterval(this.timer);
+    this.timer.stop();
   }
 
   private flush(): void {

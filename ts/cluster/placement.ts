@@ -6,6 +6,7 @@
  * while no live member owns the shard. Reply addresses of `ask` (`plexus-reply:<node>/...`)
  * are placed on the node that made them.
  */
+import { every, monotonicClock, type Repeating, type Timers } from '../core/clock.js';
 import { shardOf } from '../core/index.js';
 import type { Envelope, Placement, PlacementDecision } from '../runtime/types.js';
 import { FrameEnvelope, RouteOrder } from './route-order.js';
@@ -30,7 +31,7 @@ export class ClusterPlacement implements Placement {
   private readonly lastHeld = new Map<number, bigint>();
   private readonly remoteCache = new Map<string, PlacementDecision>();
   private signature = '';
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: Repeating;
   private readonly unsubscribe: () => void;
   /** Redirects applied (for status and tests). */
   redirectCount = 0;
@@ -40,14 +41,17 @@ export class ClusterPlacement implements Placement {
   constructor(
     readonly membership: Membership,
     readonly shardCount: number,
-    opts: { readonly pollEveryMs?: number } = {},
+    opts: {
+      readonly pollEveryMs?: number;
+      /** Runs the poll (default the process's timers, unreferenced). */
+      readonly timers?: Timers;
+    } = {},
   ) {
     shardOf('', shardCount);
     this.unsubscribe = membership.subscribe(() => this.check());
     // Leases are claimed, renewed and run into their safety margin without a new view:
     // a short poll notices when the set of usable leases changed.
-    this.timer = setInterval(() => this.check(), opts.pollEveryMs ?? 50);
-    this.timer.unref();
+    this.timer = every(opts.timers ?? monotonicClock, opts.pollEveryMs ?? 50, () => this.check());
   }
 
   shardOf(iri: string): number {
@@ -145,7 +149,7 @@ export class ClusterPlacement implements Placement {
   }
 
   close(): void {
-    clearInterval(this.timer);
+    this.timer.stop();
     this.unsubscribe();
     this.listeners.clear();
   }

@@ -5,7 +5,15 @@
  * leases this node holds, counting each lease from the moment the request was sent on this
  * node's monotonic clock.
  */
-import { type Clock, monotonicClock } from '../core/clock.js';
+import {
+  type Clock,
+  type ClockTimers,
+  every,
+  monotonicClock,
+  type Repeating,
+  type Timers,
+  timersOf,
+} from '../core/clock.js';
 import { type LeaseConfig, leaseConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
 import type { AuthorityCall, AuthorityReply, AuthorityRequest } from './lease-authority.js';
@@ -35,8 +43,11 @@ export interface StaticMembershipOptions {
   readonly config: StaticConfig;
   readonly call: AuthorityCall;
   readonly lease?: Partial<LeaseConfig>;
-  /** Monotonic milliseconds (default `monotonicClock`). */
-  readonly clock?: Clock;
+  /**
+   * Monotonic milliseconds (default `monotonicClock`); a `ClockTimers` also runs the heartbeat
+   * timer (else the process's timers, unreferenced).
+   */
+  readonly clock?: Clock | ClockTimers;
   /** Heartbeat period (default 1/3 of the lease's renewal period, at most 1 s). */
   readonly heartbeatEveryMs?: number;
   /** Called when a heartbeat fails (the authority is unreachable). */
@@ -64,7 +75,8 @@ export class StaticMembership implements Membership {
   private current: View = EMPTY_VIEW;
   private readonly listeners = new Set<ViewListener>();
   private readonly leases = new Map<number, Lease>();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Repeating | undefined;
+  private readonly timers: Timers;
   private beating = false;
   private again = false;
   private closed = false;
@@ -76,6 +88,7 @@ export class StaticMembership implements Membership {
     this.call = opts.call;
     this.lease = leaseConfig(opts.lease);
     this.clock = opts.clock ?? monotonicClock;
+    this.timers = timersOf(opts.clock, monotonicClock);
     this.heartbeatEveryMs =
       opts.heartbeatEveryMs ?? Math.min(1000, Math.max(1, Math.floor(this.lease.renewEveryMs / 3)));
     this.onError = opts.onError ?? (() => {});
@@ -112,8 +125,7 @@ export class StaticMembership implements Membership {
       meta: this.meta,
     });
     if (!this.timer && !this.closed) {
-      this.timer = setInterval(() => void this.beat(), this.heartbeatEveryMs);
-      this.timer.unref();
+      this.timer = every(this.timers, this.heartbeatEveryMs, () => void this.beat());
     }
     void this.beat();
     return r.view;
@@ -158,7 +170,7 @@ export class StaticMembership implements Membership {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.timer) clearInterval(this.timer);
+    this.timer?.stop();
     this.timer = undefined;
   }
 

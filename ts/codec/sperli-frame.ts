@@ -13,6 +13,7 @@
  */
 import type { PlexusError } from '../core/errors.js';
 import { checkHeader, defineHeader, encodeHeader, type HeaderCheckDef, type HeaderSchema } from '../core/index.js';
+import { getU16, getU32, getU64n } from './bytes.js';
 import { _bytes, _copy, _hex, _uint, SperliCode, sperliError } from './sperli-errors.js';
 
 export const FRAME_HEADER_SIZE = 52;
@@ -264,19 +265,18 @@ export function readFrameHeader(bytes: Uint8Array): FrameHeader {
   if (!(bytes instanceof Uint8Array) || bytes.length < FRAME_HEADER_SIZE) {
     throw new RangeError(`a SPERLI frame header needs ${FRAME_HEADER_SIZE} bytes`);
   }
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, FRAME_HEADER_SIZE);
   return {
-    length: dv.getUint32(0, true),
-    type: dv.getUint8(4),
-    flags: dv.getUint8(5),
-    service: dv.getUint16(6, true),
-    membershipEpoch: dv.getUint32(8, true),
+    length: getU32(bytes, 0),
+    type: bytes[4] as number,
+    flags: bytes[5] as number,
+    service: getU16(bytes, 6),
+    membershipEpoch: getU32(bytes, 8),
     jobId: _copy(bytes, 12, 28),
-    sourceRank: dv.getUint32(28, true),
-    targetRank: dv.getUint32(32, true),
-    incarnation: dv.getUint32(36, true),
-    epoch: dv.getBigUint64(40, true),
-    tag: dv.getUint32(48, true),
+    sourceRank: getU32(bytes, 28),
+    targetRank: getU32(bytes, 32),
+    incarnation: getU32(bytes, 36),
+    epoch: getU64n(bytes, 40),
+    tag: getU32(bytes, 48),
   };
 }
 

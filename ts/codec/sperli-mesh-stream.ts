@@ -12,6 +12,7 @@
 
 import type { PlexusError } from '../core/errors.js';
 import { decodeHeaders } from '../core/index.js';
+import { getU32 } from './bytes.js';
 import { FrameAssembler, type FrameSink, type FrameTake } from './frames.js';
 import {
   _outcomeOf,
@@ -189,12 +190,7 @@ export class PieceStream {
    */
   private knownFrame(chunk: Uint8Array, pos: number): number {
     if (!this.ctx.helloReceived || chunk[pos + 4] !== FrameType.COLLECTIVE) return 0;
-    const length =
-      ((chunk[pos] as number) |
-        ((chunk[pos + 1] as number) << 8) |
-        ((chunk[pos + 2] as number) << 16) |
-        ((chunk[pos + 3] as number) << 24)) >>>
-      0;
+    const length = getU32(chunk, pos);
     if (length < KNOWN_MIN || length > KNOWN_MAX || chunk.length - pos < FRAME_HEADER_SIZE + length) return 0;
     let k = this.known;
     if (k === undefined || (k !== null && k.expect !== this.ctx.expectations)) {

@@ -8,7 +8,7 @@
  */
 import { reduceAllowed } from '../core/codes.js';
 import type { PlexusError } from '../core/errors.js';
-import type { ByteReader } from './bytes.js';
+import { type ByteReader, getU32, getU64n, putU32, putU64n } from './bytes.js';
 import {
   _bytes,
   _copy,
@@ -326,29 +326,15 @@ function collectiveHeaderFault(h: CollectiveHeader): string | undefined {
 
 /** The 16-byte collective header. */
 export function encodeCollectiveHeader(h: CollectiveHeader): Uint8Array {
-  // Written byte by byte (every collective call sends one): op, element type, reduce
-  // operation, phase, then root u32 and sequence u64, little-endian.
+  // Written with the field functions (every collective call sends one): op, element type,
+  // reduce operation, phase, then root u32 and sequence u64, little-endian.
   const out = new Uint8Array(COLLECTIVE_HEADER_SIZE);
   out[0] = _uint(h.op, 0, 255, 'op');
   out[1] = _uint(h.elementType, 0, 255, 'elementType');
   out[2] = _uint(h.reduceOp, 0, 255, 'reduceOp');
   out[3] = _uint(h.phase, 0, 255, 'phase');
-  const root = _uint(h.root, 0, 0xffff_ffff, 'root');
-  out[4] = root & 0xff;
-  out[5] = (root >>> 8) & 0xff;
-  out[6] = (root >>> 16) & 0xff;
-  out[7] = root >>> 24;
-  const seq = _u64(h.sequence, 'sequence');
-  const lo = Number(seq & 0xffff_ffffn);
-  const hi = Number(seq >> 32n);
-  out[8] = lo & 0xff;
-  out[9] = (lo >>> 8) & 0xff;
-  out[10] = (lo >>> 16) & 0xff;
-  out[11] = lo >>> 24;
-  out[12] = hi & 0xff;
-  out[13] = (hi >>> 8) & 0xff;
-  out[14] = (hi >>> 16) & 0xff;
-  out[15] = hi >>> 24;
+  putU32(out, 4, _uint(h.root, 0, 0xffff_ffff, 'root'));
+  putU64n(out, 8, _u64(h.sequence, 'sequence'));
   const fault = collectiveHeaderFault(h);
   if (fault !== undefined) throw new RangeError(fault);
   return out;
@@ -378,15 +364,14 @@ export function decodeCollective(payload: Uint8Array): { header: CollectiveHeade
       { length: payload.length },
     );
   }
-  // The 16 bytes are there (checked above): read them without a bounds-checked reader.
-  const dv = new DataView(payload.buffer, payload.byteOffset, COLLECTIVE_HEADER_SIZE);
+  // The 16 bytes are there (checked above): read them with the field functions.
   const header: CollectiveHeader = {
     op: payload[0] as number,
     elementType: payload[1] as number,
     reduceOp: payload[2] as number,
     phase: payload[3] as number,
-    root: dv.getUint32(4, true),
-    sequence: dv.getBigUint64(8, true),
+    root: getU32(payload, 4),
+    sequence: getU64n(payload, 8),
   };
   const fault = collectiveHeaderFault(header);
   if (fault !== undefined) {

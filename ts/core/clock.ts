@@ -133,3 +133,41 @@ export class ManualClock implements ClockTimers {
     this.t = t;
   }
 }
+
+/** A repeating timer from `every`: `stop()` ends it (no call after it returns). */
+export interface Repeating {
+  stop(): void;
+}
+
+/**
+ * Calls `fn` every `ms` on `timers` (each call scheduled when the previous one returns, so
+ * calls never overlap and a slow call delays the next instead of piling up), until `stop()`.
+ * The injected form of `setInterval`: on a `ManualClock` the calls come as time is advanced.
+ */
+export function every(timers: Timers, ms: number, fn: () => void): Repeating {
+  let stopped = false;
+  let handle: TimerHandle;
+  const run = (): void => {
+    if (stopped) return;
+    try {
+      fn();
+    } finally {
+      if (!stopped) handle = timers.setTimeout(run, ms);
+    }
+  };
+  handle = timers.setTimeout(run, ms);
+  return {
+    stop(): void {
+      stopped = true;
+      timers.clearTimeout(handle);
+    },
+  };
+}
+
+/** The timers of `clock` when it has them (a `ClockTimers`), else `fallback`. */
+export function timersOf(clock: Clock | undefined, fallback: Timers): Timers {
+  const c = clock as Partial<Timers> | undefined;
+  return c !== undefined && typeof c.setTimeout === 'function' && typeof c.clearTimeout === 'function'
+    ? (c as Timers)
+    : fallback;
+}

@@ -35,6 +35,7 @@ import {
 } from 'node:tls';
 import { decodeRaftGreeting, encodeRaftGreeting, RAFT_GREETING_BYTES } from '../codec/raft-greeting.js';
 import { encodeRaftMessage, RaftMessageStream } from '../codec/raft-wire.js';
+import { heldMonotonicClock, type TimerHandle, type Timers } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
 import type { Message } from '../raft/types.js';
 import type { RaftTransport, RaftTransportStats } from './transport.js';
@@ -88,6 +89,11 @@ export interface RaftTransportOptions {
   /** How long an inbound connection may take to finish its TLS handshake and greeting. Default 10,000 ms. */
   readonly greetingTimeoutMs?: number;
   /**
+   * Runs the redial pauses and the call and greeting timeouts (default `heldMonotonicClock`:
+   * a pending redial keeps the process alive, as a member must keep reaching its peers).
+   */
+  readonly timers?: Timers;
+  /**
    * The largest message body taken from a peer: a header announcing more closes the
    * connection before the body is held. Default MAX_MESSAGE_BYTES (80 MiB: a Chronacta
    * append of up to 64 MiB in one entry, with room).
@@ -124,7 +130,7 @@ interface Peer {
   connecting: boolean;
   /** Redial delays: the one retry policy, reset once a connection opened. */
   backoff: Backoff;
-  timer: NodeJS.Timeout | undefined;
+  timer: TimerHandle | undefined;
   /** Permissive TLS: the next dial is plaintext (the last TLS attempt failed). */
   plain: boolean;
 }
@@ -153,6 +159,7 @@ export class RaftTcpTransport implements RaftTransport {
   private readonly maxRetryMs: number;
   private readonly retry: RetryPolicy;
   private readonly maxQueued: number;
+  private readonly timers: Timers;
 
   private constructor(
     private readonly opts: RaftTransportOptions,
@@ -164,6 +171,7 @@ export class RaftTcpTransport implements RaftTransport {
     this.maxRetryMs = opts.maxRetryMs ?? 1000;
     this.retry = new RetryPolicy({ baseMs: this.retryMs, capMs: Math.max(this.retryMs, this.maxRetryMs) });
     this.maxQueued = opts.maxQueuedBytes ?? 64 * 1024 * 1024;
+    this.timers = opts.timers ?? heldMonotonicClock;
     for (const [id, addr] of opts.peers ?? []) this.setPeer(id, addr);
   }
 
@@ -305,7 +313,7 @@ export class RaftTcpTransport implements RaftTransport {
     s.on('close', () => this.streams.delete(s));
     return new Promise<Socket>((resolve, reject) => {
       const fail = (why: string) => {
-        clearTimeout(timer);
+        this.timers.clearTimeout(timer);
         s.destroy();
         reject(
           new PlexusError(
@@ -318,11 +326,11 @@ export class RaftTcpTransport implements RaftTransport {
           ),
         );
       };
-      const timer = setTimeout(() => fail(`no answer within ${timeoutMs} ms`), timeoutMs);
+      const timer = this.timers.setTimeout(() => fail(`no answer within ${timeoutMs} ms`), timeoutMs);
       s.once('error', (err) => fail(err.message));
       s.once('close', () => fail('the connection closed'));
       s.once(useTls ? 'secureConnect' : 'connect', () => {
-        clearTimeout(timer);
+        this.timers.clearTimeout(timer);
         s.removeAllListeners('error');
         s.removeAllListeners('close');
         s.on('error', () => undefined);
@@ -371,7 +379,7 @@ export class RaftTcpTransport implements RaftTransport {
   }
 
   private dropPeer(p: Peer): void {
-    if (p.timer) clearTimeout(p.timer);
+    if (p.timer) this.timers.clearTimeout(p.timer);
     p.timer = undefined;
     p.socket?.destroy();
     p.socket = undefined;
@@ -410,7 +418,7 @@ export class RaftTcpTransport implements RaftTransport {
       if (this.closed || this.peers.get(id) !== p) return;
       if (opened) p.backoff.reset();
       const wait = p.backoff.next() ?? this.maxRetryMs;
-      p.timer = setTimeout(() => {
+      p.timer = this.timers.setTimeout(() => {
         p.timer = undefined;
         if (!p.socket && !p.connecting) this.dial(id, p);
       }, wait);
@@ -442,10 +450,13 @@ export class RaftTcpTransport implements RaftTransport {
       return;
     }
     // A peer that says nothing is not held forever (then the TLS handshake timeout, then accept's).
-    const timer = setTimeout(() => this.refuse(s, 'no greeting in time'), this.opts.greetingTimeoutMs ?? 10_000);
-    s.once('close', () => clearTimeout(timer));
+    const timer = this.timers.setTimeout(
+      () => this.refuse(s, 'no greeting in time'),
+      this.opts.greetingTimeoutMs ?? 10_000,
+    );
+    s.once('close', () => this.timers.clearTimeout(timer));
     s.once('data', (chunk: Buffer) => {
-      clearTimeout(timer);
+      this.timers.clearTimeout(timer);
       s.pause();
       s.unshift(chunk);
       if (chunk[0] === TLS_HANDSHAKE) {
@@ -492,8 +503,11 @@ export class RaftTcpTransport implements RaftTransport {
   private accept(s: Socket, certified: number | undefined): void {
     let from = 0;
     // Until the greeting is in: a peer that says nothing is not held forever.
-    const timer = setTimeout(() => this.refuse(s, 'no greeting in time'), this.opts.greetingTimeoutMs ?? 10_000);
-    s.once('close', () => clearTimeout(timer));
+    const timer = this.timers.setTimeout(
+      () => this.refuse(s, 'no greeting in time'),
+      this.opts.greetingTimeoutMs ?? 10_000,
+    );
+    s.once('close', () => this.timers.clearTimeout(timer));
     let head = new Uint8Array(0);
     const maxMessage = this.opts.maxMessageBytes ?? MAX_MESSAGE_BYTES;
     const maxHeld = this.opts.maxInboundBytes ?? 2 * maxMessage;
@@ -528,7 +542,7 @@ export class RaftTcpTransport implements RaftTransport {
           });
         }
         from = Number(sender);
-        clearTimeout(timer);
+        this.timers.clearTimeout(timer);
         data = joined.subarray(RAFT_GREETING_BYTES);
         head = new Uint8Array(0);
         if (g.kind === 'stream') {

@@ -12,6 +12,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { HostEntry } from '../codec/sperli-jobdesc.js';
 import { encodeJobLine } from '../codec/sperli-jobdesc.js';
+import { heldMonotonicClock, type TimerHandle, type Timers } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
 import { jobIdHex } from '../crypto/x509.js';
 import { freePort } from '../net/ports.js';
@@ -64,6 +65,11 @@ export interface LaunchOptions {
    * default each rank picks its own.
    */
   readonly spinMs?: number;
+  /**
+   * Runs the stop timer that kills the ranks still running after a failure (default
+   * `heldMonotonicClock`: it keeps the launcher alive until it fires).
+   */
+  readonly timers?: Timers;
 }
 
 export interface RankFailure {
@@ -280,14 +286,15 @@ async function runOnce(
   const children: ChildProcess[] = [];
   const exits: { rank: number; code: number | null; signal: string | null; endedAt: number }[] = [];
   let failure: RankFailure | undefined;
-  let stopTimer: NodeJS.Timeout | undefined;
+  let stopTimer: TimerHandle | undefined;
+  const timers = opts.timers ?? heldMonotonicClock;
   let alive = size;
   const note = (f: RankFailure) => {
     if (failure) return;
     failure = f;
     // The others detect a lost or aborting peer within the silence limit; after that
     // (and a margin) whatever still runs is stopped.
-    stopTimer = setTimeout(() => {
+    stopTimer = timers.setTimeout(() => {
       for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     }, silenceMs + 2000);
   };
@@ -372,7 +379,7 @@ async function runOnce(
   } finally {
     process.off('SIGINT', forward);
     process.off('SIGTERM', forward);
-    if (stopTimer) clearTimeout(stopTimer);
+    if (stopTimer) timers.clearTimeout(stopTimer);
   }
   exits.sort((a, b) => a.rank - b.rank);
   const result = { jobId: jobHex, incarnation, exitCode: failure ? 1 : 0, ranks: exits };

@@ -44,7 +44,7 @@ import {
   encodeAbort,
   encodeHeartbeat,
 } from '../codec/sperli-payloads.js';
-import { type Clock, monotonicClock } from '../core/clock.js';
+import { type Clock, heldMonotonicClock, monotonicClock, type TimerHandle, type Timers } from '../core/clock.js';
 import { isPlexusError, type PlexusError } from '../core/errors.js';
 import { IncomingFrame } from './comm-stream.js';
 import type { GrowingBytes } from './growing-bytes.js';
@@ -104,6 +104,13 @@ export interface PeerLinksOptions {
   readonly onShutdown?: () => Promise<void>;
   /** Monotonic milliseconds (default `monotonicClock`). */
   readonly clock?: Clock;
+  /** Runs the heartbeat and silence timers (default `monotonicClock`'s: unreferenced). */
+  readonly timers?: Timers;
+  /**
+   * Runs the close grace timer, which must keep the process alive until a lost link is
+   * reported (default `heldMonotonicClock`'s).
+   */
+  readonly heldTimers?: Timers;
 }
 
 interface Peer {
@@ -123,8 +130,8 @@ interface Peer {
   heartbeatOut: bigint;
   lastReceived: number;
   lastSent: number;
-  heartbeatTimer: NodeJS.Timeout | undefined;
-  silenceTimer: NodeJS.Timeout | undefined;
+  heartbeatTimer: TimerHandle | undefined;
+  silenceTimer: TimerHandle | undefined;
   ending: Promise<void> | undefined;
   /** A large frame is being written piece by piece; other writes wait in `backlog`. */
   busy: boolean;
@@ -160,7 +167,9 @@ export class PeerLinks implements RankTransport {
   private failureReported = false;
   private readonly pending: [number, TransportFrame][] = [];
   private flushing = false;
-  private graceTimers = new Set<NodeJS.Timeout>();
+  private graceTimers = new Set<TimerHandle>();
+  private readonly timers: Timers;
+  private readonly heldTimers: Timers;
   private streaming = false;
   /** The bytes being fed are a read buffer the owner uses again (see `receive`). */
   private transientInput = false;
@@ -175,6 +184,8 @@ export class PeerLinks implements RankTransport {
     this.rank = opts.rank;
     this.size = opts.size;
     this.clock = opts.clock ?? monotonicClock;
+    this.timers = opts.timers ?? monotonicClock;
+    this.heldTimers = opts.heldTimers ?? heldMonotonicClock;
     for (let r = 0; r < opts.size; r++) {
       this.peers.push({
         rank: r,
@@ -300,7 +311,7 @@ export class PeerLinks implements RankTransport {
     if (this.state !== 'open' || p.bye) return;
     // Ref'd: the loss must be found even when nothing else keeps the process alive (a
     // pending call's promise alone does not), so the call settles with H1612.
-    const t = setTimeout(() => {
+    const t = this.heldTimers.setTimeout(() => {
       this.graceTimers.delete(t);
       this.lose(peer, 'close', error);
     }, this.opts.closeGraceMs);
@@ -775,7 +786,7 @@ export class PeerLinks implements RankTransport {
   private armHeartbeat(p: Peer, delay: number): void {
     const every = this.opts.heartbeatMs;
     if (every <= 0) return;
-    p.heartbeatTimer = setTimeout(
+    p.heartbeatTimer = this.timers.setTimeout(
       () => {
         p.heartbeatTimer = undefined;
         if (this.state !== 'open' || p.closed || p.bye) return;
@@ -790,13 +801,12 @@ export class PeerLinks implements RankTransport {
       },
       Math.max(1, Math.ceil(delay)),
     );
-    p.heartbeatTimer.unref?.();
   }
 
   private armSilence(p: Peer, delay: number): void {
     const limit = this.opts.silenceMs;
     if (limit <= 0) return;
-    p.silenceTimer = setTimeout(
+    p.silenceTimer = this.timers.setTimeout(
       () => {
         p.silenceTimer = undefined;
         if (this.state !== 'open' || p.closed || p.bye) return;
@@ -806,19 +816,18 @@ export class PeerLinks implements RankTransport {
       },
       Math.max(1, Math.ceil(delay)),
     );
-    p.silenceTimer.unref?.();
   }
 
   private stopTimers(p: Peer): void {
-    if (p.heartbeatTimer !== undefined) clearTimeout(p.heartbeatTimer);
-    if (p.silenceTimer !== undefined) clearTimeout(p.silenceTimer);
+    if (p.heartbeatTimer !== undefined) this.timers.clearTimeout(p.heartbeatTimer);
+    if (p.silenceTimer !== undefined) this.timers.clearTimeout(p.silenceTimer);
     p.heartbeatTimer = undefined;
     p.silenceTimer = undefined;
   }
 
   private stopAll(): void {
     for (const p of this.peers) this.stopTimers(p);
-    for (const t of this.graceTimers) clearTimeout(t);
+    for (const t of this.graceTimers) this.heldTimers.clearTimeout(t);
     this.graceTimers.clear();
   }
 }

@@ -4,6 +4,7 @@
  * every connected socket's bytes and its close to the table.
  */
 import type * as tls from 'node:tls';
+import { monotonicClock, type Timers } from '../core/clock.js';
 import { PlexusError } from '../core/errors.js';
 import { type Link, type PeerLinks, TAKEN } from './mesh-links.js';
 import type { StaticReader } from './static-reader.js';
@@ -19,6 +20,8 @@ export class SocketLink implements Link {
   constructor(
     private readonly socket: tls.TLSSocket,
     private readonly endTimeoutMs: number,
+    /** Runs the end timeout (default unreferenced process timers). */
+    private readonly timers: Timers = monotonicClock,
   ) {
     this.closed = new Promise((resolve) => {
       socket.once('close', () => {
@@ -59,9 +62,8 @@ export class SocketLink implements Link {
   end(): Promise<void> {
     if (!this.isClosed) {
       if (!this.socket.writableEnded) this.socket.end();
-      const t = setTimeout(() => this.socket.destroy(), this.endTimeoutMs);
-      t.unref?.();
-      void this.closed.then(() => clearTimeout(t));
+      const t = this.timers.setTimeout(() => this.socket.destroy(), this.endTimeoutMs);
+      void this.closed.then(() => this.timers.clearTimeout(t));
     }
     return this.closed;
   }
@@ -75,6 +77,7 @@ export class MeshSockets {
   constructor(
     private readonly links: PeerLinks,
     private readonly endTimeoutMs: number,
+    private readonly timers: Timers = monotonicClock,
   ) {}
 
   /** Makes `socket` the link to `peer`; its bytes arrive through `reader` when given, else as 'data'. */
@@ -86,7 +89,7 @@ export class MeshSockets {
     socket.on('error', (e) => {
       lastError = e;
     });
-    links.attach(peer, new SocketLink(socket, this.endTimeoutMs));
+    links.attach(peer, new SocketLink(socket, this.endTimeoutMs, this.timers));
     if (reader !== undefined) reader.attach((bytes, transient) => links.receive(peer, bytes, transient));
     else socket.on('data', (chunk: Buffer) => links.receive(peer, chunk));
     socket.on('close', () => links.linkClosed(peer, lastError));

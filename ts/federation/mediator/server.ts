@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
+import { monotonicClock, type Timers } from '../../core/clock.js';
 import { PlexusError } from '../../core/errors.js';
 import { type Link, Mediator, type MediatorOptions } from './mediator.js';
 import { MEDIA_TYPE_ENCRYPTED } from './protocol.js';
@@ -25,6 +26,8 @@ export interface MediatorServerOptions extends Omit<MediatorOptions, 'url'> {
   port?: number;
   /** The public URL published in the DID (default `http://<host>:<port>/`). */
   url?: string;
+  /** Runs the close's 2 s bound on open connections (default the process's timers, unreferenced). */
+  timers?: Timers;
 }
 
 export interface MediatorServer {
@@ -240,7 +243,8 @@ export async function startMediator(opts: MediatorServerOptions): Promise<Mediat
         await new Promise<void>((r) => wss.close(() => r()));
         server.closeIdleConnections?.();
         const closed = new Promise<void>((r) => server.close(() => r()));
-        setTimeout(() => server.closeAllConnections?.(), 2000).unref();
+        const force = (opts.timers ?? monotonicClock).setTimeout(() => server.closeAllConnections?.(), 2000);
+        void closed.then(() => (opts.timers ?? monotonicClock).clearTimeout(force));
         for (const ws of sockets) ws.terminate();
         await mediator.close();
         await closed;

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { WebSocket } from 'ws';
-import { type Clock, systemClock } from '../../core/clock.js';
+import { type Clock, heldMonotonicClock, systemClock, type TimerHandle, type Timers } from '../../core/clock.js';
 import { type CodeSuffix, PlexusError } from '../../core/errors.js';
 
 import { type Backoff, RetryPolicy } from '../../core/retry.js';
@@ -57,6 +57,11 @@ export interface PickupClientOptions {
   maxAnswerBytes?: number;
   /** Time for the messages' created_time (default the system clock). */
   clock?: Clock;
+  /**
+   * Runs the live connection's reconnect pauses and answer timeouts (default
+   * `heldMonotonicClock`: a pending reconnect keeps the process alive).
+   */
+  timers?: Timers;
 }
 
 /** One message picked up: the envelope as the sender packed it for its recipient. */
@@ -147,9 +152,11 @@ export class PickupClient {
   readonly timeoutMs: number;
   private readonly maxAnswerBytes: number;
   readonly clock: Clock;
+  readonly timers: Timers;
 
   constructor(private readonly opts: PickupClientOptions) {
     this.clock = opts.clock ?? systemClock;
+    this.timers = opts.timers ?? heldMonotonicClock;
     let u: URL;
     try {
       u = new URL(opts.mediatorUrl);
@@ -387,7 +394,7 @@ class LiveConnection implements LiveSession {
   private closed = false;
   /** Reconnect delays: the one retry policy, reset once the live connection is up. */
   private readonly backoff: Backoff;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
   private chain: Promise<void> = Promise.resolve();
   private deliveries: Promise<void> = Promise.resolve();
   private readonly waiting = new Map<string, { resolve: (m: DidCommMessage) => void; reject: (e: unknown) => void }>();
@@ -459,7 +466,7 @@ class LiveConnection implements LiveSession {
       if (wasLive) this.opts.onState?.('closed');
       if (this.closed) return;
       const delay = this.backoff.next() ?? 0;
-      this.timer = setTimeout(() => this.connect(), delay);
+      this.timer = this.client.timers.setTimeout(() => this.connect(), delay);
     });
   }
 
@@ -516,24 +523,25 @@ class LiveConnection implements LiveSession {
     };
     const packed = await this.client.pack(m);
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => {
+      const timers = this.client.timers;
+      const t = timers.setTimeout(() => {
         this.waiting.delete(m.id);
         reject(new PlexusError('PLX_PICKUP_TIMEOUT', `the mediator did not answer ${type} in time`, {}));
       }, 10_000);
       this.waiting.set(m.id, {
         resolve: (x) => {
-          clearTimeout(t);
+          timers.clearTimeout(t);
           resolve(x);
         },
         reject: (e) => {
-          clearTimeout(t);
+          timers.clearTimeout(t);
           reject(e);
         },
       });
       ws.send(packed, (err) => {
         if (err) {
           this.waiting.delete(m.id);
-          clearTimeout(t);
+          timers.clearTimeout(t);
           reject(err);
         }
       });
@@ -557,16 +565,20 @@ class LiveConnection implements LiveSession {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
+    const timers = this.client.timers;
+    if (this.timer) timers.clearTimeout(this.timer);
     const ws = this.ws;
     if (ws && ws.readyState !== WebSocket.CLOSED) {
       await new Promise<void>((r) => {
-        ws.once('close', () => r());
-        ws.close();
-        setTimeout(() => {
+        const t = timers.setTimeout(() => {
           ws.terminate();
           r();
-        }, 1000).unref();
+        }, 1000);
+        ws.once('close', () => {
+          timers.clearTimeout(t);
+          r();
+        });
+        ws.close();
       });
     }
     await this.chain.catch(() => {});

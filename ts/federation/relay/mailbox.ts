@@ -300,15 +300,16 @@ export class RelayMailbox {
     w?.();
   }
 
-  /** Waits up to `ms`, or until nudged (a state change, a catch-up, stop). */
+  /** Waits up to `ms` on the client's timers, or until nudged (a state change, a catch-up, stop). */
   private pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
+      const timers = this.client.timers;
       const wake = (): void => {
-        clearTimeout(t);
+        timers.clearTimeout(t);
         if (this.wake === wake) this.wake = undefined;
         resolve();
       };
-      const t = setTimeout(wake, ms);
+      const t = timers.setTimeout(wake, ms);
       this.wake = wake;
     });
   }
@@ -318,7 +319,7 @@ export class RelayMailbox {
     if (mode === 'auto') {
       // Only a definite refusal of the upgrade means no WebSocket; an unreachable mediator may
       // still offer one once it is back.
-      live = (await probeWebSocket(this.client.wsUrl, this.client.timeoutMs)) !== 'no';
+      live = (await probeWebSocket(this.client.wsUrl, this.client.timeoutMs, this.client.timers)) !== 'no';
     }
     if (live && !this.stopRequested) {
       const session = this.openLive();

@@ -5,25 +5,31 @@
  * when it cannot be told now (unreachable, timed out, 429 or 5xx while starting or shutting down).
  */
 import { WebSocket } from 'ws';
+import { heldMonotonicClock, type Timers } from '../../core/clock.js';
 
 export type WebSocketSupport = 'yes' | 'no' | 'unknown';
 
-export function probeWebSocket(url: string, timeoutMs: number): Promise<WebSocketSupport> {
+/** `timers` runs the probe's timeout (default `heldMonotonicClock`). */
+export function probeWebSocket(
+  url: string,
+  timeoutMs: number,
+  timers: Timers = heldMonotonicClock,
+): Promise<WebSocketSupport> {
   return new Promise((resolve) => {
     let settled = false;
     let ws: WebSocket;
     const done = (r: WebSocketSupport): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       ws.terminate();
       resolve(r);
     };
-    const timer = setTimeout(() => done('unknown'), timeoutMs);
+    const timer = timers.setTimeout(() => done('unknown'), timeoutMs);
     try {
       ws = new WebSocket(url, { handshakeTimeout: timeoutMs });
     } catch {
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       resolve('no');
       return;
     }
