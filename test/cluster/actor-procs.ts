@@ -1,5 +1,6 @@
 /** Cluster nodes as real processes (`plexus cluster node --control` from dist/) for tests. */
 import type { ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
 import { openJournalShards } from '../../ts/runtime/journal-dir.js';
+import { shardDir } from '../../ts/runtime/log-journal.js';
+import { openLog } from '../../ts/storage/index.js';
 import { freePorts } from '../helpers/ports.js';
 import { type Started, startNode, stopStarted } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
@@ -194,4 +197,23 @@ export async function journalHistory(
   } finally {
     await stores.close();
   }
+}
+
+/** The checked history of every shard in a `shared` journal layout (`<clusterDir>/shared`). */
+export async function sharedJournalHistory(
+  clusterDir: string,
+  shardCount: number,
+): Promise<ReturnType<typeof checkHistory>> {
+  const histories: ShardHistory[] = [];
+  for (let s = 0; s < shardCount; s++) {
+    const d = shardDir(join(clusterDir, 'shared'), s);
+    if (!existsSync(d)) continue;
+    const log = await openLog(d);
+    try {
+      histories.push(await readShard(s, log));
+    } finally {
+      await log.close();
+    }
+  }
+  return checkHistory(histories);
 }

@@ -14,11 +14,9 @@ import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/his
 import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
 import { openJournalShards } from '../../ts/runtime/journal-dir.js';
-import { shardDir } from '../../ts/runtime/log-journal.js';
-import { openLog } from '../../ts/storage/index.js';
 import { runNode } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
-import { CLI, dataDirOf, freePorts, type Line, NodeProc, patchConfig } from './actor-procs.js';
+import { CLI, dataDirOf, freePorts, type Line, NodeProc, patchConfig, sharedJournalHistory } from './actor-procs.js';
 
 /** The cluster command (the fixture over dist/) run to its end; fails unless it exits 0. */
 async function run(args: string[]): Promise<{ stdout: string }> {
@@ -221,15 +219,7 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       for (const p of [...procs].reverse()) await p.stop();
       for (const p of procs)
         expect(p.exited, `${p.id}: ${JSON.stringify(p.lines.slice(-4))} ${p.stderr.slice(-300)}`).toBe(0);
-      const histories: ShardHistory[] = [];
-      for (let s = 0; s < SHARDS; s++) {
-        const d = shardDir(join(dir, 'shared'), s);
-        if (!existsSync(d)) continue;
-        const log = await openLog(d);
-        histories.push(await readShard(s, log));
-        await log.close();
-      }
-      const report = checkHistory(histories);
+      const report = await sharedJournalHistory(dir, SHARDS);
       expect(report.problems).toEqual([]);
       for (const [id, target] of acked) expect(report.consumed.get(target)?.has(id), id).toBe(true);
       expect(refused.has('stale-1')).toBe(true);

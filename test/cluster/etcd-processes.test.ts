@@ -14,15 +14,12 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
 import { shardOf } from '../../ts/core/index.js';
-import { shardDir } from '../../ts/runtime/log-journal.js';
-import { openLog } from '../../ts/storage/index.js';
 import { type EtcdCluster, etcdAvailable, startEtcd } from '../helpers/etcd.js';
 import { runNode } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
-import { CLI, freePorts, type Line, NodeProc, patchConfig } from './actor-procs.js';
+import { CLI, freePorts, type Line, NodeProc, patchConfig, sharedJournalHistory } from './actor-procs.js';
 
 const SHARDS = 16;
 const LEASE = { ttlMs: 2000, safetyMarginMs: 400, renewEveryMs: 500 };
@@ -256,15 +253,7 @@ describe.skipIf(!etcdAvailable || !built)('cluster node processes on a real etcd
     // Stop every node (SIGTERM drains), the store host (a) last; then read the journals.
     for (const p of [c, b, a]) await p.stop();
     for (const p of procs) expect(p.exited, `${p.id}: ${p.stderr.slice(-300)}`).toBe(0);
-    const histories: ShardHistory[] = [];
-    for (let s = 0; s < SHARDS; s++) {
-      const sd = shardDir(join(dir, 'shared'), s);
-      if (!existsSync(sd)) continue;
-      const log = await openLog(sd);
-      histories.push(await readShard(s, log));
-      await log.close();
-    }
-    const report = checkHistory(histories);
+    const report = await sharedJournalHistory(dir, SHARDS);
     expect(report.problems).toEqual([]);
     for (const [id, target] of acked) expect(report.consumed.get(target)?.has(id), id).toBe(true);
     expect(refused.has('stale-1')).toBe(true);

@@ -16,6 +16,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  emptyReplicationStats,
   type ReplicationSimResult,
   replicationReplayHint,
   runReplicationSimulation,
@@ -51,27 +52,7 @@ describe('deterministic simulation of replicated logs', () => {
       `${runs} seeded runs of ${nodes} members${snapshots ? ' taking snapshots and catching up over streams' : ''}${membership ? ', a member added and removed' : ''} stay linearizable and lose no acknowledged append`,
       async () => {
         const failures: string[] = [];
-        const total: Totals = {
-          appendsOk: 0,
-          casRefused: 0,
-          readsOk: 0,
-          unknown: 0,
-          crashes: 0,
-          partitions: 0,
-          transfers: 0,
-          leaderChanges: 0,
-          messages: 0,
-          snapshotsTaken: 0,
-          snapshotsInstalled: 0,
-          streamsOpened: 0,
-          streamsCut: 0,
-          recordsCaughtUp: 0,
-          installCrashes: 0,
-          compactionsAgreed: 0,
-          localCompactions: 0,
-          membersAdded: 0,
-          membersRemoved: 0,
-        };
+        const total: Totals = emptyReplicationStats();
         let undecided = 0;
         for (let seed = FIRST; seed < FIRST + runs; seed++) {
           const r = await runReplicationSimulation({

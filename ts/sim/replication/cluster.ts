@@ -139,6 +139,31 @@ export interface ReplicationSimResult {
   readonly trace: readonly string[];
 }
 
+/** The counters of a run, all zero (a run's start; the sum over runs). */
+export function emptyReplicationStats(): ReplicationSimResult['stats'] {
+  return {
+    appendsOk: 0,
+    casRefused: 0,
+    readsOk: 0,
+    unknown: 0,
+    crashes: 0,
+    partitions: 0,
+    transfers: 0,
+    leaderChanges: 0,
+    messages: 0,
+    snapshotsTaken: 0,
+    snapshotsInstalled: 0,
+    streamsOpened: 0,
+    streamsCut: 0,
+    recordsCaughtUp: 0,
+    installCrashes: 0,
+    compactionsAgreed: 0,
+    localCompactions: 0,
+    membersAdded: 0,
+    membersRemoved: 0,
+  };
+}
+
 const DEFAULTS = {
   nodes: 3,
   durationMs: 600,
@@ -250,27 +275,8 @@ class ReplicationSim extends SimHarness {
   private lastLeader = 0;
   /** Acknowledged appends: value -> position. */
   private readonly acked = new Map<string, number>();
-  private readonly stats: ReplicationSimResult['stats'] = {
-    appendsOk: 0,
-    casRefused: 0,
-    readsOk: 0,
-    unknown: 0,
-    crashes: 0,
-    partitions: 0,
-    transfers: 0,
-    leaderChanges: 0,
-    messages: 0,
-    snapshotsTaken: 0,
-    snapshotsInstalled: 0,
-    streamsOpened: 0,
-    streamsCut: 0,
-    recordsCaughtUp: 0,
-    installCrashes: 0,
-    compactionsAgreed: 0,
-    localCompactions: 0,
-    membersAdded: 0,
-    membersRemoved: 0,
-  };
+  private readonly stats: ReplicationSimResult['stats'] = emptyReplicationStats();
+
   /** The spare of `membership` runs, and where it stands. */
   private readonly spare: number | undefined;
   private spareState: 'out' | 'adding' | 'in' | 'removing' = 'out';

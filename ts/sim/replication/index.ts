@@ -1,6 +1,7 @@
 /** Whole replicated logs on the deterministic simulator (docs/replication.md, "Simulation"). */
 export {
   assertReplicationSimOk,
+  emptyReplicationStats,
   type ReplicationSimOptions,
   type ReplicationSimResult,
   replicationReplayHint,
