@@ -55,6 +55,25 @@ export interface AuthorityOptions {
    * the previous run granted may still run for one lease length, by their owners' clocks.
    */
   readonly grantsFrom?: number;
+  /** What a refusal before `grantsFrom` says (default: the lease authority restarted, reason `restart`). */
+  readonly grantsFromReason?: { readonly text: string; readonly reason: string };
+  /**
+   * Members, their health and new epochs from elsewhere than `members`, the failure detector
+   * and a per-shard counter: the gossip lease leader (ts/cluster/gossip/leader.ts).
+   */
+  readonly source?: AuthoritySource;
+}
+
+/** Where an authority without a static member list learns members, health and epochs. */
+export interface AuthoritySource {
+  /** A node that may join, with where it listens; undefined when it may not (replaces `members`). */
+  admit(node: string): MemberInfo | undefined;
+  /** A joined member's health (replaces the failure detector's word); undefined reads as failed. */
+  status(node: string): MemberStatus | undefined;
+  /** The epoch of a new grant of `shard`: strictly above `last`, the greatest epoch known for it. */
+  nextEpoch(shard: number, last: bigint): bigint;
+  /** Ends the refusal of an unknown node: `node id "x" is not <unlisted> of cluster c`. */
+  readonly unlisted: string;
 }
 
 /** What a restarted authority must know to stay safe. */
@@ -134,6 +153,10 @@ export class MemoryAuthority {
   private viewCeiling: number;
   private durableChanged = false;
   private readonly grantsFrom: number;
+  private readonly grantsFromReason: { readonly text: string; readonly reason: string };
+  private readonly source: AuthoritySource | undefined;
+  /** The members' health as `source` last told it (a change is a new view). */
+  private sourced = '';
   private now = 0;
   private version = 0;
   private changed = false;
@@ -159,6 +182,8 @@ export class MemoryAuthority {
     this.pinned = opts.journals === 'per-node';
     if (this.pinned) for (const [shard, home] of opts.restored?.homes ?? []) this.home.set(shard, home);
     this.grantsFrom = opts.grantsFrom ?? Number.NEGATIVE_INFINITY;
+    this.grantsFromReason = opts.grantsFromReason ?? { text: 'the lease authority restarted', reason: 'restart' };
+    this.source = opts.source;
   }
 
   /** The state a restarted authority needs (what `ready().durable` reports when it changes). */
@@ -171,6 +196,13 @@ export class MemoryAuthority {
     if (now > this.now) this.now = now;
     this.detector.tick(this.now);
     if (this.detector.ready().length > 0) this.changed = true;
+    if (this.source) {
+      const health = [...this.joined.keys()].map((id) => `${id}=${this.health(id)}`).join(' ');
+      if (health !== this.sourced) {
+        this.sourced = health;
+        this.changed = true;
+      }
+    }
     for (const [shard, h] of this.leases) {
       if (h.expiresAt <= this.now) this.free(shard, h);
     }
@@ -249,10 +281,11 @@ export class MemoryAuthority {
           return this.ok(req.shard, h.epoch);
         }
         if (this.now < this.grantsFrom) {
+          const { text, reason } = this.grantsFromReason;
           return this.fail(
             ClusterCode.LEASE_HELD,
-            `the lease authority restarted: leases granted before may still run for ${Math.ceil(this.grantsFrom - this.now)} ms, so shard ${req.shard} is granted after that`,
-            { shard: req.shard, reason: 'restart', retryAfterMs: Math.ceil(this.grantsFrom - this.now) },
+            `${text}: leases granted before may still run for ${Math.ceil(this.grantsFrom - this.now)} ms, so shard ${req.shard} is granted after that`,
+            { shard: req.shard, reason, retryAfterMs: Math.ceil(this.grantsFrom - this.now) },
           );
         }
         const home = this.pinned ? this.home.get(req.shard) : undefined;
@@ -310,7 +343,7 @@ export class MemoryAuthority {
         .map(({ info, leaving }) => ({
           id: info.id,
           address: info.address,
-          status: (leaving ? 'leaving' : (this.detector.status(info.id) ?? 'alive')) as MemberStatus,
+          status: leaving ? 'leaving' : this.health(info.id),
         }))
         .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       const leases = [...this.leases.entries()]
@@ -331,7 +364,27 @@ export class MemoryAuthority {
    * authority's own wire admits these (a node connects before it has joined).
    */
   isAdmitted(node: string): boolean {
-    return this.allowed.has(node) && !this.removed.has(node);
+    return (this.source ? this.source.admit(node) !== undefined : this.allowed.has(node)) && !this.removed.has(node);
+  }
+
+  /**
+   * Takes over a lease an earlier authority granted, as its holder reports it (the gossip lease
+   * leader after a leader change): when the shard is free and `epoch` is above every epoch this
+   * authority granted or took for it, or when it is held at a lower epoch (an older grant,
+   * fenced by this one). The lease ends one lease length from now unless renewed. Returns
+   * whether `owner` holds the shard at `epoch` now.
+   */
+  adopt(shard: number, owner: string, epoch: bigint): boolean {
+    if (!this.shardOk(shard) || !this.joined.has(owner)) return false;
+    const h = this.leases.get(shard);
+    if (h?.owner === owner && h.epoch === epoch) return true;
+    if (epoch <= (h?.epoch ?? this.epochs.get(shard) ?? this.epochBase)) return false;
+    if (h) this.free(shard, h);
+    this.epochs.set(shard, epoch);
+    this.leases.set(shard, { owner, epoch, expiresAt: this.now + this.lease.ttlMs });
+    this.grants.push({ shard, owner, epoch });
+    this.changed = true;
+    return true;
   }
 
   /** When the lease of `shard` ends on the authority's clock (undefined when free). */
@@ -366,11 +419,11 @@ export class MemoryAuthority {
       const pe = e as { code: ClusterCodeValue; message: string; details: Record<string, unknown> };
       return this.fail(pe.code, pe.message, pe.details);
     }
-    const info = this.allowed.get(node);
+    const info = this.source ? this.source.admit(node) : this.allowed.get(node);
     if (!info || this.removed.has(node)) {
       return this.fail(
         ClusterCode.UNKNOWN_NODE,
-        `node id ${JSON.stringify(node)} is not ${this.removed.has(node) ? 'a member any more (it was removed)' : 'listed in the static configuration'} of cluster ${this.meta.id}`,
+        `node id ${JSON.stringify(node)} is not ${this.removed.has(node) ? 'a member any more (it was removed)' : (this.source?.unlisted ?? 'listed in the static configuration')} of cluster ${this.meta.id}`,
         { field: 'node', node },
       );
     }
@@ -385,7 +438,7 @@ export class MemoryAuthority {
 
   private assign(): void {
     const alive = [...this.joined.entries()]
-      .filter(([id, m]) => !m.leaving && this.detector.status(id) === 'alive')
+      .filter(([id, m]) => !m.leaving && this.health(id) === 'alive')
       .map(([id]) => id);
     if (alive.length === 0 || this.now < this.grantsFrom) return;
     for (let s = 0; s < this.meta.shardCount; s++) {
@@ -401,7 +454,8 @@ export class MemoryAuthority {
 
   private newGrant(shard: number, owner: string): Held {
     const last = this.epochs.get(shard) ?? this.epochBase;
-    const epoch = last + 1n;
+    const epoch = this.source ? this.source.nextEpoch(shard, last) : last + 1n;
+    if (epoch <= last) throw new RangeError(`epoch ${epoch} of shard ${shard} is not above ${last}`);
     this.epochs.set(shard, epoch);
     if (epoch > this.ceiling) {
       this.ceiling = epoch + EPOCH_BLOCK;
@@ -416,6 +470,12 @@ export class MemoryAuthority {
     this.grants.push({ shard, owner, epoch });
     this.changed = true;
     return h;
+  }
+
+  /** A joined member's health: from `source` when given, else from the failure detector. */
+  private health(id: string): MemberStatus {
+    if (this.source) return this.source.status(id) ?? 'failed';
+    return this.detector.status(id) ?? 'alive';
   }
 
   private free(shard: number, h: Held): void {
