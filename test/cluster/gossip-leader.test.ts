@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join as pathJoin } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryAuthority } from '../../ts/cluster/authority.js';
+import { decodeReply, encodeRequest } from '../../ts/cluster/codec.js';
 import { FailureDetector } from '../../ts/cluster/detector.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from '../../ts/cluster/fencing.js';
 import {
@@ -29,9 +30,12 @@ import { ClusterJournal } from '../../ts/cluster/journal.js';
 import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from '../../ts/cluster/lease-authority.js';
 import { shardOfIri } from '../../ts/cluster/meta.js';
 import { fencedReceiver } from '../../ts/cluster/receive.js';
+import { StaticMembership } from '../../ts/cluster/static.js';
 import { type MemberStatus, ownerOf } from '../../ts/cluster/types.js';
 import { decodeClusterFrame, encodeClusterFrame } from '../../ts/codec/cluster-frame.js';
+import { monotonicClock } from '../../ts/core/clock.js';
 import { isPlexusError } from '../../ts/core/errors.js';
+import type { Http2Wire } from '../../ts/net/http2-wire.js';
 import { openLog } from '../../ts/storage/index.js';
 import type { LogStorage } from '../../ts/storage/types.js';
 import {
@@ -39,6 +43,8 @@ import {
   type LeaseAuthorityHarness,
   leaseAuthoritySuite,
 } from '../compliance/lease-authority.suite.js';
+import { until } from '../helpers/until.js';
+import { http2Net } from '../net/helpers.js';
 
 const { meta, lease, detector } = LEASE_AUTHORITY_SUITE;
 /** 2026-12-01T00:00:00Z: the wall time the tests' leaders start around. */
@@ -270,13 +276,17 @@ describe('GossipLeaseLeader', () => {
     const first = (await ok(B, { type: 'view' })).view;
     expect(first.version).toBeGreaterThan(lastOfA.version);
     expect(first.leases).toEqual([]);
-    await join(B, 'b', 'c');
+    await join(B, 'b');
     expect((await refused(B, { type: 'join', node: 'zz', address: '', meta })).code).toBe('PLX_CLUSTER_UNKNOWN_NODE');
+    expect(
+      (await refused(B, { type: 'heartbeat', node: 'zz', held: [{ shard: 6, epoch: byA.get(6) as bigint }] })).code,
+    ).toBe('PLX_CLUSTER_UNKNOWN_NODE');
 
-    // During the grace period nothing it has not seen reported is granted, free or not.
+    // During the grace period nothing it has not seen reported is granted, free or not, even
+    // to the member A had granted it to.
     clock.now = 100;
     for (const s of [0, 4, 6, 7]) {
-      const r = await refused(B, { type: 'grant', node: 'c', shard: s });
+      const r = await refused(B, { type: 'grant', node: 'b', shard: s });
       expect(r.code).toBe('PLX_CLUSTER_LEASE_HELD');
       expect(r.details).toMatchObject({ shard: s, reason: 'takeover' });
       expect(r.details.retryAfterMs).toBe(lease.ttlMs - 100);
@@ -286,7 +296,8 @@ describe('GossipLeaseLeader', () => {
     const hb = await ok(B, { type: 'heartbeat', node: 'b', held: heldB });
     expect(hb.renewed).toEqual([0, 1, 2, 3]);
     for (const { shard, epoch } of heldB) expect(ownerOf(hb.view, shard)).toEqual({ shard, owner: 'b', epoch });
-    // c reports its shards, and also shard 0 at an older epoch: that one is not its.
+    // c, which joined A only, reports its shards (and so joins B), and also shard 0 at an older
+    // epoch: that one is not its.
     const stale = (byA.get(0) as bigint) - 1n;
     const hc = await ok(B, {
       type: 'heartbeat',
@@ -298,6 +309,7 @@ describe('GossipLeaseLeader', () => {
       ],
     });
     expect(hc.renewed).toEqual([4, 5]);
+    expect(B.isMember('c')).toBe(true);
     expect(ownerOf(hc.view, 0)?.owner).toBe('b');
     // An adopted lease is held: another member is refused, its holder gets it at its epoch.
     expect((await refused(B, { type: 'grant', node: 'c', shard: 1 })).details).toMatchObject({ owner: 'b' });
@@ -573,4 +585,96 @@ describe('two gossip leaders at once (a partition)', () => {
       }
     });
   }
+});
+
+describe('members over mutual TLS through a leader change', () => {
+  // Real Http2Wires on loopback (mutual TLS 1.3, one cluster CA), StaticMembership members
+  // whose requests go to whichever member leads (as gossip membership routes them), on real
+  // time. The leader on a stops answering; b, the lowest live id now, starts a leader.
+  it('members keep their leases at the same epochs when a new leader takes over', async () => {
+    const nodes = ['a', 'b', 'c'];
+    const net = await http2Net(nodes, { deliveryDeadlineMs: 3000 });
+    const ttl = { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 };
+    const gossip = new Map<string, MemberStatus>(nodes.map((n) => [n, 'alive']));
+    const leaderOn = (self: string) => {
+      const l = new GossipLeaseLeader({
+        meta,
+        self,
+        lease: ttl,
+        autoAssign: true,
+        clock: monotonicClock,
+        status: (n) => gossip.get(n),
+        address: (n) => net.addresses.get(n),
+        tickEveryMs: 20,
+      });
+      net.wires.get(self)?.onCall(l.handle);
+      return l;
+    };
+    let leaderNode = 'a';
+    let leader = leaderOn('a');
+    const first = leader;
+    const members = ['b', 'c'].map(
+      (id) =>
+        new StaticMembership({
+          config: {
+            meta,
+            self: { id, address: net.addresses.get(id) as string },
+            members: nodes.map((n) => ({ id: n, address: net.addresses.get(n) as string })),
+            authority: 'the gossip lease leader',
+          },
+          call: async (req) => {
+            const to = leaderNode;
+            if (to === id) return leader.call(req);
+            return decodeReply(await (net.wires.get(id) as Http2Wire).call(to, encodeRequest(req)));
+          },
+          lease: ttl,
+          heartbeatEveryMs: 50,
+        }),
+    );
+    const owned = () =>
+      new Map(members.flatMap((m) => m.held().map((l) => [l.shard, { owner: m.self, epoch: l.epoch }] as const)));
+    try {
+      for (const m of members) await m.join();
+      const before = await until(() => (owned().size === meta.shardCount ? owned() : undefined), {
+        what: 'b and c to hold every shard from the first leader',
+        timeoutMs: 20_000,
+      });
+      for (const { epoch } of before.values()) expect(epochTag(epoch)).toBe(first.tag);
+
+      // a stops answering and gossip fails it; b leads from now on.
+      first.close();
+      net.wires.get('a')?.onCall(async () => {
+        throw new Error('a is gone');
+      });
+      gossip.set('a', 'failed');
+      leader = leaderOn('b');
+      leaderNode = 'b';
+      const second = leader;
+      // Past the grace period, b's leader lists every shard: adopted, not granted again.
+      const view = await until(
+        () => {
+          const v = second.authority.view();
+          return second.graceOver() && v.leases.length === meta.shardCount ? v : undefined;
+        },
+        { what: 'the new leader past its grace period with every shard leased', timeoutMs: 20_000 },
+      );
+      for (const l of view.leases) expect(before.get(l.shard)).toEqual({ owner: l.owner, epoch: l.epoch });
+      expect(owned()).toEqual(before);
+      expect(view.members.map((m) => [m.id, m.status])).toEqual([
+        ['b', 'alive'],
+        ['c', 'alive'],
+      ]);
+      // A shard given back is granted again by the new leader, above the first leader's epoch.
+      const [shard, was] = [...before].find(([, l]) => l.owner === 'c') as [number, { epoch: bigint }];
+      await (members[1] as StaticMembership).release(shard, was.epoch);
+      const again = await until(() => ownerOf(second.authority.view(), shard), `shard ${shard} granted again`);
+      expect(again.epoch).toBeGreaterThan(was.epoch);
+      expect(epochTag(again.epoch)).toBe(second.tag);
+    } finally {
+      for (const m of members) await m.close();
+      leader.close();
+      first.close();
+      await net.close();
+    }
+  }, 60_000);
 });

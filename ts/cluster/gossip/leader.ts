@@ -25,7 +25,8 @@
  *
  * Taking over. A new leader learns the leases the previous one granted from heartbeats (a member
  * reports `held` shards with their epochs; the leader adopts one when no newer lease of the shard
- * is known, counting it from the adoption) and grants no lease at all for one whole lease length
+ * is known, counting it from the adoption; a reporting member gossip admits is joined on that
+ * heartbeat, as it joined an earlier leader) and grants no lease at all for one whole lease length
  * from its start (the grace period: any lease the previous leader granted has ended by then, or
  * its holder has reported it). Refusals during the grace period are PLX_CLUSTER_LEASE_HELD with
  * `details.reason` `takeover` and `retryAfterMs`. View versions start at the start wall time in
@@ -125,6 +126,8 @@ export class GossipLeaseLeader implements LeaseAuthority {
   readonly tag: bigint;
   private readonly host: AuthorityHost;
   private readonly clock: Clock;
+  private readonly meta: ClusterMeta;
+  private readonly address: (node: string) => string | undefined;
   /** Epochs seen in `previous`: new grants go above them. */
   private readonly floors = new Map<number, bigint>();
 
@@ -134,6 +137,8 @@ export class GossipLeaseLeader implements LeaseAuthority {
     detectorConfig(opts.detector);
     this.self = opts.self;
     this.clock = opts.clock;
+    this.meta = meta;
+    this.address = opts.address;
     const wall = Math.floor((opts.wallClock ?? wallNow).now());
     if (!Number.isSafeInteger(wall) || wall < 0) throw new RangeError(`wall clock reads ${wall}: not ms since 1970`);
     this.startWallMs = wall;
@@ -181,12 +186,18 @@ export class GossipLeaseLeader implements LeaseAuthority {
 
   /**
    * Answers one request. A heartbeat's `held` leases that this leader does not know yet are
-   * adopted first (when no newer lease of the shard is known), then renewed as any other.
+   * adopted first (when no newer lease of the shard is known), then renewed as any other. A
+   * member that reports leases joined an earlier leader (its ClusterMeta was checked there):
+   * when gossip admits it, it is joined here on that heartbeat, so that it keeps its leases
+   * across the leader change instead of joining again without them.
    */
   call = async (req: AuthorityRequest): Promise<AuthorityReply> => {
     if (req.type === 'heartbeat' && req.held !== undefined && req.held.length > 0) {
       const a = this.host.authority;
       a.tick(this.clock.now());
+      if (!a.isMember(req.node) && a.isAdmitted(req.node)) {
+        a.step({ type: 'join', node: req.node, address: this.address(req.node) ?? '', meta: this.meta });
+      }
       if (a.isMember(req.node)) {
         for (const { shard, epoch } of req.held) {
           // Below an epoch the last view listed for the shard: an older grant, already fenced.
