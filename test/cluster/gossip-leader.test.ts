@@ -14,8 +14,11 @@ import { join as pathJoin } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryAuthority } from '../../ts/cluster/authority.js';
 import { decodeReply, encodeRequest } from '../../ts/cluster/codec.js';
+import { detectorConfig } from '../../ts/cluster/config.js';
 import { FailureDetector } from '../../ts/cluster/detector.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from '../../ts/cluster/fencing.js';
+import { gossipConfigFor } from '../../ts/cluster/gossip/config.js';
+import { driveSwim, type SwimDriver } from '../../ts/cluster/gossip/driver.js';
 import {
   EPOCH_TAG_BITS,
   epochRound,
@@ -26,6 +29,8 @@ import {
   nextTaggedEpoch,
   taggedEpoch,
 } from '../../ts/cluster/gossip/leader.js';
+import { Swim } from '../../ts/cluster/gossip/swim.js';
+import { gossipName, MemoryGossipNet } from '../../ts/cluster/gossip/transport.js';
 import { ClusterJournal } from '../../ts/cluster/journal.js';
 import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from '../../ts/cluster/lease-authority.js';
 import { shardOfIri } from '../../ts/cluster/meta.js';
@@ -33,9 +38,10 @@ import { fencedReceiver } from '../../ts/cluster/receive.js';
 import { StaticMembership } from '../../ts/cluster/static.js';
 import { type MemberStatus, ownerOf } from '../../ts/cluster/types.js';
 import { decodeClusterFrame, encodeClusterFrame } from '../../ts/codec/cluster-frame.js';
-import { monotonicClock } from '../../ts/core/clock.js';
+import { type Clock, ManualClock, monotonicClock } from '../../ts/core/clock.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import type { Http2Wire } from '../../ts/net/http2-wire.js';
+import { SimRandom } from '../../ts/sim/rng.js';
 import { openLog } from '../../ts/storage/index.js';
 import type { LogStorage } from '../../ts/storage/types.js';
 import {
@@ -81,14 +87,15 @@ class HeardTable {
   }
 }
 
-function options(clock: { now: number }, over: Partial<GossipLeaderOptions> = {}): GossipLeaderOptions {
+/** Leader options on `clock`: a `{ now }` the test sets, or a Clock (a ManualClock). */
+function options(clock: { now: number } | Clock, over: Partial<GossipLeaderOptions> = {}): GossipLeaderOptions {
   return {
     meta,
     self: 'a',
     lease,
     detector,
     autoAssign: false,
-    clock: { now: () => clock.now },
+    clock: typeof clock.now === 'function' ? (clock as Clock) : { now: () => (clock as { now: number }).now },
     wallClock: { now: () => T0 },
     status: (n) => (NODES.includes(n) ? 'alive' : undefined),
     address: (n) => `${n}.test:7000`,
@@ -446,14 +453,72 @@ class AuthorityHostLike implements LeaseAuthority {
   close(): void {}
 }
 
+/**
+ * Four SWIM members (ts/cluster/gossip/swim.ts) on one in-process network (MemoryGossipNet),
+ * driven on a manual clock: `run` moves time in 10 ms steps, letting messages through between
+ * steps, until `done` holds.
+ */
+function gossip() {
+  const clock = new ManualClock(0);
+  const net = new MemoryGossipNet();
+  const rng = new SimRandom(7);
+  const name = (id: string) => gossipName(id, `${id}.test:7000`);
+  const swims = new Map<string, Swim>();
+  const drivers: SwimDriver[] = [];
+  for (const id of NODES) {
+    const t = net.transport(name(id));
+    const s = new Swim({
+      name: name(id),
+      config: gossipConfigFor(detectorConfig(detector)),
+      random: rng.fork(),
+      now: 0,
+      send: (to, m) => t.send(to, m),
+    });
+    const d = driveSwim(s, clock);
+    t.onMessage((m) => d.deliver(m));
+    swims.set(id, s);
+    drivers.push(d);
+    if (id !== 'a') {
+      s.join([name('a')], 0);
+      d.poke();
+    }
+  }
+  /** The gossip table of `viewer` as a leader reads it: dead is failed, left is gone. */
+  const tableOf =
+    (viewer: string) =>
+    (id: string): MemberStatus | undefined => {
+      const v = swims.get(viewer)?.member(name(id));
+      if (v === undefined || v.state === 'left') return undefined;
+      return v.state === 'dead' ? 'failed' : v.state;
+    };
+  return {
+    clock,
+    net,
+    name,
+    tableOf,
+    /** The lowest id `viewer`'s table holds alive: who it takes for the leader. */
+    leaderSeenBy: (viewer: string) => NODES.filter((n) => tableOf(viewer)(n) === 'alive').sort()[0],
+    async run(ms: number, done: () => boolean): Promise<boolean> {
+      for (let t = 0; t < ms && !done(); t += 10) {
+        clock.advance(10);
+        await new Promise((r) => setImmediate(r));
+      }
+      return done();
+    },
+    stop: () => {
+      for (const d of drivers) d.stop();
+    },
+  };
+}
+
 describe('two gossip leaders at once (a partition)', () => {
   const dirs: string[] = [];
   afterEach(async () => {
     for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
   });
 
-  // A partition splits {a, b} from {c, d}; each side's gossip fails the other side, and each
-  // side's lowest id (a, c) leads and grants shard 3 to a member of its side. Gossip granting is
+  // A partition splits {a, b} from {c, d}; each side's gossip (real SWIM tables) fails the other
+  // side, and each side's lowest id (a, c) leads and grants shard 3 to a member of its side. Gossip granting is
   // weaker than consensus here: two owners at once. Fencing on the shared journal store and on
   // the receive side keeps it safe: once the greater epoch has written, the other owner's
   // appends are refused and its frames go to the dead-letter log. What it costs is
@@ -463,18 +528,41 @@ describe('two gossip leaders at once (a partition)', () => {
     it(`only the greater epoch commits to the shard; the other owner's appends and frames are fenced (${cFirst ? 'c' : 'a'} started first)`, async () => {
       const dir = await mkdtemp(pathJoin(tmpdir(), 'plexus-gossip-partition-'));
       dirs.push(dir);
-      const clock = { now: 0 };
-      const side = (mine: string[]) => (n: string) =>
-        mine.includes(n) ? 'alive' : NODES.includes(n) ? 'failed' : undefined;
+      const g = gossip();
+      try {
+        expect(await g.run(20_000, () => NODES.every((v) => NODES.every((n) => g.tableOf(v)(n) === 'alive')))).toBe(
+          true,
+        );
+        expect(NODES.map(g.leaderSeenBy)).toEqual(['a', 'a', 'a', 'a']);
+        for (const x of ['a', 'b']) for (const y of ['c', 'd']) g.net.partition(g.name(x), g.name(y));
+        const split = () =>
+          NODES.map(g.leaderSeenBy).join('') === 'aacc' &&
+          ['c', 'd'].every((n) => g.tableOf('a')(n) === 'failed' && g.tableOf('b')(n) === 'failed') &&
+          ['a', 'b'].every((n) => g.tableOf('c')(n) === 'failed' && g.tableOf('d')(n) === 'failed');
+        expect(await g.run(30_000, split)).toBe(true);
+      } finally {
+        g.stop();
+      }
+      // Each side's leader reads its own member's gossip table, as it stands after the split.
       const A = new GossipLeaseLeader(
-        options(clock, { self: 'a', wallClock: { now: () => T0 + (cFirst ? 1_000 : 0) }, status: side(['a', 'b']) }),
+        options(g.clock, {
+          self: 'a',
+          wallClock: { now: () => T0 + (cFirst ? 1_000 : 0) },
+          status: g.tableOf('a'),
+        }),
       );
       const C = new GossipLeaseLeader(
-        options(clock, { self: 'c', wallClock: { now: () => T0 + (cFirst ? 0 : 1_000) }, status: side(['c', 'd']) }),
+        options(g.clock, {
+          self: 'c',
+          wallClock: { now: () => T0 + (cFirst ? 0 : 1_000) },
+          status: g.tableOf('c'),
+        }),
       );
       await join(A, 'a', 'b');
       await join(C, 'c', 'd');
-      clock.now = lease.ttlMs;
+      // Across the partition, neither leader's member can reach the other; had d reached a, a
+      // would take it: gossip there has failed it, not forgotten it.
+      g.clock.advance(lease.ttlMs);
       const shard = 3;
       const eb = await grant(A, 'b', shard);
       const ed = await grant(C, 'd', shard);
