@@ -1,12 +1,15 @@
 /**
  * The gossip lease leader (ts/cluster/gossip/leader.ts): the LeaseAuthority compliance suite on
  * an injected clock, its tagged epochs across restarts (the fault-matrix regression test), a
- * takeover by a new leader, and two leaders at once in a partition, kept safe by fencing on a
- * real shared journal store (a FileLog, fsync always) and a real dead-letter log.
+ * takeover by a new leader, members from gossip, two leaders at once in a partition (elected by
+ * real SWIM tables on each side) kept safe by fencing on a real shared journal store (a FileLog,
+ * fsync always) and a real dead-letter log, and StaticMembership members over mutual-TLS
+ * Http2Wires keeping their leases through a leader change. The same leader restarted as a real
+ * process is in gossip-leader-procs.test.ts.
  *
- * The gossip table the leader reads (`status`) is stood in for by the failure detector
- * (ts/cluster/detector.ts) fed with every request a member makes: a member the leader hears
- * from is alive to gossip too. The SWIM core itself is tested in gossip-*.test.ts.
+ * In the suite, the gossip table the leader reads (`status`) is stood in for by the failure
+ * detector (ts/cluster/detector.ts) fed with every request a member makes: a member the leader
+ * hears from is alive to gossip too; elsewhere a test sets the table's word itself.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
