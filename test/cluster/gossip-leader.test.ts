@@ -15,7 +15,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join as pathJoin } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryAuthority } from '../../ts/cluster/authority.js';
 import { decodeReply, encodeRequest } from '../../ts/cluster/codec.js';
 import { detectorConfig } from '../../ts/cluster/config.js';
 import { FailureDetector } from '../../ts/cluster/detector.js';
@@ -34,6 +33,7 @@ import {
 } from '../../ts/cluster/gossip/leader.js';
 import { Swim } from '../../ts/cluster/gossip/swim.js';
 import { gossipName, MemoryGossipNet } from '../../ts/cluster/gossip/transport.js';
+import { AuthorityHost } from '../../ts/cluster/host.js';
 import { ClusterJournal } from '../../ts/cluster/journal.js';
 import type { AuthorityReply, AuthorityRequest, LeaseAuthority } from '../../ts/cluster/lease-authority.js';
 import { shardOfIri } from '../../ts/cluster/meta.js';
@@ -240,22 +240,22 @@ describe('GossipLeaseLeader', () => {
     for (let i = 0; i < leaders.length; i++) {
       expect(new Set(tagged[i]?.map(epochTag))).toEqual(new Set([leaders[i]?.tag]));
     }
-    // The same incarnations with epochs from a plain counter from 1 (a MemoryAuthority that
-    // keeps nothing, as a gossip leader without the tag would): every restart repeats them.
+    // The same incarnations with epochs from a plain counter from 1 (a MemoryAuthority in an
+    // AuthorityHost that keeps nothing, as a gossip leader without the tag would): every
+    // restart repeats them.
     const plain: bigint[][] = [];
     for (const _ of walls) {
       plain.push(
         await incarnation(
           () =>
-            new AuthorityHostLike(
-              new MemoryAuthority({
-                meta,
-                members: NODES.map((id) => ({ id, address: '' })),
-                lease,
-                autoAssign: false,
-              }),
-              clock,
-            ),
+            new AuthorityHost({
+              meta,
+              members: NODES.map((id) => ({ id, address: '' })),
+              lease,
+              autoAssign: false,
+              clock: { now: () => clock.now },
+              tickEveryMs: 1_000_000,
+            }),
         ),
       );
     }
@@ -438,23 +438,6 @@ describe('GossipLeaseLeader', () => {
     L.close();
   });
 });
-
-/** A MemoryAuthority answering calls on a clock, as AuthorityHost does, without its timer. */
-class AuthorityHostLike implements LeaseAuthority {
-  constructor(
-    private readonly a: MemoryAuthority,
-    private readonly clock: { now: number },
-  ) {}
-  call = async (req: AuthorityRequest): Promise<AuthorityReply> => {
-    this.a.tick(this.clock.now);
-    const r = this.a.step(req);
-    this.a.advance();
-    return r;
-  };
-  isMember = (n: string) => this.a.isMember(n);
-  isAdmitted = (n: string) => this.a.isAdmitted(n);
-  close(): void {}
-}
 
 /**
  * Four SWIM members (ts/cluster/gossip/swim.ts) on one in-process network (MemoryGossipNet),
