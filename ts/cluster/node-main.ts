@@ -40,6 +40,7 @@ export function nodeStatus(cn: ClusterNode): Record<string, unknown> {
     redirects: [...cn.placement.redirectTable()].map(([shard, r]) => ({ shard, owner: r.owner, epoch: `${r.epoch}` })),
     stats: cn.processor.stats,
     activations: cn.node.stats.activations,
+    heldMessages: cn.node.heldCount,
     communicationErrors: cn.node.stats.communicationErrors,
   };
 }
