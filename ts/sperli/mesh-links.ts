@@ -453,6 +453,11 @@ export class PeerLinks implements RankTransport {
     this.leftHandler = handler;
   }
 
+  /** RankTransport.framesWaiting: accepted frames not yet handed to a frame handler. */
+  get framesWaiting(): number {
+    return this.pending.length;
+  }
+
   /** Whether `peer` has left the job with BYE. */
   hasLeft(peer: number): boolean {
     return this.peers[peer]?.bye === true;
@@ -839,6 +844,9 @@ export function transportOf(links: PeerLinks): RankTransport {
     size: links.size,
     get failure() {
       return links.failure;
+    },
+    get framesWaiting() {
+      return links.framesWaiting;
     },
     send: (peer, type, tag, payload, epoch) => links.send(peer, type, tag, payload, epoch),
     sendPrefixed: (peer, type, tag, prefix, payload, epoch) =>

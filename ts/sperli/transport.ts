@@ -85,6 +85,11 @@ export interface RankTransport {
    * each piece as it arrives. Without it every frame arrives whole.
    */
   enableStreams?(): void;
+  /**
+   * Optional: accepted frames kept because no frame handler is installed yet (they reach the
+   * handler first, in order, once one is).
+   */
+  readonly framesWaiting?: number;
   /** Installs the receiver of every accepted DATA, COLLECTIVE and checkpoint frame. */
   onFrame(handler: (peer: number, frame: TransportFrame) => void): void;
   /**
