@@ -20,10 +20,10 @@ export interface TransportHarness {
 export type TransportFactory = (size: number) => Promise<TransportHarness>;
 
 /**
- * The seam has no event for "a link that closed after a BYE was handled" (a loss would be
- * reported a close grace later), nor, without `framesWaiting`, for "frames arrived and wait for
- * a receiver": those tests give the transport this long first. A slow machine makes such a
- * check weaker, never false.
+ * For a transport without the optional `framesWaiting`, `closedLinks` and `lossesPending`
+ * nothing shows "frames arrived and wait for a receiver" or "a link that closed after a BYE
+ * was handled, and no loss is coming": those tests give it this long first. A slow machine
+ * makes such a check weaker, never false.
  */
 const graceFor = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -323,7 +323,11 @@ export function transportSuite(name: string, factory: TransportFactory): void {
         const e = await left(t);
         expect([e.code, e.details.peer]).toEqual(['PLX_SPERLI_CLOSED', 2]);
       }
-      await graceFor(300); // rank 2's connections close: no loss
+      // Rank 2's links close at a and b; a close after a BYE starts no loss.
+      if (a.closedLinks !== undefined && b.closedLinks !== undefined) {
+        await until(() => a.closedLinks === 1 && b.closedLinks === 1, "rank 2's links closed at a and b");
+        expect([a.lossesPending, b.lossesPending]).toEqual([0, 0]);
+      } else await graceFor(300);
       await a.send(1, FrameType.DATA, 4, new Uint8Array([4]));
       await b.send(0, FrameType.DATA, 5, new Uint8Array([5]));
       await until(() => (seen[1]?.from(0).length ?? 0) >= 1 && (seen[0]?.from(1).length ?? 0) >= 1, 'frames');

@@ -458,6 +458,18 @@ export class PeerLinks implements RankTransport {
     return this.pending.length;
   }
 
+  /** RankTransport.closedLinks: links to peers that have closed. */
+  get closedLinks(): number {
+    let n = 0;
+    for (const p of this.peers) if (p.closed) n++;
+    return n;
+  }
+
+  /** RankTransport.lossesPending: links closed without BYE, waiting out the close grace. */
+  get lossesPending(): number {
+    return this.graceTimers.size;
+  }
+
   /** Whether `peer` has left the job with BYE. */
   hasLeft(peer: number): boolean {
     return this.peers[peer]?.bye === true;
@@ -847,6 +859,12 @@ export function transportOf(links: PeerLinks): RankTransport {
     },
     get framesWaiting() {
       return links.framesWaiting;
+    },
+    get closedLinks() {
+      return links.closedLinks;
+    },
+    get lossesPending() {
+      return links.lossesPending;
     },
     send: (peer, type, tag, payload, epoch) => links.send(peer, type, tag, payload, epoch),
     sendPrefixed: (peer, type, tag, prefix, payload, epoch) =>

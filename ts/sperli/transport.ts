@@ -90,6 +90,13 @@ export interface RankTransport {
    * handler first, in order, once one is).
    */
   readonly framesWaiting?: number;
+  /** Optional: links to peers that have closed (after a BYE or not). */
+  readonly closedLinks?: number;
+  /**
+   * Optional: links that closed without a BYE and whose peer is lost once the close grace
+   * passes (unless an ABORT comes first).
+   */
+  readonly lossesPending?: number;
   /** Installs the receiver of every accepted DATA, COLLECTIVE and checkpoint frame. */
   onFrame(handler: (peer: number, frame: TransportFrame) => void): void;
   /**
