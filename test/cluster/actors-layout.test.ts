@@ -15,6 +15,7 @@ import { launchClusterNode, readNodeConfig } from '../../ts/cluster/node.js';
 import { type Membership, ownerOf } from '../../ts/cluster/types.js';
 import { openJournal } from '../../ts/runtime/log-journal.js';
 import { Node } from '../../ts/runtime/node.js';
+import { refusal } from '../helpers/refusal.js';
 import { until } from '../helpers/until.js';
 import { type MemoryActorCluster, memoryActorCluster, rng } from './actor-helpers.js';
 import { freePorts } from './actor-procs.js';
@@ -80,8 +81,11 @@ describe('journal layouts', () => {
       .then((v) => {
         done = v;
       });
-    // Kept: while c is away nothing happens, and nothing marks that it did not; this long is the proof.
-    await new Promise((r) => setTimeout(r, 1500));
+    // Held by a's runtime until the shard has an owner; and no other member may be that owner
+    // while c is away: the authority refuses them the shard, whose journal is in c's store.
+    await until(() => c.nodes.get('a')!.node.heldCount === 1, { what: 'the message held on a' });
+    const refused = await refusal(c.memberships.get('b')!.grant(shard));
+    expect([refused.code, refused.details.home]).toEqual(['PLX_CLUSTER_LEASE_HELD', 'c']);
     expect(done).toBeUndefined();
     expect(ownerOf(ma.view(), shard)).toBeUndefined(); // nobody else took it
     (mc as unknown as { call: typeof real }).call = real;

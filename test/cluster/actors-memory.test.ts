@@ -153,8 +153,8 @@ describe('actors across nodes (MemoryWire)', () => {
     void a.node.send(target, 'inc', { id: 'h-1' }).then((v) => {
       done = v;
     });
-    // Kept: a held message leaves no trace to wait for; give it time to (wrongly) be delivered.
-    await new Promise((r) => setTimeout(r, 300));
+    // Held by a's runtime: from now on only a view with an owner of the shard lets it go.
+    await until(() => a.node.heldCount === 1, { what: 'the message held on a' });
     expect(done).toBeUndefined();
     await c.memberships.get('b')!.grant(shard);
     await until(() => done !== undefined, { what: 'delivery after the grant' });

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { rankedOwner } from '../../ts/cluster/authority.js';
 import { shardOf } from '../../ts/core/index.js';
 import { until } from '../helpers/until.js';
-import { initProcCluster, type Line, NodeProc, ProcRun, sleep } from './actor-procs.js';
+import { initProcCluster, type Line, NodeProc, ProcRun } from './actor-procs.js';
 
 const SHARDS = 16;
 const run = new ProcRun();
@@ -80,8 +80,13 @@ describe.skipIf(!existsSync(new URL('../../dist/cli/commands/cluster.js', import
       // and a message to one of them is held, not failed.
       const target = iriIn(cFirst[0] as number);
       const qHeld = a.queue({ cmd: 'send', target, event: 'inc', id: 'held-1' });
-      // Nothing later shows that the held message was not delivered: the wait is the proof.
-      await sleep(800);
+      // Held by a's runtime until the shard has an owner; and c, ranked first for it, may not
+      // be that owner: the authority refuses it the shard, whose journal is in b's store.
+      await until(async () => (await a.cmd({ cmd: 'status' })).heldMessages === 1, {
+        what: 'the message held on a',
+      });
+      const grant = await c.cmd({ cmd: 'grant', shard: cFirst[0] });
+      expect([grant.error, grant.message]).toEqual(['PLX_CLUSTER_LEASE_HELD', expect.stringMatching(/waits for b\b/)]);
       expect(a.lines.some((l) => l.q === qHeld)).toBe(false);
       const during = await leases(a);
       for (const s of ofB) expect(during.has(s)).toBe(false);

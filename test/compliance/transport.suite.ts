@@ -20,10 +20,10 @@ export interface TransportHarness {
 export type TransportFactory = (size: number) => Promise<TransportHarness>;
 
 /**
- * The seam has no event for "nothing more will come" (a frame that arrives with no receiver
- * installed, a second failure, a loss reported after a clean close): the tests that show
- * something does not happen give the transport this long to do it (wrongly) before checking.
- * A slow machine makes such a check weaker, never false.
+ * For a transport without the optional `framesWaiting`, `closedLinks` and `lossesPending`
+ * nothing shows "frames arrived and wait for a receiver" or "a link that closed after a BYE
+ * was handled, and no loss is coming": those tests give it this long first. A slow machine
+ * makes such a check weaker, never false.
  */
 const graceFor = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -217,7 +217,9 @@ export function transportSuite(name: string, factory: TransportFactory): void {
     it('keeps the frames that arrive before a receiver is installed, in order', async () => {
       const [a, b] = (await job(2)) as [RankTransport, RankTransport];
       for (let i = 0; i < 5; i++) await a.send(1, FrameType.DATA, i, new Uint8Array([i]));
-      await graceFor(100); // the frames arrive before the receiver is installed
+      // The frames arrive before the receiver is installed.
+      if (b.framesWaiting !== undefined) await until(() => b.framesWaiting === 5, 'the frames kept at b');
+      else await graceFor(100);
       const sb = watch(b);
       await until(() => sb.frames.length === 5, 'the early frames');
       expect(sb.frames.map((r) => r.frame.tag)).toEqual([0, 1, 2, 3, 4]);
@@ -275,7 +277,9 @@ export function transportSuite(name: string, factory: TransportFactory): void {
       const e1 = new PlexusError('H1617', 'mismatch');
       await Promise.all([ts[0]?.abort(4, e0), ts[1]?.abort(3, e1)]);
       await until(() => ts.every((t) => t.failure !== undefined), 'every failure');
-      await graceFor(50); // the other rank's ABORT arrives: no second failure
+      // The other rank's ABORT comes before its link ends; close() on a failed rank resolves
+      // once every link of it has ended: nothing more arrives, and no second failure came.
+      await Promise.all(ts.map((t) => t.close()));
       expect(ts[0]?.failure).toBe(e0);
       expect(ts[1]?.failure).toBe(e1);
       expect(ts[2]?.failure?.code).toBe('H1612');
@@ -287,8 +291,9 @@ export function transportSuite(name: string, factory: TransportFactory): void {
       const seen = ts.map(watch);
       await ts[0]?.send(1, FrameType.DATA, 0, new Uint8Array([7]));
       await until(() => seen[1]?.frames.length === 1, 'the frame');
+      // close() resolves once every link of the rank has closed (the BYEs came first), and a
+      // closed rank reports no failure after it: what the BYEs and the closes did is done.
       await Promise.all(ts.map((t) => t.close()));
-      await graceFor(50); // the BYEs arrive: no loss
       for (const t of ts) expect(t.failure).toBeUndefined();
       for (const s of seen) expect(s.failures).toEqual([]);
       const e = await refusal(ts[0]?.send(1, FrameType.DATA, 0, new Uint8Array(0)) as Promise<void>);
@@ -318,7 +323,11 @@ export function transportSuite(name: string, factory: TransportFactory): void {
         const e = await left(t);
         expect([e.code, e.details.peer]).toEqual(['PLX_SPERLI_CLOSED', 2]);
       }
-      await graceFor(300); // rank 2's connections close: no loss
+      // Rank 2's links close at a and b; a close after a BYE starts no loss.
+      if (a.closedLinks !== undefined && b.closedLinks !== undefined) {
+        await until(() => a.closedLinks === 1 && b.closedLinks === 1, "rank 2's links closed at a and b");
+        expect([a.lossesPending, b.lossesPending]).toEqual([0, 0]);
+      } else await graceFor(300);
       await a.send(1, FrameType.DATA, 4, new Uint8Array([4]));
       await b.send(0, FrameType.DATA, 5, new Uint8Array([5]));
       await until(() => (seen[1]?.from(0).length ?? 0) >= 1 && (seen[0]?.from(1).length ?? 0) >= 1, 'frames');

@@ -33,6 +33,12 @@ interface FakePeer {
   readonly streams: { id: number; chunks: number; frames: ClusterFrame[] }[];
   /** Writes ACK runs on the connection's ACK stream. */
   ack(runs: [number, number, number][]): void;
+  /**
+   * Resolves once the sender answered an HTTP/2 PING written after the last ACK runs went to
+   * the socket: it has read them (its session hands DATA to the stream as it parses it, and
+   * answers the PING after it).
+   */
+  readBack(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -49,6 +55,7 @@ async function fakePeer(): Promise<FakePeer> {
   });
   const streams: FakePeer['streams'] = [];
   let acks: http2.ServerHttp2Stream | undefined;
+  let written: Promise<void> = Promise.resolve();
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (s) => {
     sessions.add(s);
@@ -80,7 +87,14 @@ async function fakePeer(): Promise<FakePeer> {
       runs.forEach(([sid, count, status], i) => {
         encodeAckRun(b, i * ACK_RUN_SIZE, sid, count, status);
       });
-      acks?.write(b);
+      const stream = acks;
+      if (stream) written = new Promise<void>((r) => stream.write(b, () => r()));
+    },
+    async readBack() {
+      await written;
+      await new Promise<void>((resolve, reject) => {
+        acks?.session?.ping((e) => (e ? reject(e) : resolve()));
+      });
     },
     close: async () => {
       for (const s of sessions) s.destroy();
@@ -155,8 +169,7 @@ describe('Http2Wire batches', () => {
     const sid = peer.streams[0]!.id;
     // The first five ACKs name the five expired frames: nothing of the late ones may settle.
     peer.ack([[sid, 5, 0]]);
-    // Kept: an ACK run that settles nothing leaves no trace to wait for; give it time to (wrongly) settle.
-    await new Promise((r) => setTimeout(r, 50));
+    await peer.readBack();
     expect(lateSettled).toBe(0);
     peer.ack([[sid, 5, 1]]);
     expect(await Promise.all(late)).toEqual(Array(5).fill('duplicate'));

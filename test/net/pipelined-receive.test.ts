@@ -25,6 +25,16 @@ interface Held {
   settle(v: 'stored' | 'refused'): void;
 }
 
+/**
+ * A call from a to b and its answer, on the connection the frames use: b writes the ACK runs
+ * of an event-loop turn at its end, so an ACK it had made before the call came is read by a
+ * before the answer.
+ */
+async function roundTrip(net: Http2Net): Promise<void> {
+  net.wires.get('b')?.onCall(async () => new Uint8Array(0));
+  await net.wires.get('a')?.call('b', new Uint8Array([1]));
+}
+
 describe('Http2Wire pipelined receive', () => {
   let net: Http2Net | undefined;
   afterEach(async () => {
@@ -57,8 +67,9 @@ describe('Http2Wire pipelined receive', () => {
     expect(order).toEqual([]);
     // Settled out of order: frame 3 first. Its ACK waits for frames 0..2 (runs count in order).
     held[3]?.settle('stored');
-    // Kept: an ACK held back leaves no trace to wait for; give it time to (wrongly) go out.
-    await new Promise((r) => setTimeout(r, 50));
+    // A round trip on the same connection after the settle: an ACK for frame 3 that (wrongly)
+    // went out would have reached a before the answer.
+    await roundTrip(net);
     expect(order).toEqual([]);
     held[0]?.settle('stored');
     await until(() => order.length === 1, { timeoutMs: 3_000, what: 'order.length === 1' });
@@ -85,8 +96,9 @@ describe('Http2Wire pipelined receive', () => {
     const a = net.wires.get('a')!;
     const sends = [0, 1, 2].map((i) => a.send('b', frame('vt:s/0', `vt:t/${i}`, i)));
     await until(() => held.length === 1, { timeoutMs: 3_000, what: 'held.length === 1' });
-    // Kept: a frame held back leaves no trace to wait for; give it time to (wrongly) reach the handler.
-    await new Promise((r) => setTimeout(r, 50));
+    // The next frames arrived and wait in b's read-ahead, not handed to the handler.
+    const b = net.wires.get('b')!;
+    await until(() => b.inboundBufferedBytes() > 0, { timeoutMs: 3_000, what: 'the next frames read ahead' });
     expect(held.length).toBe(1);
     held[0]?.settle('stored');
     await until(() => held.length === 2, { timeoutMs: 3_000, what: 'held.length === 2' });
@@ -112,8 +124,9 @@ describe('Http2Wire pipelined receive', () => {
     await until(() => held.length === 1, { timeoutMs: 3_000, what: 'held.length === 1' });
     // The same id on another pair's stream (as a resend on a new stream would carry it).
     const second = a.send('b', { ...frame('vt:s/1', 'vt:t/1', 0), messageId: id });
-    // Kept: a copy held back leaves no trace to wait for; give it time to (wrongly) reach the handler.
-    await new Promise((r) => setTimeout(r, 50));
+    // The copy arrived and waits for the first copy's outcome, not handed to the handler.
+    const b = net.wires.get('b')!;
+    await until(() => b.inboundCopiesWaiting === 1, { timeoutMs: 3_000, what: 'the copy waiting' });
     expect(held.length).toBe(1);
     held[0]?.settle('stored');
     expect(await first).toBe('stored');

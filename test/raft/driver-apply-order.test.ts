@@ -8,6 +8,7 @@ import { RaftNode } from '../../ts/raft/node.js';
 import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Message } from '../../ts/raft/types.js';
 import { RaftDriver } from '../../ts/raft-io/driver.js';
+import { loopTurns } from '../helpers/clock.js';
 import { until as untilProbe } from '../helpers/until.js';
 import { memoryWriter } from './harness.js';
 
@@ -17,12 +18,6 @@ afterEach(async () => {
 });
 
 const enc = new TextEncoder();
-/**
- * Nothing marks that the driver has (wrongly) applied an entry whose write is still held: a
- * check that it did not gives it this turn of the event loop and a few ms first.
- */
-const tick = () => new Promise((r) => setTimeout(r, 5));
-
 async function until(cond: () => boolean, what: string): Promise<void> {
   await untilProbe(cond, { timeoutMs: 5_000, what });
 }
@@ -112,7 +107,10 @@ describe('RaftDriver apply order on a leader', () => {
     expect(await Promise.race([b, late])).toBe(bIndex);
     expect(c.applied.get(1)).toContain(bIndex);
     await until(() => c.syncs() > syncsBefore + 1, "C's write");
-    await tick();
+    // The followers acknowledge C meanwhile: committed, it is what a driver that (wrongly) did
+    // not wait for its own write would apply, in the Ready that follows (a few turns).
+    await until(() => c.node.status().commit >= cIndex, 'C committed by the followers');
+    await loopTurns();
     expect(cDone).toBe(false);
     expect(c.applied.get(1)).not.toContain(cIndex);
     second.open();

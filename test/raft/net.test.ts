@@ -10,6 +10,7 @@ import { MemoryRaftStorage } from '../../ts/raft/storage.js';
 import type { Entry, Message } from '../../ts/raft/types.js';
 import { RaftDriver } from '../../ts/raft-io/driver.js';
 import { RaftTcpTransport, type RaftTlsOptions } from '../../ts/raft-io/tcp-transport.js';
+import { loopTurns } from '../helpers/clock.js';
 import { ProxyMesh } from '../helpers/fault-proxy.js';
 import { rng } from '../helpers/rng.js';
 import { until } from '../helpers/until.js';
@@ -289,8 +290,9 @@ describe('Raft driver and core: what no correct member sends', () => {
     driver.receive(timeoutNow(3, 3)); // not the leader
     driver.receive(timeoutNow(3, 4)); // a later term
     driver.receive(timeoutNow(1, 4)); // the leader, at a term it does not lead
-    // Kept: an ignored message leaves no trace to wait for; give the driver time to (wrongly) act.
-    await new Promise((r) => setTimeout(r, 50));
+    // `receive` steps the node at once (an election would have begun already); the turns let
+    // the driver's Ready that followed run too.
+    await loopTurns();
     expect(node.status()).toMatchObject({ term: 3, role: 'follower', lead: 1 });
     driver.receive(timeoutNow(1, 3)); // the leader hands over: an election at once
     await until(() => node.status().term === 4, { timeoutMs: 2000, what: 'an election' });

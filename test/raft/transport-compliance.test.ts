@@ -103,7 +103,7 @@ async function open(tls: boolean): Promise<RaftTransportHarness & { close(): Pro
     refusals,
     maxMessageBytes: MAX_MESSAGE,
     raw,
-    // The suite's pause before checking that nothing more arrived: a socket has no such event.
+    // The pause between two looks of the suite's waits for a delivery (real sockets).
     settle: () => new Promise((r) => setTimeout(r, 5)),
     close: async () => {
       for (const t of transports) await t.close();

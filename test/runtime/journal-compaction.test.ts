@@ -15,6 +15,7 @@ import { openJournal } from '../../ts/runtime/log-journal.js';
 import type { MacrostepEntry, SnapshotEntry } from '../../ts/runtime/types.js';
 import { MemoryLog, MemoryLogState, openLog } from '../../ts/storage/index.js';
 import { IndexedThrough, MultiplexedLog as NodeLog, PositionRuns } from '../../ts/storage/multiplexed-log.js';
+import { loopTurns } from '../helpers/clock.js';
 import { rng } from '../helpers/rng.js';
 import { until } from '../helpers/until.js';
 
@@ -382,9 +383,10 @@ describe('NodeLog compaction', () => {
     // the next one starts by itself for those 40 (no further drop calls for it) ...
     await until(() => nl.compactions >= 2, { timeoutMs: 1_000, what: 'the second compaction' });
     expect(nl.compactions).toBe(2);
-    // ... and none after it: its own marks (one per shard) are below the threshold
-    // (kept: a compaction that does not start leaves no trace; give it time to (wrongly) start).
-    await new Promise((r) => setTimeout(r, 30));
+    // ... and none after it: its own marks (one per shard) are below the threshold. A next one
+    // would start on the microtask that ends the second; none is running once it ended.
+    await loopTurns();
+    expect(nl.compactionsRunning).toBe(0);
     expect(nl.compactions).toBe(2);
     expect(nl.laneStats()[0]).toMatchObject({ live: 10, dead: 2, stored: 12 });
     expect([a.last, (await a.read(1n)).length]).toEqual([100n, 0]);

@@ -8,6 +8,7 @@ import { decodeJournalRecord, type MacrostepRecord } from '../../ts/codec/journa
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Node, openJournal, shardDir } from '../../ts/runtime/index.js';
 import { openLog } from '../../ts/storage/index.js';
+import { loopTurns } from '../helpers/clock.js';
 import { until } from '../helpers/until.js';
 import { cleanup, counterChart, GatedJournal, probe, stateOf, tempDir } from './helpers.js';
 
@@ -73,8 +74,11 @@ describe('one macrostep', () => {
     const p1 = node.send('vt:c/1', 'relay', { id: 'a', data: { to: ['vt:x/1'], type: 'out' } });
     const p2 = node.send('vt:c/1', 'inc', { id: 'b' });
     await until(() => storage.inFlight === 1, { timeoutMs: 5_000, what: 'storage.inFlight === 1', intervalMs: 2 });
-    // Kept: sends held behind the write leave no trace to wait for; give them time to (wrongly) go out.
-    await new Promise((r) => setTimeout(r, 30));
+    // The record is durable and its append held at the gate. The node learns of the write only
+    // when the append resolves: sends or a next message that (wrongly) did not wait for it went
+    // on microtasks right after the append began, long before the real write ended; a few more
+    // turns of the loop let anything left of them run.
+    await loopTurns();
     // the record is on disk, but nothing was sent and the second message did not start
     expect(out.sent).toHaveLength(0);
     expect(chart.calls).toBe(1);
@@ -187,8 +191,9 @@ describe('mailbox bound', () => {
       waited = true;
       return r;
     });
-    // Kept: a waiting send leaves no trace to wait for; give it time to (wrongly) be taken.
-    await new Promise((r) => setTimeout(r, 20));
+    // A send that (wrongly) did not wait would be taken or refused on the microtasks of this
+    // call; the mailbox's first macrostep is held at the gate, so nothing frees room meanwhile.
+    await loopTurns();
     expect(waited).toBe(false);
     storage.closedGate = false;
     storage.release();

@@ -44,8 +44,8 @@ describe('placement', () => {
       done = true;
       return r;
     });
-    // Kept: a held message leaves no trace to wait for; give the node time to (wrongly) run it.
-    await new Promise((r) => setTimeout(r, 20));
+    // Held: from now on only a placement change lets it run.
+    await until(() => node.heldCount === 1, { what: 'the message held by placement' });
     expect(done).toBe(false);
     expect(node.activeCount).toBe(0);
     expect((await storage.history('vt:c/1')).lastSeq).toBe(0);

@@ -3,18 +3,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../ts/core/clock.js';
 import { isPlexusError } from '../../ts/core/errors.js';
 import { Node, openJournal, type PlacementDecision } from '../../ts/runtime/index.js';
+import { loopTurns } from '../helpers/clock.js';
 import { until } from '../helpers/until.js';
 import { cleanup, counterChart, GatedJournal, probe, tempDir } from './helpers.js';
 
 afterAll(cleanup);
-
-/**
- * A drain that (wrongly) ended would still close its actors, with real file I/O, before
- * `stop()` resolves, and no event marks that it has not begun: after moving the node's clock to
- * just before the deadline, the tests give it this long to resolve before checking it did not.
- */
-const DRAIN_GRACE_MS = 20;
-const drainGrace = () => new Promise((r) => setTimeout(r, DRAIN_GRACE_MS));
 
 describe('node.stop', () => {
   it('finishes queued macrosteps and flushes local sends before it resolves, refusing new messages meanwhile', async () => {
@@ -41,7 +34,9 @@ describe('node.stop', () => {
     }
     expect(isPlexusError(refused, 'PLX_RUNTIME_STOPPED')).toBe(true);
     clock.advance(29_999); // just before the default 30 s deadline of stop()
-    await drainGrace();
+    // A deadline that (wrongly) fired would end the drain wait within these turns.
+    await loopTurns();
+    expect(node.draining).toBe(true);
     expect(stopped).toBe(false);
     storage.closedGate = false;
     storage.release();
@@ -85,7 +80,8 @@ describe('node.stop', () => {
       stopped = true;
     });
     clock.advance(59_999);
-    await drainGrace();
+    await loopTurns();
+    expect(node.draining).toBe(true);
     expect(stopped).toBe(false);
     storage.closedGate = false;
     storage.release();
@@ -106,9 +102,12 @@ describe('node.stop', () => {
     });
     await until(() => clock2.pending() > 0, { what: "the drain's deadline on the node's clock" });
     clock2.advance(499);
-    await drainGrace();
+    await loopTurns();
+    expect(stuck.draining).toBe(true);
     expect(stopped2).toBe(false);
     clock2.advance(1);
+    await loopTurns();
+    expect(stuck.draining).toBe(false);
     await stopping2;
     const h = await storage2.history('vt:c/1');
     expect(h.snapshot?.pending).toEqual([

@@ -3,6 +3,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { assign, raise, setup } from 'xstate';
 import { type ActorEvent, type Chart, Node, openJournal, sendEvent, xstateChart } from '../../ts/runtime/index.js';
+import { loopTurns } from '../helpers/clock.js';
 import { until } from '../helpers/until.js';
 import { cleanup, ManualClock, probe, stateOf, tempDir } from './helpers.js';
 
@@ -133,9 +134,12 @@ describe('xstateChart', () => {
       .config({ idleAfter: 0 })
       .build();
     await node.send('vt:orders/2', 'pay'); // billing has no chart here: error.communication, ignored in `paying`
+    const timers = clock.pending; // the raise's among them
+    expect(timers).toBeGreaterThan(0);
     clock.advance(999);
-    // Kept: the clock is manual, but a raise it fired would be processed asynchronously: give it time.
-    await new Promise((r) => setTimeout(r, 10));
+    // No timer of the node's clock fired: the raise is still held on its own, not sent.
+    expect(clock.pending).toBe(timers);
+    await loopTurns();
     const ctx = () => stateOf<{ context: Ctx }>(node, 'vt:orders/2').context ?? { total: 0, reason: '', reminders: -1 };
     expect(ctx().reminders).toBe(0);
     clock.advance(1);

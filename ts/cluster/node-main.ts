@@ -40,6 +40,7 @@ export function nodeStatus(cn: ClusterNode): Record<string, unknown> {
     redirects: [...cn.placement.redirectTable()].map(([shard, r]) => ({ shard, owner: r.owner, epoch: `${r.epoch}` })),
     stats: cn.processor.stats,
     activations: cn.node.stats.activations,
+    heldMessages: cn.node.heldCount,
     communicationErrors: cn.node.stats.communicationErrors,
   };
 }
@@ -204,7 +205,7 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
         } else if (c.cmd === 'release') {
           // Hands a shard over (for tests of moves): another member may take it now.
           const shard = Number(c.shard);
-          cn.claimPausedUntil.set(shard, Date.now() + Number(c.ms ?? 5000));
+          cn.pauseClaims(shard, Number(c.ms ?? 5000));
           const l = cn.membership.held().find((x) => x.shard === shard);
           (l === undefined ? Promise.resolve() : cn.membership.release(shard, l.epoch)).then(
             () => out({ ev: 'released', q, ok: l !== undefined }),

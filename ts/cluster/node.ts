@@ -11,7 +11,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
+import { type Clock, type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
 import { delay, heldClock } from '../core/retry.js';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
@@ -122,8 +122,15 @@ export class ClusterNode {
   ) {}
 
   private stopped?: Promise<void>;
-  /** Shards this node does not claim until the given time (ms since the epoch): hand-overs in tests. */
+  /** Shards this node does not claim until the given time of `claimClock`: hand-overs in tests. */
   readonly claimPausedUntil = new Map<number, number>();
+  /** The clock claim pauses are measured on: the node's clock (`launchClusterNode` sets it). */
+  claimClock: Clock = heldClock;
+
+  /** This node claims `shard` again only after `ms` of its clock (a hand-over in tests). */
+  pauseClaims(shard: number, ms: number): void {
+    this.claimPausedUntil.set(shard, this.claimClock.now() + ms);
+  }
 
   /** Drains the runtime (running macrosteps finish, outboxes flush), then leaves and closes. */
   stop(): Promise<void> {
@@ -328,8 +335,9 @@ export async function launchClusterNode(
     readonly wireSpinMs?: number;
     /**
      * Wall time of the node (the base of new lease epochs, claim pauses) and the timers of its
-     * join retries and of the bound on the shard hand-over when it stops (default `heldClock`:
-     * a pending one keeps the process alive).
+     * join retries, of the bound on the shard hand-over when it stops and of its wire (delivery
+     * deadlines, resend pauses, call timeouts) (default `heldClock`: a pending one keeps the
+     * process alive).
      */
     readonly clock?: ClockTimers;
   } = {},
@@ -425,6 +433,7 @@ async function launch(
     ...(cfg.wire?.streamCap === undefined ? {} : { streamCap: cfg.wire.streamCap }),
     ...(cfg.wire?.poolSize === undefined ? {} : { poolSize: cfg.wire.poolSize }),
     ...(opts.wireSpinMs === undefined ? {} : { spinMs: opts.wireSpinMs }),
+    clock,
   });
   const w = wire;
   cleanups.push(() => w.close());
@@ -486,6 +495,7 @@ async function launch(
       await nl.close();
     };
   }
+  cn.claimClock = clock;
   await joinWithRetry(m, clock);
   const stopClaiming = startClaiming(
     m,

@@ -110,6 +110,11 @@ export class Http2Wire implements Wire {
     return this.inbound.inboundInHandler;
   }
 
+  /** Received copies of a frame held until the copy being stored is settled (then answered duplicate). */
+  get inboundCopiesWaiting(): number {
+    return this.receiver.copiesWaiting;
+  }
+
   onFrame(handler: FrameHandler): void {
     this.receiver.setHandler(handler);
   }

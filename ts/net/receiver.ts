@@ -83,6 +83,11 @@ export class Receiver {
     this.handler = h;
   }
 
+  /** Second copies of an id waiting for the first copy's outcome (for tools and tests). */
+  get copiesWaiting(): number {
+    return this.waiters.size;
+  }
+
   /** The frame handler (for wires that call it themselves after `admit`). */
   get frameHandler(): FrameHandler {
     return this.handler;

@@ -237,6 +237,16 @@ export class Node implements NodeHandle {
   }
 
   /**
+   * Messages placement holds on this node: their target has no owner now, or messages of it
+   * sent elsewhere are still on their way (for tools and tests).
+   */
+  get heldCount(): number {
+    let n = 0;
+    for (const list of this.held.values()) n += list.length;
+    return n;
+  }
+
+  /**
    * Sends an event to an actor from outside any actor. Resolves once a macrostep of the
    * target consumed it durably (`processed`) or found it already journaled
    * (`duplicate`). `id` defaults to a fresh random id; pass one to make retries safe.
@@ -540,6 +550,15 @@ export class Node implements NodeHandle {
   stop(opts: { readonly timeoutMs?: number } = {}): Promise<void> {
     this.stopped ??= this.drain(opts.timeoutMs ?? 30_000);
     return this.stopped;
+  }
+
+  /**
+   * Whether `stop()` is still draining: true from `stop()` until the wait for macrosteps and
+   * sends ends (they all ended, or the deadline of the node's clock came); the actors are
+   * deactivated after it.
+   */
+  get draining(): boolean {
+    return this.stopping && !this.closing;
   }
 
   private async drain(timeoutMs: number): Promise<void> {

@@ -453,6 +453,23 @@ export class PeerLinks implements RankTransport {
     this.leftHandler = handler;
   }
 
+  /** RankTransport.framesWaiting: accepted frames not yet handed to a frame handler. */
+  get framesWaiting(): number {
+    return this.pending.length;
+  }
+
+  /** RankTransport.closedLinks: links to peers that have closed. */
+  get closedLinks(): number {
+    let n = 0;
+    for (const p of this.peers) if (p.closed) n++;
+    return n;
+  }
+
+  /** RankTransport.lossesPending: links closed without BYE, waiting out the close grace. */
+  get lossesPending(): number {
+    return this.graceTimers.size;
+  }
+
   /** Whether `peer` has left the job with BYE. */
   hasLeft(peer: number): boolean {
     return this.peers[peer]?.bye === true;
@@ -839,6 +856,15 @@ export function transportOf(links: PeerLinks): RankTransport {
     size: links.size,
     get failure() {
       return links.failure;
+    },
+    get framesWaiting() {
+      return links.framesWaiting;
+    },
+    get closedLinks() {
+      return links.closedLinks;
+    },
+    get lossesPending() {
+      return links.lossesPending;
     },
     send: (peer, type, tag, payload, epoch) => links.send(peer, type, tag, payload, epoch),
     sendPrefixed: (peer, type, tag, prefix, payload, epoch) =>

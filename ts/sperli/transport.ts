@@ -85,6 +85,18 @@ export interface RankTransport {
    * each piece as it arrives. Without it every frame arrives whole.
    */
   enableStreams?(): void;
+  /**
+   * Optional: accepted frames kept because no frame handler is installed yet (they reach the
+   * handler first, in order, once one is).
+   */
+  readonly framesWaiting?: number;
+  /** Optional: links to peers that have closed (after a BYE or not). */
+  readonly closedLinks?: number;
+  /**
+   * Optional: links that closed without a BYE and whose peer is lost once the close grace
+   * passes (unless an ABORT comes first).
+   */
+  readonly lossesPending?: number;
   /** Installs the receiver of every accepted DATA, COLLECTIVE and checkpoint frame. */
   onFrame(handler: (peer: number, frame: TransportFrame) => void): void;
   /**

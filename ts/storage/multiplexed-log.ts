@@ -497,6 +497,13 @@ export class MultiplexedLog {
   /** Lane compactions completed. */
   compactions = 0;
 
+  /** Lanes with a compaction running now (for tools and tests). */
+  get compactionsRunning(): number {
+    let n = 0;
+    for (const l of this.lanes) if (l.compacting !== undefined) n++;
+    return n;
+  }
+
   private constructor(
     readonly stores: readonly LogStorage[],
     compaction: LaneCompaction,
