@@ -11,7 +11,8 @@ import type { ClusterMeta } from '../../ts/cluster/meta.js';
 import { startClaiming } from '../../ts/cluster/node.js';
 import { StaticMembership } from '../../ts/cluster/static.js';
 import type { MemberInfo } from '../../ts/cluster/types.js';
-import type { MembershipFactory, MembershipHarness } from '../compliance/membership.suite.js';
+import type { FailureCostsFactory } from '../compliance/failure-costs.suite.js';
+import type { MembershipHarness } from '../compliance/membership.suite.js';
 
 const META: ClusterMeta = { id: 'c1', shardCount: 8, hashVersion: 1, replicationFactor: 1 };
 const LEASE = { ttlMs: 1000, safetyMarginMs: 200, renewEveryMs: 300 };
@@ -19,15 +20,15 @@ const DETECTOR = { suspectAfterMs: 300, failedAfterMs: 1000 };
 
 let next = 0;
 
-/** The factory over etcd at `endpoints()` (read when a test builds its cluster); each cluster on a fresh prefix. */
-export function etcdMembershipFactory(
-  endpoints: () => readonly string[],
-  opts: { readonly lease?: typeof LEASE; readonly leaseClockRate?: (node: string) => number } = {},
-): MembershipFactory {
-  return async (nodes): Promise<MembershipHarness> => {
+/**
+ * The factory over etcd at `endpoints()` (read when a test builds its cluster), each cluster on
+ * a fresh prefix; `leaseClockRate` slows a node's lease clock (the failure-costs suite's skew row).
+ */
+export function etcdMembershipFactory(endpoints: () => readonly string[]): FailureCostsFactory {
+  return async (nodes, opts = {}): Promise<MembershipHarness> => {
     const prefix = `/plexus-membership/${process.pid}-${Date.now()}-${next++}/`;
     const infos: MemberInfo[] = nodes.map((id) => ({ id, address: `${id}:0` }));
-    const lease = opts.lease ?? LEASE;
+    const lease = LEASE;
     const authorities: Promise<EtcdAuthority>[] = [];
     const all: StaticMembership[] = [];
     const make = (node: string, meta: ClusterMeta = META): StaticMembership => {
