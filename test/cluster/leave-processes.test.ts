@@ -12,9 +12,14 @@
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeControl } from '../../ts/cluster/control.js';
+import { readNodeConfig } from '../../ts/cluster/node.js';
 import type { MembershipConfig } from '../../ts/cluster/node-config.js';
+import { readNodeTls } from '../../ts/cluster/node-tls.js';
+import { Http2Wire } from '../../ts/net/http2-wire.js';
 import { type EtcdCluster, etcdAvailable, startEtcd } from '../helpers/etcd.js';
 import { runNode } from '../helpers/processes.js';
+import { refusal } from '../helpers/refusal.js';
 import { until } from '../helpers/until.js';
 import { CLI, initProcCluster, type Line, NodeProc, ProcRun, sharedJournalHistory } from './actor-procs.js';
 
@@ -137,6 +142,24 @@ async function scenario(
   expect(refused.code).toBe(1);
   expect(refused.stderr).toContain('PLX_CLUSTER_BAD_REQUEST');
   expect(a.lines.some((l) => l.ev === 'leaving')).toBe(false);
+  // A node obeys only its own certificate: a, a member admitted to b's wire, may not make b leave.
+  const cfgA = await readNodeConfig(files.get('a')!);
+  const asA = new Http2Wire({
+    self: 'a',
+    cluster: cfgA.meta.id,
+    tls: readNodeTls(cfgA),
+    resolve: (n) => cfgA.members.find((m) => m.id === n)?.address,
+    isMember: (n) => cfgA.members.some((m) => m.id === n),
+    deliveryDeadlineMs: 10_000,
+  });
+  try {
+    const e = await refusal(asA.call('b', encodeControl({ op: 'leave' })));
+    expect(e.code).toBe('PLX_CLUSTER_BAD_REQUEST');
+    expect(e.message).toContain('only with its own certificate');
+  } finally {
+    await asA.close();
+  }
+  expect(b.lines.some((l) => l.ev === 'leaving')).toBe(false);
 
   const left = await runNode(CLI, ['leave', '--config', files.get('b')!], { timeoutMs: 90_000 });
   expect(left.code, `${left.stdout} ${left.stderr}`).toBe(0);
@@ -214,6 +237,32 @@ describe.skipIf(!built)('leaving with a drain, in node processes (static authori
   it('cluster leave: b drains, hands its shards over at greater epochs and exits 0; every message once', async () => {
     await leaveScenario(run);
   }, 180_000);
+});
+
+describe.skipIf(!built)('leaving with per-node journals, in node processes (replication factor 1)', () => {
+  const run = new ProcRun();
+  afterAll(() => run.cleanup(), 120_000);
+
+  it('cluster leave is refused and the node keeps serving; SIGTERM stops it without leaving', async () => {
+    const files = await initProcCluster(run, 'plexus-leave-pernode-', { shards: 8, nodes: ['a', 'b'] });
+    for (const id of ['a', 'b']) run.procs.push(new NodeProc(id, files.get(id)!));
+    const [a, b] = run.procs as [NodeProc, NodeProc];
+    for (const p of run.procs) await p.wait((l) => l.ev === 'held' && l.held.length > 0, 'leases', 30_000);
+    const held = (await b.cmd({ cmd: 'status' })).held as Line[];
+    expect(held.length).toBeGreaterThan(0);
+    const r = await runNode(CLI, ['leave', '--config', files.get('b')!], { timeoutMs: 60_000 });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('PLX_CLUSTER_REPLICATION_UNSUPPORTED');
+    expect(b.lines.some((l) => l.ev === 'leaving')).toBe(false);
+    // Nothing changed: b still holds its shards and serves them.
+    const st = await a.cmd({ cmd: 'status' });
+    expect(st.members.find((m: Line) => m.id === 'b')?.status).toBe('alive');
+    const shard = held[0]!.shard as number;
+    expect(st.leases.find((l: Line) => l.shard === shard)?.owner).toBe('b');
+    await b.stop();
+    expect(b.exited).toBe(0);
+    expect(b.lines.find((l) => l.ev === 'leave-refused')?.code).toBe('PLX_CLUSTER_REPLICATION_UNSUPPORTED');
+  }, 120_000);
 });
 
 describe.skipIf(!built || !etcdAvailable)(

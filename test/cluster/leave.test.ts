@@ -6,6 +6,13 @@
  * processes: test/cluster/leave-processes.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import {
+  CONTROL_TAG,
+  decodeControl,
+  decodeControlReply,
+  encodeControl,
+  serveControl,
+} from '../../ts/cluster/control.js';
 import { checkHistory } from '../../ts/cluster/history.js';
 import type { LeaveStep } from '../../ts/cluster/leave.js';
 import { ownerOf } from '../../ts/cluster/types.js';
@@ -169,5 +176,37 @@ describe('ClusterNode.leave() (MemoryWire)', () => {
     const target = iriInShard('vt:counter/stay', s, (iri) => b.placement.shardOf(iri));
     expect(await c.nodes.get('a')!.node.send(target, 'inc', { id: 'stay-1' })).toBe('processed');
     expect(b.node.activation(target)).toBeDefined();
+  });
+});
+
+describe('operator requests (ts/cluster/control.ts)', () => {
+  it('obeys only the node itself and refuses requests of a bad shape', async () => {
+    let leaves = 0;
+    const serve = serveControl('b', {
+      leave: async () => {
+        leaves++;
+        return { left: true };
+      },
+    });
+    const body = encodeControl({ op: 'leave' });
+    expect(body[0]).toBe(CONTROL_TAG);
+    expect(decodeControl(body)).toEqual({ op: 'leave' });
+    const e = await expectRefusal(serve('a', body), 'PLX_CLUSTER_BAD_REQUEST');
+    expect(e.details).toMatchObject({ reason: 'control', from: 'a' });
+    expect(leaves).toBe(0);
+    expect(decodeControlReply(await serve('b', body))).toEqual({ ok: true, left: true });
+    expect(leaves).toBe(1);
+    const enc = (text: string) => new Uint8Array([CONTROL_TAG, ...new TextEncoder().encode(text)]);
+    for (const bad of [
+      enc('{"op":"stop"}'),
+      enc('not json'),
+      enc('null'),
+      new Uint8Array([0x7b]),
+      new Uint8Array([CONTROL_TAG, 0xff, 0xfe]),
+      enc(`{"op":"leave","x":"${'y'.repeat(5000)}"}`),
+    ]) {
+      await expectRefusal(serve('b', bad), 'PLX_CLUSTER_BAD_REQUEST');
+    }
+    expect(leaves).toBe(1);
   });
 });
