@@ -242,7 +242,9 @@ export function failureCostsSuite(name: string, factory: FailureCostsFactory): v
       const newOwner = await movedOffB(c, shard, e1);
       expect(await a.node.send(actor, 'ping', { id: 'after' })).toBe('processed');
       // b still believes it owns the shard: it runs a macrostep and appends with the old epoch.
-      expect(c.m('b').leaseFor(shard)?.epoch).toBe(e1);
+      expect(c.m('b').leaseFor(shard)?.epoch, 'b runs on a slow lease clock (the factory honours leaseClockRate)').toBe(
+        e1,
+      );
       expect(b.placement.decide(actor)).toEqual({ kind: 'local' });
       const e = await refusal(b.node.send(actor, 'ping', { id: 'skewed' }));
       expect(e.code).toBe('PLX_RUNTIME_JOURNAL_FAILED');
