@@ -29,6 +29,8 @@ export async function localCluster(opts: {
   detector?: Partial<DetectorConfig>;
   autoAssign?: boolean;
   meta?: ClusterMeta;
+  /** The rate of real time at which a node's lease clock runs (default 1: the monotonic clock). */
+  leaseClockRate?: (node: string) => number;
 }): Promise<LocalCluster> {
   const meta = opts.meta ?? META;
   const lease = opts.lease ?? { ttlMs: 1000, safetyMarginMs: 200, renewEveryMs: 300 };
@@ -67,7 +69,9 @@ export async function localCluster(opts: {
   };
   const all: StaticMembership[] = [];
   const make = (node: string, m: ClusterMeta = meta) => {
+    const rate = opts.leaseClockRate?.(node) ?? 1;
     const s = new StaticMembership({
+      ...(rate === 1 ? {} : { clock: { now: () => performance.now() * rate } }),
       config: { meta: m, self: { id: node, address: `${node}:0` }, members: infos, authority: authorityNode },
       call: callFor(opts.nodes.includes(node) ? node : authorityNode),
       lease,

@@ -206,6 +206,7 @@ export function membershipSuite(name: string, factory: MembershipFactory): void 
       await m('b').close(); // b stops heartbeating and renewing
       await until(
         () =>
+          m('a').view().leases.length === h!.meta.shardCount &&
           m('a')
             .view()
             .leases.every((l) => l.owner === 'a'),

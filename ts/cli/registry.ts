@@ -43,7 +43,7 @@ export const commands: readonly CommandEntry[] = [
   },
   {
     name: 'cluster',
-    summary: 'run and inspect a cluster of actor nodes (init, node, status, leases, dead-letters)',
+    summary: 'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters)',
     load: async () => (await import('./commands/cluster.js')).cluster,
   },
 ];

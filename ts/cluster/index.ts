@@ -31,6 +31,14 @@ export { AuthorityHost, type AuthorityHostOptions } from './host.js';
 export { type InitOptions, initCluster } from './init.js';
 export { ClusterJournal, type ClusterJournalOptions } from './journal.js';
 export type { AuthorityCall, AuthorityReply, AuthorityRequest, LeaseAuthority } from './lease-authority.js';
+export {
+  type LeaveOptions,
+  type LeaveStep,
+  leaveCluster,
+  perNodeHandOver,
+  type ShardHandOver,
+  sharedStoreHandOver,
+} from './leave.js';
 export { BoundedMailbox } from './mailbox.js';
 export {
   type ClusterMeta,

@@ -1,7 +1,11 @@
 /**
- * Runs one cluster node in this process until SIGTERM or SIGINT (then it drains: running
- * macrosteps finish, outboxes flush, a shared-store node hands its shards over). It prints
- * what happens as JSON lines on stdout. With `control`, it also takes JSON commands on
+ * Runs one cluster node in this process until SIGTERM or SIGINT, or until an operator's
+ * `plexus cluster leave` asks it to leave. Either way it leaves with a drain first
+ * (ts/cluster/leave.ts: no new activations, running macrosteps finish, outboxes flush, each
+ * shard is handed over and released, held messages go to the next owners), bounded, with a
+ * `{"ev":"leaving","step":...}` line per step; a node that cannot hand its shards over
+ * (per-node stores, replication factor 1) prints `{"ev":"leave-refused",...}` on SIGTERM and
+ * stops without leaving (its shards wait for it). It prints what happens as JSON lines on stdout. With `control`, it also takes JSON commands on
  * stdin, one per line, each answered by a line with the same `q`:
  *
  *   {"cmd":"send","q":1,"target":iri,"event":name,"data":json,"id":msgid}   -> {"ev":"sent","q":1,"result"|"error"}
@@ -16,6 +20,7 @@
 import { createInterface } from 'node:readline';
 import { WIRE_SPIN_VARIABLE, wireSpinMs } from '../net/http2-wire-shared.js';
 import type { JsonValue } from '../runtime/types.js';
+import type { LeaveStep } from './leave.js';
 import { type ClusterNode, launchClusterNode, readNodeConfig } from './node.js';
 import { ownerOf } from './types.js';
 
@@ -92,14 +97,27 @@ async function load(
   };
 }
 
+/** A progress line per step of leaving. */
+const leaveStep = (s: LeaveStep) => out({ ev: 'leaving', ...s });
+
 export async function runNodeProcess(configFile: string, opts: { readonly control?: boolean } = {}): Promise<number> {
   process.stdout.on('error', () => {
     stdoutOpen = false;
   });
   const cfg = await readNodeConfig(configFile);
+  /** Stops the process after an operator's leave (set below, once the signal handlers are in). */
+  let stopAfterLeave = () => {};
   const cn = await launchClusterNode(cfg, {
     wireSpinMs: wireSpinMs(undefined, process.env[WIRE_SPIN_VARIABLE]),
     onError: (e) => out({ ev: 'error', code: (e as { code?: string }).code, message: (e as Error).message }),
+    onLeaveRequest: async (node) => {
+      const t0 = Date.now();
+      out({ ev: 'leave-requested' });
+      const left = await node.leave({ onStep: leaveStep });
+      // The reply goes out first; the process stops just after.
+      setTimeout(() => stopAfterLeave(), 50);
+      return { node: node.self, left, ms: Date.now() - t0 };
+    },
   });
   let lastHeld = '';
   const timer = setInterval(() => {
@@ -124,6 +142,13 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
         const t0 = Date.now();
         out({ ev: 'draining' });
         clearInterval(timer);
+        if (!cn.left) {
+          await cn
+            .leave({ onStep: leaveStep })
+            .catch((e) =>
+              out({ ev: 'leave-refused', code: (e as { code?: string }).code, message: (e as Error).message }),
+            );
+        }
         await cn.stop().catch((e) => out({ ev: 'error', message: (e as Error).message }));
         out({ ev: 'stopped', ms: Date.now() - t0 });
         resolve(0);
@@ -131,6 +156,7 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
+    stopAfterLeave = stop;
     if (opts.control) {
       const rl = createInterface({ input: process.stdin });
       rl.on('line', (line) => {

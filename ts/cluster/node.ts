@@ -26,12 +26,14 @@ import { rankedOwner } from './authority.js';
 import { BUILTIN_CHARTS } from './charts.js';
 import { decodeReply, encodeRequest, serveAuthority } from './codec.js';
 import { type ClusterConfig, clusterConfig, type DetectorConfig, type LeaseConfig } from './config.js';
+import { CONTROL_TAG, serveControl } from './control.js';
 import { ensureDir } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
 import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
 import type { AuthorityCall, LeaseAuthority } from './lease-authority.js';
+import { type LeaveOptions, leaveCluster, perNodeHandOver, type ShardHandOver, sharedStoreHandOver } from './leave.js';
 import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
 import { checkNodeConfig, type MembershipConfig } from './node-config.js';
 import { readNodeTls } from './node-tls.js';
@@ -105,6 +107,11 @@ export interface ClusterNodeParts {
   readonly clock?: ClockTimers;
   /** Called by `stop()` after the runtime drained (leave the cluster, close the wire...). */
   readonly onStop?: () => Promise<void>;
+  /**
+   * How `leave()` hands shards over (ts/cluster/leave.ts): default nothing to ship with a
+   * shared store; with per-node stores a leave is refused while this node holds leases.
+   */
+  readonly handOver?: ShardHandOver;
 }
 
 export class ClusterNode {
@@ -119,9 +126,39 @@ export class ClusterNode {
     readonly gate: EpochGate,
     readonly deadLetters: DeadLetters,
     private readonly onStop: () => Promise<void>,
+    /** How `leave()` hands this node's shards over. */
+    readonly handOver: ShardHandOver = sharedStoreHandOver,
   ) {}
 
   private stopped?: Promise<void>;
+  private leaving?: Promise<boolean>;
+  /** Whether `leave()` completed: this node left the cluster. */
+  left = false;
+
+  /**
+   * Leaves the cluster with a drain (ts/cluster/leave.ts): the authority is told, the runtime
+   * refuses new activations, finishes its macrosteps, flushes its outboxes, each shard is
+   * handed over and released, the messages held for them go to their next owners, and the
+   * membership leaves. Refused (PLX_CLUSTER_REPLICATION_UNSUPPORTED) before anything changes
+   * when the shards cannot be handed over. Resolves whether it left within the bound; call
+   * `stop()` afterwards either way.
+   */
+  leave(opts: Omit<LeaveOptions, 'clock'> & { readonly clock?: LeaveOptions['clock'] } = {}): Promise<boolean> {
+    this.leaving ??= leaveCluster(this.membership, this.node, this.handOver, {
+      ...opts,
+      clock: opts.clock ?? this.node.clock,
+    }).then(
+      (left) => {
+        this.left = left;
+        return left;
+      },
+      (e) => {
+        this.leaving = undefined;
+        throw e;
+      },
+    );
+    return this.leaving;
+  }
   /** Shards this node does not claim until the given time of `claimClock`: hand-overs in tests. */
   readonly claimPausedUntil = new Map<number, number>();
   /** The clock claim pauses are measured on: the node's clock (`launchClusterNode` sets it). */
@@ -187,6 +224,7 @@ export function assembleClusterNode(parts: ClusterNodeParts): ClusterNode {
     gate,
     parts.deadLetters,
     parts.onStop ?? (async () => {}),
+    parts.handOver ?? (parts.layout === 'shared' ? sharedStoreHandOver : perNodeHandOver(() => false, meta.shardCount)),
   );
 }
 
@@ -340,6 +378,12 @@ export async function launchClusterNode(
      * process alive).
      */
     readonly clock?: ClockTimers;
+    /**
+     * Runs an operator's leave (`plexus cluster leave`, over the node's own mutual-TLS wire):
+     * resolves with the reply once the node left; the caller stops the node after. Default:
+     * `leave()`, then `stop()` once the reply is out.
+     */
+    readonly onLeaveRequest?: (cn: ClusterNode) => Promise<Record<string, unknown>>;
   } = {},
 ): Promise<ClusterNode> {
   const meta = clusterMeta(cfg.meta);
@@ -449,7 +493,33 @@ async function launch(
       e,
     );
   }
+  let leaving: ClusterNode | undefined;
+  const control = serveControl(cfg.self, {
+    leave: async () => {
+      if (leaving === undefined) throw clusterError(ClusterCode.UNAVAILABLE, `node ${cfg.self} is still starting`);
+      if (isAuthority) {
+        throw clusterError(
+          ClusterCode.BAD_REQUEST,
+          `node ${cfg.self} hosts the cluster's lease authority: it cannot leave (the others would lose their leases); stop it last`,
+          { reason: 'authority' },
+        );
+      }
+      if (storeHost !== undefined) {
+        throw clusterError(
+          ClusterCode.BAD_REQUEST,
+          `node ${cfg.self} hosts the cluster's shared store: it cannot leave (the others would lose their journals); stop it last`,
+          { reason: 'store-host' },
+        );
+      }
+      const cn = leaving;
+      if (opts.onLeaveRequest) return opts.onLeaveRequest(cn);
+      const left = await cn.leave();
+      setTimeout(() => void cn.stop(), 100);
+      return { left };
+    },
+  });
   wire.onCall(async (from, body) => {
+    if (body[0] === CONTROL_TAG) return control(from, body);
     if (body[0] === STORE_TAG) {
       if (!storeHost) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no shared store`);
       return storeHost.handle(from, body);
@@ -484,8 +554,11 @@ async function launch(
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
     ...(opts.charts ? { charts: opts.charts } : {}),
     ...(opts.onMacrostep ? { onMacrostep: opts.onMacrostep } : {}),
-    onStop: () => stopNode({ layout, membership: m, host: host ?? local, wire, storeHost, deadLog, clock }),
+    onStop: () =>
+      stopNode({ layout, membership: m, host: host ?? local, wire, storeHost, deadLog, clock, left: () => cn.left }),
+    handOver: layout === 'shared' ? sharedStoreHandOver : perNodeHandOver(holds, meta.shardCount),
   });
+  leaving = cn;
   if (nodeLog !== undefined) {
     // The node log outlives the shard views the journal closes.
     const nl = nodeLog;
@@ -618,13 +691,15 @@ interface NodeParts {
   readonly deadLog: LogStorage;
   /** Timers of the hand-over bound. */
   readonly clock: ClockTimers;
+  /** Whether the node left the cluster already (`ClusterNode.leave()`): nothing to hand over. */
+  readonly left: () => boolean;
 }
 
 /** How long a node that stops waits for its shards to be handed over (ms). */
 const HAND_OVER_BOUND_MS = 3000;
 
-async function stopNode({ layout, membership, host, wire, storeHost, deadLog, clock }: NodeParts): Promise<void> {
-  if (layout === 'shared') {
+async function stopNode({ layout, membership, host, wire, storeHost, deadLog, clock, left }: NodeParts): Promise<void> {
+  if (layout === 'shared' && !left()) {
     // A shared store needs no shipping: hand every shard over so another node takes it now.
     // Bounded: when the authority is gone already, the leases simply expire.
     let timer: TimerHandle | undefined;

@@ -160,6 +160,8 @@ export class Node implements NodeHandle {
   private readonly host: ActorHost;
   private unsubscribe?: () => void;
   private stopping = false;
+  /** Set by `refuseActivations()`: a message for a local actor that is not active is held instead. */
+  private refusing = false;
   /** Set once the drain is over: from then on nothing is placed, not even between actors. */
   private closing = false;
   private stopped?: Promise<void>;
@@ -418,6 +420,15 @@ export class Node implements NodeHandle {
       return;
     }
     let actor = this.actors.get(target);
+    if (actor === undefined && this.refusing) {
+      // Leaving: no new activation here. The message waits with the held ones and is routed
+      // again when placement changes (the shard's next owner, once this node released it).
+      const list = this.held.get(target) ?? [];
+      list.push({ inbound: m, opts, fromSend });
+      this.held.set(target, list);
+      if (fromSend) this.changed.notify();
+      return;
+    }
     if (actor?.isClosing) {
       const closing = actor;
       void closing.closed.then(() => this.place(m, opts, internal, fromSend));
@@ -537,6 +548,73 @@ export class Node implements NodeHandle {
       done,
       done,
     );
+  }
+
+  /**
+   * The first runtime step of leaving a cluster (ts/cluster/leave.ts): from now on no actor
+   * is activated on this node. A message for a local actor that is not active is held (never
+   * refused, never lost) and routed again when placement changes; messages for active actors
+   * still go to their mailboxes, in order.
+   */
+  refuseActivations(): void {
+    this.refusing = true;
+  }
+
+  /** Whether `refuseActivations()` was called. */
+  get refusesActivations(): boolean {
+    return this.refusing;
+  }
+
+  /**
+   * Finishes the macrosteps in flight and deactivates every actor: waits (at most `timeoutMs`
+   * by the node's clock) for every activation to settle, then closes each one, which waits
+   * for a macrostep still running and writes a snapshot where macrosteps ran since the last.
+   * Messages an activation had not taken go back to the node; with `refuseActivations()` they
+   * are held. Resolves whether every activation had settled before the bound.
+   */
+  async finishMacrosteps(timeoutMs: number): Promise<boolean> {
+    const settled = await this.waitChanged(() => {
+      for (const a of this.actors.values()) if (!a.settled) return false;
+      return true;
+    }, timeoutMs);
+    await Promise.all([...this.actors.values()].map((a) => a.close('stop')));
+    return settled;
+  }
+
+  /**
+   * Waits (at most `timeoutMs`) until every send of a local outbox started so far completed:
+   * acknowledged by its processor, or failed and answered with `error.communication` to its
+   * sender. Sends held by placement do not count (they stay journaled). Resolves whether the
+   * outboxes emptied before the bound.
+   */
+  flushOutboxes(timeoutMs: number): Promise<boolean> {
+    return this.waitChanged(() => this.dispatching <= this.heldSends(), timeoutMs);
+  }
+
+  /** Waits (at most `timeoutMs`) until no message is held: each went to an owner. Resolves whether it did. */
+  releaseHeldMessages(timeoutMs: number): Promise<boolean> {
+    return this.waitChanged(() => this.held.size === 0, timeoutMs);
+  }
+
+  private heldSends(): number {
+    let n = 0;
+    for (const list of this.held.values()) for (const h of list) if (h.fromSend) n++;
+    return n;
+  }
+
+  /** Resolves `true` once `ready()` holds (tested at every change), `false` after `timeoutMs` by the node's clock. */
+  private async waitChanged(ready: () => boolean, timeoutMs: number): Promise<boolean> {
+    let late = false;
+    const timer = this.clock.setTimeout(() => {
+      late = true;
+      this.changed.notify();
+    }, timeoutMs);
+    try {
+      await this.changed.until(() => late || ready());
+    } finally {
+      this.clock.clearTimeout(timer);
+    }
+    return ready();
   }
 
   /**

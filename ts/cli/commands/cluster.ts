@@ -1,6 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeReply, encodeRequest } from '../../cluster/codec.js';
+import { decodeControlReply, encodeControl } from '../../cluster/control.js';
 import { ClusterCode, clusterError } from '../../cluster/errors.js';
 import { DEAD_LETTER_LOG, listDeadLetters } from '../../cluster/fencing.js';
 import { initCluster } from '../../cluster/init.js';
@@ -48,6 +49,16 @@ const HELP = [
   '        over the wire when it runs; when it is stopped its leases ended with it, and the',
   '        dump gives the epoch ceiling and journal homes of its authority.state (read from',
   '        nodes/<authority>/data). Unreachable and no state here: PLX_CLUSTER_UNAVAILABLE.',
+  '  leave --config FILE',
+  '        Asks the running node FILE configures to leave the cluster: it refuses new',
+  '        activations, finishes running macrosteps, flushes its outboxes, hands each shard',
+  '        over (another node takes it at a greater epoch), forwards the messages it held',
+  "        and leaves, then exits 0. It is reached over its own mutual-TLS wire with FILE's",
+  '        certificate: a node obeys only its own. Waits until the node left and prints',
+  '        {"node","left","ms"}. Refused: the node hosting the static lease authority or',
+  '        the shared store (PLX_CLUSTER_BAD_REQUEST), per-node journals (nothing replicates',
+  '        them yet: PLX_CLUSTER_REPLICATION_UNSUPPORTED), a node not running',
+  '        (PLX_CLUSTER_UNAVAILABLE).',
   '  dead-letters DIR',
   '        Lists the dead-letter log of a stopped node whose data directory is DIR',
   '        (frames dropped for a stale fencing epoch or past the hop limit). A DIR that',
@@ -63,6 +74,7 @@ const HELP = [
   '  plexus cluster leases --config ./c1/nodes/b/node.json --dump leases.json',
   '  plexus cluster init --dir ./c2 --id c2 --shards 64 --nodes a,b,c --membership etcd \\',
   '    --etcd-endpoints http://127.0.0.1:2379,http://127.0.0.1:22379',
+  '  plexus cluster leave --config ./c1/nodes/b/node.json',
   '  plexus cluster dead-letters ./c1/nodes/b/data',
 ].join('\n');
 
@@ -175,14 +187,14 @@ async function node(args: string[]): Promise<number> {
 }
 
 /** A client wire with the node's certificate (it does not listen). */
-function clientWire(cfg: ClusterNodeConfig): Http2Wire {
+function clientWire(cfg: ClusterNodeConfig, deliveryDeadlineMs = 3000): Http2Wire {
   return new Http2Wire({
     self: cfg.self,
     cluster: cfg.meta.id,
     tls: readNodeTls(cfg),
     resolve: (n) => cfg.members.find((m) => m.id === n)?.address,
     isMember: (n) => cfg.members.some((m) => m.id === n),
-    deliveryDeadlineMs: 3000,
+    deliveryDeadlineMs,
     spinMs: wireSpinMs(undefined, process.env[WIRE_SPIN_VARIABLE]),
   });
 }
@@ -254,6 +266,36 @@ async function leases(args: string[]): Promise<number> {
   }
 }
 
+/** How long `leave` waits for the node's answer: its leave bound and its steps, with room. */
+const LEAVE_WAIT_MS = 60_000;
+
+async function leave(args: string[]): Promise<number> {
+  const { values } = parse('cluster', { args, options: { config: { type: 'string' } } });
+  if (!values.config) throw new UsageError('cluster', 'leave needs --config FILE');
+  const cfg = await readNodeConfig(values.config);
+  const wire = clientWire(cfg, LEAVE_WAIT_MS);
+  try {
+    let reply: Uint8Array;
+    try {
+      reply = await wire.call(cfg.self, encodeControl({ op: 'leave' }));
+    } catch (e) {
+      const own = (e as { code?: unknown }).code;
+      if (typeof own === 'string' && own.startsWith('PLX_CLUSTER_')) throw e;
+      throw clusterError(
+        ClusterCode.UNAVAILABLE,
+        `cluster leave cannot reach node ${cfg.self}: ${(e as Error).message}`,
+        { node: cfg.self },
+        e,
+      );
+    }
+    const r = decodeControlReply(reply);
+    json({ node: r.node ?? cfg.self, left: r.left === true, ms: r.ms });
+    return r.left === true ? 0 : 1;
+  } finally {
+    await wire.close();
+  }
+}
+
 /** What a node writes into its data directory when it first starts. */
 const NODE_DIR_MARKS = ['cluster.meta', 'journal', 'shared', DEAD_LETTER_LOG];
 
@@ -297,7 +339,7 @@ async function deadLetters(args: string[]): Promise<number> {
 
 export const cluster: Command = {
   name: 'cluster',
-  summary: 'run and inspect a cluster of actor nodes (init, node, status, leases, dead-letters)',
+  summary: 'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters)',
   help: HELP,
   async run(args: string[]): Promise<number> {
     const [sub, ...rest] = args;
@@ -314,6 +356,8 @@ export const cluster: Command = {
         return status(rest);
       case 'leases':
         return leases(rest);
+      case 'leave':
+        return leave(rest);
       case 'dead-letters':
         return deadLetters(rest);
       default:
