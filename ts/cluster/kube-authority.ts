@@ -395,7 +395,7 @@ export class KubeAuthority extends StoreAuthority<string, KubeLease, Snapshot> {
       shards: new Map(),
       memberObjects: new Map(),
     };
-    const shardPrefix = `${this.prefix}-shard-`;
+    const shardPrefix = shardObjectPrefix(this.prefix);
     const memberPrefix = `${this.prefix}-member-`;
     for (const o of objects) {
       const name = o.metadata?.name;
@@ -415,20 +415,11 @@ export class KubeAuthority extends StoreAuthority<string, KubeLease, Snapshot> {
           s.view = { version: Number(version), digest, mod: rev };
         }
       } else if (name.startsWith(shardPrefix)) {
-        const n = name.slice(shardPrefix.length);
-        const shard = Number(n);
-        if (!/^\d{1,7}$/.test(n) || !this.shardOk(shard)) throw this.stateError(`${name} names no shard`, 'name');
-        const e = notes[KUBE_ANNOTATIONS.epoch];
-        if (e === undefined || !DECIMAL.test(e)) throw this.stateError(`${name} holds no epoch`, 'epoch');
-        const epoch = BigInt(e);
-        s.shards.set(shard, { obj: o, epoch });
-        const owner = o.spec?.holderIdentity;
-        if (owner) {
-          const secs = o.spec?.leaseDurationSeconds;
-          if (!Number.isSafeInteger(secs) || (secs as number) < 1) {
-            throw this.stateError(`${name} holds no leaseDurationSeconds`, 'leaseDurationSeconds');
-          }
-          s.leases.set(shard, { owner, epoch, mod: rev, durationMs: (secs as number) * 1000, obj: o });
+        const r = readShard(o, name.slice(shardPrefix.length), this.meta.shardCount);
+        if (typeof r === 'string') throw this.stateError(`${name} ${r}`, 'shard');
+        s.shards.set(r.shard, { obj: o, epoch: r.epoch });
+        if (r.owner !== undefined) {
+          s.leases.set(r.shard, { owner: r.owner, epoch: r.epoch, mod: rev, durationMs: r.durationMs, obj: o });
         }
       } else if (name.startsWith(memberPrefix)) {
         const id = name.slice(memberPrefix.length);
@@ -457,6 +448,32 @@ export class KubeAuthority extends StoreAuthority<string, KubeLease, Snapshot> {
       cause,
     );
   }
+}
+
+/** The name prefix of the shard Lease objects under `prefix`. */
+export function shardObjectPrefix(prefix: string): string {
+  return `${prefix}-shard-`;
+}
+
+/**
+ * Shard Lease `o` (named `<prefix>-shard-<n>`, `n` given): its shard, epoch and, when held,
+ * owner and stated duration; or what is wrong with it (`names no shard`, `holds no epoch`,
+ * `holds no leaseDurationSeconds`).
+ */
+export function readShard(
+  o: LeaseObject,
+  n: string,
+  shardCount: number,
+): { shard: number; epoch: bigint; owner?: string; durationMs: number } | string {
+  const shard = Number(n);
+  if (!/^\d{1,7}$/.test(n) || shard >= shardCount) return 'names no shard';
+  const e = o.metadata.annotations?.[KUBE_ANNOTATIONS.epoch];
+  if (e === undefined || !DECIMAL.test(e)) return 'holds no epoch';
+  const owner = o.spec?.holderIdentity;
+  if (!owner) return { shard, epoch: BigInt(e), durationMs: 0 };
+  const secs = o.spec?.leaseDurationSeconds;
+  if (!Number.isSafeInteger(secs) || (secs as number) < 1) return 'holds no leaseDurationSeconds';
+  return { shard, epoch: BigInt(e), owner, durationMs: (secs as number) * 1000 };
 }
 
 // ---- MicroTime ----
