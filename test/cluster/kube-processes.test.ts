@@ -135,6 +135,16 @@ describe.skipIf(!etcdAvailable || !built)(
         expect(l.leaseDurationSeconds).toBe(2);
       }
 
+      // Status from another process: the owners as the Lease objects hold them.
+      const st = await cli(['status', '--config', files.get('b') as string]);
+      expect(st.code, st.stderr).toBe(0);
+      const stLines = st.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Line);
+      expect(stLines[0]).toMatchObject({ cluster: 'c1', shardCount: SHARDS, membership: 'kubernetes' });
+      expect(stLines.at(-1)).toMatchObject({ leased: SHARDS, free: 0 });
+
       // Actors across the nodes, each acknowledgement after the durable append.
       const acked = new Map<string, string>();
       await Promise.all(

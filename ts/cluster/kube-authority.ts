@@ -83,7 +83,7 @@ export interface KubeAuthorityOptions extends Omit<StoreAuthorityOptions, 'clock
   readonly namespace: string;
   /** The objects' name prefix (default `plexus-<meta.id>`): a DNS label of at most 40 characters. */
   readonly prefix?: string;
-  /** A kubeconfig file; default the in-cluster service account, or $KUBECONFIG / ~/.kube/config. */
+  /** A kubeconfig file; default $KUBECONFIG, else ~/.kube/config, else the in-cluster service account. */
   readonly kubeconfig?: string;
   /** One API call's limit (ms, default 5000). */
   readonly timeoutMs?: number;
@@ -524,7 +524,7 @@ export async function kubeLeaseApi(kubeconfig: string | undefined, timeoutMs: nu
   } catch (e) {
     throw clusterError(
       ClusterCode.BAD_CONFIG,
-      `cannot load the kubeconfig ${kubeconfig ?? '(default: in-cluster service account, $KUBECONFIG or ~/.kube/config)'}: ${(e as Error).message}`,
+      `cannot load the kubeconfig ${kubeconfig ?? '(default: $KUBECONFIG, ~/.kube/config or the in-cluster service account)'}: ${(e as Error).message}`,
       { field: 'kubeconfig' },
       e,
     );

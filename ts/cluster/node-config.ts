@@ -72,8 +72,8 @@ export type MembershipConfig =
       /** The Lease names' prefix (default `plexus-<meta.id>`). */
       readonly prefix?: string;
       /**
-       * A kubeconfig file, relative to the node config; default the in-cluster service
-       * account, or $KUBECONFIG (then ~/.kube/config).
+       * A kubeconfig file, relative to the node config; default $KUBECONFIG, else
+       * ~/.kube/config, else the in-cluster service account.
        */
       readonly kubeconfig?: string;
       /** One API call's limit (ms, default 5000). */
