@@ -327,7 +327,8 @@ async function deadLetters(args: string[]): Promise<number> {
 
 export const cluster: Command = {
   name: 'cluster',
-  summary: 'run and inspect a cluster of actor nodes (init, node, status, leases, dead-letters)',
+  summary:
+    'run and inspect a cluster of actor nodes (init, node, status, leases, dead-letters; membership static, etcd or kubernetes)',
   help: HELP,
   async run(args: string[]): Promise<number> {
     const [sub, ...rest] = args;
