@@ -241,7 +241,10 @@ describe.skipIf(!etcdAvailable)(
         const times = (server as KubeLeaseServer).requests
           .filter((r) => r.body?.includes(`"${p}-`))
           .flatMap((r) => {
-            const spec = (JSON.parse(r.body as string) as Json).spec ?? {};
+            const body = JSON.parse(r.body as string) as Json;
+            // Every write names its kind, though listed objects come without it.
+            expect([body.apiVersion, body.kind]).toEqual(['coordination.k8s.io/v1', 'Lease']);
+            const spec = body.spec ?? {};
             return [spec.acquireTime, spec.renewTime].filter((x) => x !== undefined);
           });
         expect(times.length).toBeGreaterThan(5);

@@ -163,7 +163,11 @@ export class KubeLeaseServer {
       kind: 'LeaseList',
       apiVersion: `${GROUP}/v1`,
       metadata: { resourceVersion: String(r.revision) },
-      items: r.kvs.map((kv) => withVersion(JSON.parse(kv.value.toString('utf8')) as Obj, kv.modRevision)),
+      // As the API server lists them: items without kind and apiVersion.
+      items: r.kvs.map((kv) => {
+        const { kind: _k, apiVersion: _v, ...item } = JSON.parse(kv.value.toString('utf8')) as Obj;
+        return withVersion(item, kv.modRevision);
+      }),
     };
   }
 

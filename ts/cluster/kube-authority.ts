@@ -530,7 +530,11 @@ export async function kubeLeaseApi(kubeconfig: string | undefined, timeoutMs: nu
     );
   }
   const api = kc.makeApiClient(k8s.CoordinationV1Api);
-  /** One call; 409 (and `also`) answered `conflict`. */
+  /**
+   * One call, 409 (and `also`) answered `conflict`. A call past `timeoutMs` is given up; should
+   * a write land after that, its object simply has a resourceVersion this authority did not
+   * record: it is treated as another writer's (held until seen unchanged for a lease length).
+   */
   const call = async <T>(what: string, run: () => Promise<T>, also?: number): Promise<T | 'conflict'> => {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -562,6 +566,9 @@ export async function kubeLeaseApi(kubeconfig: string | undefined, timeoutMs: nu
     }
   };
   const plain = (o: unknown) => JSON.parse(JSON.stringify(o)) as LeaseObject;
+  // List items come without kind and apiVersion; every write names them.
+  const typed = (o: LeaseObject) =>
+    ({ ...o, apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }) as unknown as KubeClient.V1Lease;
   const check = (o: unknown, what: string): LeaseObject => {
     const obj = plain(o);
     if (typeof obj?.metadata?.name !== 'string') {
@@ -583,7 +590,7 @@ export async function kubeLeaseApi(kubeconfig: string | undefined, timeoutMs: nu
     },
     async create(namespace, obj) {
       const r = await call(`create lease ${obj.metadata.name}`, () =>
-        api.createNamespacedLease({ namespace, body: obj as unknown as KubeClient.V1Lease }),
+        api.createNamespacedLease({ namespace, body: typed(obj) }),
       );
       return r === 'conflict' ? r : check(r, 'create');
     },
@@ -591,7 +598,7 @@ export async function kubeLeaseApi(kubeconfig: string | undefined, timeoutMs: nu
       const name = obj.metadata.name;
       const r = await call(
         `replace lease ${name}`,
-        () => api.replaceNamespacedLease({ name, namespace, body: obj as unknown as KubeClient.V1Lease }),
+        () => api.replaceNamespacedLease({ name, namespace, body: typed(obj) }),
         404, // gone since it was read: read again
       );
       return r === 'conflict' ? r : check(r, 'replace');
