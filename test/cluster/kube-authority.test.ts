@@ -30,7 +30,9 @@ import {
 } from '../compliance/lease-authority.suite.js';
 import { membershipSuite } from '../compliance/membership.suite.js';
 import { type EtcdCluster, etcdAvailable, startEtcd } from '../helpers/etcd.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
 import { KubeLeaseServer } from '../helpers/kube-lease-server.js';
+import { until } from '../helpers/until.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: Kubernetes JSON
 type Json = Record<string, any>;
@@ -351,6 +353,83 @@ describe.skipIf(!etcdAvailable)(
       } finally {
         a.close();
         b.close();
+      }
+    });
+
+    it('lets another node take a shard from a node cut off from the API server only after the cut-off holder stopped using it', async () => {
+      const p = prefix();
+      const lease = { ttlMs: 3000, safetyMarginMs: 600, renewEveryMs: 300 };
+      const base = {
+        namespace: NS,
+        prefix: p,
+        meta: LEASE_AUTHORITY_SUITE.meta,
+        members: LEASE_AUTHORITY_SUITE.members,
+        lease,
+        detector: { suspectAfterMs: 5000, failedAfterMs: 10_000 },
+      };
+      // Node a reaches the API server only through a fault proxy (TLS passes through it).
+      const proxy = await FaultProxy.start({ host: '127.0.0.1', port: (server as KubeLeaseServer).port });
+      const viaProxy = await (server as KubeLeaseServer).writeKubeconfig(
+        join(dir, `proxy-${p}`),
+        undefined,
+        `https://127.0.0.1:${proxy.port}`,
+      );
+      const a = await KubeAuthority.open({ ...base, kubeconfig: viaProxy, timeoutMs: 500 });
+      // Node b's authority reads the monotonic clock; its last reading is when it decided.
+      let bDecidedAt = 0;
+      const b = await KubeAuthority.open({
+        ...base,
+        kubeconfig,
+        clock: {
+          now: () => {
+            bDecidedAt = performance.now();
+            return bDecidedAt;
+          },
+        },
+      });
+      try {
+        ok(await a.call({ type: 'join', node: 'a', address: '', meta: LEASE_AUTHORITY_SUITE.meta }));
+        ok(await b.call({ type: 'join', node: 'b', address: '', meta: LEASE_AUTHORITY_SUITE.meta }));
+        const ea = ok(await a.call({ type: 'grant', node: 'a', shard: 2 })).lease?.epoch as bigint;
+        // The holder's lease runs ttl - margin from when it sent its last renewal.
+        let lastSent = 0;
+        for (let i = 0; i < 3; i++) {
+          const sent = performance.now();
+          ok(await a.call({ type: 'renew', node: 'a', shard: 2, epoch: ea }));
+          lastSent = sent;
+          expect((await b.call({ type: 'grant', node: 'b', shard: 2 })).ok).toBe(false);
+          await new Promise((r) => setTimeout(r, lease.renewEveryMs));
+        }
+        proxy.partition();
+        const cut = await a.call({ type: 'renew', node: 'a', shard: 2, epoch: ea }).then(
+          () => 'answered',
+          (e: unknown) => (e as PlexusError).code,
+        );
+        expect(cut).toBe('PLX_CLUSTER_UNAVAILABLE');
+        let refusals = 0;
+        const eb = await until(
+          async () => {
+            const r = await b.call({ type: 'grant', node: 'b', shard: 2 });
+            if (r.ok) return r.lease?.epoch as bigint;
+            expect(r.code).toBe('PLX_CLUSTER_LEASE_HELD');
+            refusals++;
+            return undefined;
+          },
+          { what: 'b to be granted shard 2', timeoutMs: 20_000, intervalMs: 100 },
+        );
+        expect(refusals).toBeGreaterThan(0);
+        expect(eb).toBe(ea + 1n);
+        // b got the shard only once a, by its own clock, had stopped using it.
+        expect(bDecidedAt).toBeGreaterThanOrEqual(lastSent + lease.ttlMs - lease.safetyMarginMs);
+        // Healed, a learns it lost the lease.
+        proxy.heal();
+        const back = await a.call({ type: 'renew', node: 'a', shard: 2, epoch: ea });
+        expect(back.ok).toBe(false);
+        if (!back.ok) expect(back.code).toBe('PLX_CLUSTER_LEASE_LOST');
+      } finally {
+        a.close();
+        b.close();
+        await proxy.close();
       }
     });
 

@@ -101,8 +101,11 @@ export class KubeLeaseServer {
       .length;
   }
 
-  /** The kubeconfig (JSON, which is YAML too) a client reaches this server with, written to `file`. */
-  async writeKubeconfig(file: string, token = this.token): Promise<string> {
+  /**
+   * The kubeconfig (JSON, which is YAML too) a client reaches this server with, written to
+   * `file`; `server` another URL that leads here (a fault proxy in front of it, say).
+   */
+  async writeKubeconfig(file: string, token = this.token, server = this.url): Promise<string> {
     const cfg = {
       apiVersion: 'v1',
       kind: 'Config',
@@ -110,7 +113,7 @@ export class KubeLeaseServer {
         {
           name: 'stand-in',
           cluster: {
-            server: this.url,
+            server,
             'certificate-authority-data': Buffer.from(this.ca).toString('base64'),
             'tls-server-name': KUBE_STAND_IN_NAME,
           },
