@@ -256,7 +256,7 @@ export class KubeAuthority extends StoreAuthority<string, KubeLease, Snapshot> {
       `${this.prefix}-shard-${shard}`,
       { ...old?.obj.metadata.annotations, [KUBE_ANNOTATIONS.epoch]: epoch.toString() },
       spec,
-      old?.obj.metadata.resourceVersion,
+      old?.obj,
     );
     const r =
       old === undefined ? await this.api.create(this.namespace, obj) : await this.api.replace(this.namespace, obj);
@@ -325,16 +325,13 @@ export class KubeAuthority extends StoreAuthority<string, KubeLease, Snapshot> {
     name: string,
     annotations: Record<string, string>,
     spec: NonNullable<LeaseObject['spec']>,
-    resourceVersion?: string,
+    /** The object as read, whose other metadata (labels, uid, its resourceVersion) the write keeps. */
+    old?: LeaseObject,
   ): LeaseObject {
     return {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: {
-        name,
-        annotations: this.annotate(annotations),
-        ...(resourceVersion === undefined ? {} : { resourceVersion }),
-      },
+      metadata: { ...old?.metadata, name, annotations: this.annotate(annotations) },
       spec,
     };
   }
@@ -374,7 +371,7 @@ export class KubeAuthority extends StoreAuthority<string, KubeLease, Snapshot> {
         renewTime: at,
         ...(old?.spec?.acquireTime === undefined ? { acquireTime: at } : {}),
       },
-      old?.metadata.resourceVersion,
+      old,
     );
     const r =
       old === undefined ? await this.api.create(this.namespace, obj) : await this.api.replace(this.namespace, obj);
