@@ -5,8 +5,10 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 import { checkHistory, readShard, type ShardHistory } from '../../ts/cluster/history.js';
 import { initCluster } from '../../ts/cluster/init.js';
+import { shardOf } from '../../ts/core/index.js';
 import { openJournalShards } from '../../ts/runtime/journal-dir.js';
 import { shardDir } from '../../ts/runtime/log-journal.js';
 import { openLog } from '../../ts/storage/index.js';
@@ -216,4 +218,68 @@ export async function sharedJournalHistory(
     }
   }
   return checkHistory(histories);
+}
+
+/** The first IRI `<prefix><i>` that falls in shard `s` of `shards`. */
+export function iriIn(prefix: string, s: number, shards: number): string {
+  for (let i = 0; ; i++) if (shardOf(`${prefix}${i}`, shards) === s) return `${prefix}${i}`;
+}
+
+/** shard -> owner and epoch (decimal) of a node's `status` line. */
+export function owners(st: Line): Map<number, { owner: string; epoch: string }> {
+  return new Map(st.leases.map((l: Line) => [l.shard, { owner: l.owner, epoch: l.epoch }]));
+}
+
+/**
+ * Pauses `owner` (SIGSTOP) past its lease on shard `shard` (held at `epoch`; its lease clock
+ * runs slow, so resumed it still believes it holds the shard): once `asker`'s status shows the
+ * shard at another node with a higher epoch, that node processes a message to an actor of the
+ * shard; then three sends and a frame are queued at `owner` and it is resumed (SIGCONT). Its
+ * appends reach the shared store with the old epoch: the first is refused
+ * (PLX_RUNTIME_JOURNAL_FAILED caused by PLX_CLUSTER_FENCED) and the frame answered `stale`.
+ * Acknowledged ids go into `acked` (id -> actor); resolves with the actor and the refused ids.
+ */
+export async function fencePausedOwner(o: {
+  readonly asker: NodeProc;
+  readonly owner: NodeProc;
+  readonly nodes: readonly NodeProc[];
+  readonly shard: number;
+  readonly epoch: bigint;
+  readonly shards: number;
+  readonly acked: Map<string, string>;
+}): Promise<{ actor: string; refused: Set<string> }> {
+  const { owner: b, shard: sF, epoch: e1, acked } = o;
+  const actor = iriIn('vt:relay/z', sF, o.shards);
+  expect((await b.cmd({ cmd: 'send', target: actor, event: 'ping', id: 'before' })).result).toBe('processed');
+  acked.set('before', actor);
+  b.signal('SIGSTOP');
+  let moved: { owner: string; epoch: string } | undefined;
+  await until(
+    async () => {
+      moved = owners(await o.asker.cmd({ cmd: 'status' })).get(sF);
+      return moved !== undefined && moved.owner !== b.id && BigInt(moved.epoch) > e1;
+    },
+    { timeoutMs: 30_000, what: `the shard to move off ${b.id} with a higher epoch` },
+  );
+  const taker = o.nodes.find((n) => n.id === moved?.owner) as NodeProc;
+  expect((await taker.cmd({ cmd: 'send', target: actor, event: 'ping', id: 'after' }, 30_000)).result).toBe(
+    'processed',
+  );
+  acked.set('after', actor);
+  // Queued while b is stopped: b takes them before a heartbeat answer tells it the lease is
+  // gone, so its appends reach the store with epoch e1, and its frame carries e1.
+  const qSends = [1, 2, 3].map((k) => b.queue({ cmd: 'send', target: actor, event: 'ping', id: `stale-${k}` }));
+  const qFrame = b.queue({ cmd: 'frame', to: taker.id, shard: sF, target: iriIn('vt:counter/zombie', sF, o.shards) });
+  b.signal('SIGCONT');
+  const staleSends = await Promise.all(qSends.map((q) => b.wait((l) => l.q === q, 'stale send', 30_000)));
+  const refused = new Set<string>();
+  staleSends.forEach((r, k) => {
+    if (r.result === 'processed') acked.set(`stale-${k + 1}`, actor);
+    else refused.add(`stale-${k + 1}`);
+  });
+  expect(staleSends[0]?.error).toBe('PLX_RUNTIME_JOURNAL_FAILED');
+  expect(staleSends.some((r) => r.cause === 'PLX_CLUSTER_FENCED')).toBe(true);
+  const frame = await b.wait((l) => l.q === qFrame, 'stale frame', 30_000);
+  expect(frame).toMatchObject({ verdict: 'stale', epoch: `${e1}` });
+  return { actor, refused };
 }

@@ -15,11 +15,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initCluster } from '../../ts/cluster/init.js';
-import { shardOf } from '../../ts/core/index.js';
 import { type EtcdCluster, etcdAvailable, startEtcd } from '../helpers/etcd.js';
 import { runNode } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
-import { CLI, freePorts, type Line, NodeProc, patchConfig, sharedJournalHistory } from './actor-procs.js';
+import {
+  CLI,
+  fencePausedOwner,
+  freePorts,
+  type Line,
+  NodeProc,
+  owners,
+  patchConfig,
+  sharedJournalHistory,
+} from './actor-procs.js';
 
 const SHARDS = 16;
 const LEASE = { ttlMs: 2000, safetyMarginMs: 400, renewEveryMs: 500 };
@@ -28,14 +36,6 @@ const built = existsSync(new URL('../../dist/cli/commands/cluster.js', import.me
 /** The cluster command (the fixture over dist/) run to its end. */
 function cli(args: string[]) {
   return runNode(CLI, args, { timeoutMs: 60_000 });
-}
-
-const shard = (iri: string) => shardOf(iri, SHARDS);
-function iriIn(prefix: string, s: number): string {
-  for (let i = 0; ; i++) if (shard(`${prefix}${i}`) === s) return `${prefix}${i}`;
-}
-function owners(st: Line): Map<number, { owner: string; epoch: string }> {
-  return new Map(st.leases.map((l: Line) => [l.shard, { owner: l.owner, epoch: l.epoch }]));
 }
 
 describe.skipIf(!etcdAvailable || !built)('cluster node processes on a real etcd (build dist first)', () => {
@@ -173,38 +173,15 @@ describe.skipIf(!etcdAvailable || !built)('cluster node processes on a real etcd
     // b paused past its lease: another node takes b's shard at a higher epoch.
     const sF = ownedBy('b')[0]!;
     const e1 = BigInt(view.get(sF)!.epoch);
-    const actor = iriIn('vt:relay/z', sF);
-    expect((await b.cmd({ cmd: 'send', target: actor, event: 'ping', id: 'before' })).result).toBe('processed');
-    acked.set('before', actor);
-    b.signal('SIGSTOP');
-    let moved: { owner: string; epoch: string } | undefined;
-    await until(
-      async () => {
-        moved = owners(await a.cmd({ cmd: 'status' })).get(sF);
-        return moved !== undefined && moved.owner !== 'b' && BigInt(moved.epoch) > e1;
-      },
-      { timeoutMs: 30_000, what: 'the shard to move off b with a higher epoch' },
-    );
-    const taker = moved!.owner === 'a' ? a : c;
-    expect((await taker.cmd({ cmd: 'send', target: actor, event: 'ping', id: 'after' }, 30_000)).result).toBe(
-      'processed',
-    );
-    acked.set('after', actor);
-    // Queued while b is stopped: b takes them before a heartbeat answer tells it the lease is
-    // gone, so its appends reach the store with epoch e1, and its frame carries e1.
-    const qSends = [1, 2, 3].map((k) => b.queue({ cmd: 'send', target: actor, event: 'ping', id: `stale-${k}` }));
-    const qFrame = b.queue({ cmd: 'frame', to: taker.id, shard: sF, target: iriIn('vt:counter/zombie', sF) });
-    b.signal('SIGCONT');
-    const staleSends = await Promise.all(qSends.map((q) => b.wait((l) => l.q === q, 'stale send', 30_000)));
-    const refused = new Set<string>();
-    staleSends.forEach((r, k) => {
-      if (r.result === 'processed') acked.set(`stale-${k + 1}`, actor);
-      else refused.add(`stale-${k + 1}`);
+    const { actor, refused } = await fencePausedOwner({
+      asker: a,
+      owner: b,
+      nodes: procs,
+      shard: sF,
+      epoch: e1,
+      shards: SHARDS,
+      acked,
     });
-    expect(staleSends[0]!.error).toBe('PLX_RUNTIME_JOURNAL_FAILED');
-    expect(staleSends.some((r) => r.cause === 'PLX_CLUSTER_FENCED')).toBe(true);
-    const frame = await b.wait((l) => l.q === qFrame, 'stale frame', 30_000);
-    expect(frame).toMatchObject({ verdict: 'stale', epoch: `${e1}` });
 
     // The etcd leader killed while the nodes run: leases are renewed through the other
     // members, and the cluster keeps serving.

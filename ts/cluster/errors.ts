@@ -47,6 +47,8 @@ export const ClusterCode = {
   LISTEN: 'PLX_CLUSTER_LISTEN',
   /** An etcd gateway reply that is not JSON, is above its size limit, lacks a field or holds a value of a bad shape. */
   ETCD_RESPONSE: 'PLX_CLUSTER_ETCD_RESPONSE',
+  /** A Kubernetes API server answer the Kubernetes authority cannot use: an unexpected status (401, 403, 404, 422, ...) or a body that is no Lease. */
+  KUBE_RESPONSE: 'PLX_CLUSTER_KUBE_RESPONSE',
 } as const;
 export type ClusterCodeValue = (typeof ClusterCode)[keyof typeof ClusterCode];
 

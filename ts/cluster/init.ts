@@ -2,8 +2,9 @@
  * Creates a cluster directory: `cluster.meta`, the cluster CA (`ca.pem`, `ca-key.pem`), and
  * per node `nodes/<id>/` with its certificate, key and `node.json` config (members on
  * loopback ports from `basePort`, the first node hosting the lease authority and, with a
- * shared store, the shard stores in `<dir>/shared`). With `membership` `etcd` no node hosts
- * an authority (every node talks to etcd) and the journal is shared (the first node hosts it). A directory that already holds a
+ * shared store, the shard stores in `<dir>/shared`). With `membership` `etcd` or `kubernetes`
+ * no node hosts an authority (every node talks to etcd, or to the Kubernetes API server) and
+ * the journal is shared (the first node hosts it). A directory that already holds a
  * cluster is refused (PLX_CLUSTER_EXISTS) unless `force`: replacing the CA key would orphan
  * every certificate it signed. Every file is written durably (fsync, rename, fsync of the
  * directory).
@@ -101,12 +102,12 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
   }
   const membership = o.membership ?? { kind: 'static' as const };
   const kind = (membership as { kind: string }).kind;
-  if (kind !== 'static' && kind !== 'etcd') {
+  if (kind !== 'static' && kind !== 'etcd' && kind !== 'kubernetes') {
     throw clusterError(
       ClusterCode.BAD_CONFIG,
-      kind === 'gossip' || kind === 'kubernetes'
-        ? `membership ${kind} is not available yet: use static or etcd`
-        : `membership is static or etcd, got ${JSON.stringify(kind)}`,
+      kind === 'gossip'
+        ? `membership ${kind} is not available yet: use static, etcd or kubernetes`
+        : `membership is static, etcd or kubernetes, got ${JSON.stringify(kind)}`,
       { field: 'membership', membership: kind },
     );
   }
@@ -116,14 +117,22 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       field: 'membership.endpoints',
     });
   }
-  if (etcd !== undefined && o.journal === 'per-node') {
+  const kube = membership.kind === 'kubernetes' ? membership : undefined;
+  if (kube !== undefined && !kube.namespace) {
+    throw clusterError(ClusterCode.BAD_CONFIG, 'membership kubernetes needs the namespace of its Lease objects', {
+      field: 'membership.namespace',
+    });
+  }
+  // An authority in every node (etcd, Kubernetes) records no journal homes: the journal is shared.
+  const external = etcd ?? kube;
+  if (external !== undefined && o.journal === 'per-node') {
     throw clusterError(
       ClusterCode.BAD_CONFIG,
-      'membership etcd takes the shared journal: the etcd authority does not record which node holds a shard’s journal',
+      `membership ${external.kind} takes the shared journal: the ${external.kind} authority does not record which node holds a shard’s journal`,
       { field: 'journal' },
     );
   }
-  const journal = o.journal ?? (etcd ? 'shared' : 'per-node');
+  const journal = o.journal ?? (external ? 'shared' : 'per-node');
   const found = existingClusterFiles(dir);
   if (found.length > 0 && o.force !== true) {
     throw clusterError(
@@ -152,8 +161,8 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       clusterMeta: `../../${META_FILE}`,
       self: id,
       members,
-      ...(etcd ? {} : { authority: o.nodes[0] as string }),
-      ...(etcd ? { membership: etcd } : {}),
+      ...(external ? {} : { authority: o.nodes[0] as string }),
+      ...(external ? { membership: external } : {}),
       dataDir: 'data',
       tls: { cert: 'cert.pem', key: 'key.pem', ca: '../../ca.pem' },
       journal,

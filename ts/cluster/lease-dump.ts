@@ -5,6 +5,10 @@
  *   directly (running or stopped alike). A lease's `expiresAt` is on the clock of the authority
  *   object that wrote it (`holder`); a lease whose holder stopped renewing is dropped by etcd
  *   once its etcd lease (`gcTtlSeconds`) runs out, so a stopped cluster's leases fade.
+ * - `kubernetes`: the `<prefix>-shard-<n>` Lease objects in the namespace (running or stopped
+ *   alike): a held one's owner (holderIdentity), epoch (`plexus.dev/epoch`), renewTime and
+ *   leaseDurationSeconds (on its writer's wall clock: for people, the authority never compares
+ *   them), and every shard's last granted epoch, leased or not.
  * - `static`, running: the view of the authority node over the cluster wire (with this node's
  *   certificate): owners and epochs, no expiry (the view carries none).
  * - `static`, stopped: the in-memory authority's leases ended with its process; the dump says
@@ -30,18 +34,21 @@ export interface DumpedLease {
   readonly expiresAt: number | null;
   /** etcd: the authority object that last wrote the lease. */
   readonly holder?: string;
+  /** kubernetes: the Lease's renewTime (RFC 3339, its writer's wall clock) and stated length. */
+  readonly renewTime?: string;
+  readonly leaseDurationSeconds?: number;
 }
 
 export interface LeaseDump {
   readonly cluster: string;
   readonly shardCount: number;
-  readonly membership: 'static' | 'etcd';
-  /** `etcd`, `authority` (a running static cluster) or `authority.state` (a stopped one). */
-  readonly source: 'etcd' | 'authority' | 'authority.state';
+  readonly membership: 'static' | 'etcd' | 'kubernetes';
+  /** `etcd`, `kubernetes`, `authority` (a running static cluster) or `authority.state` (a stopped one). */
+  readonly source: 'etcd' | 'kubernetes' | 'authority' | 'authority.state';
   /** When the dump was taken (ISO 8601, this machine's wall clock). */
   readonly takenAt: string;
   readonly leases: readonly DumpedLease[];
-  /** etcd: every shard's last granted epoch (decimal), leased or not. */
+  /** etcd, kubernetes: every shard's last granted epoch (decimal), leased or not. */
   readonly epochs?: Readonly<Record<string, string>>;
   /** static, stopped: every epoch granted so far is at or below this (decimal). */
   readonly epochCeiling?: string;
@@ -97,6 +104,36 @@ export async function readLeases(cfg: ClusterNodeConfig, callAuthority: () => Pr
     }
     leases.sort((a, b) => a.shard - b.shard);
     return { ...base, membership: 'etcd', source: 'etcd', leases, epochs };
+  }
+  if (m?.kind === 'kubernetes') {
+    const { kubeLeaseApi, readShard, shardObjectPrefix } = await import('./kube-authority.js');
+    const prefix = shardObjectPrefix(m.prefix ?? `plexus-${cfg.meta.id}`);
+    const api = await kubeLeaseApi(m.kubeconfig, m.timeoutMs ?? 5000);
+    const leases: DumpedLease[] = [];
+    const epochs: Record<string, string> = {};
+    for (const o of await api.list(m.namespace)) {
+      if (!o.metadata.name.startsWith(prefix)) continue;
+      const r = readShard(o, o.metadata.name.slice(prefix.length), cfg.meta.shardCount);
+      if (typeof r === 'string') {
+        throw clusterError(
+          ClusterCode.AUTHORITY_STATE,
+          `Lease ${o.metadata.name} in namespace ${m.namespace} ${r}: the dump does not guess`,
+          { namespace: m.namespace, name: o.metadata.name, reason: 'shape' },
+        );
+      }
+      epochs[String(r.shard)] = r.epoch.toString();
+      if (r.owner === undefined) continue;
+      leases.push({
+        shard: r.shard,
+        owner: r.owner,
+        epoch: r.epoch.toString(),
+        expiresAt: null,
+        ...(o.spec?.renewTime === undefined ? {} : { renewTime: o.spec.renewTime }),
+        leaseDurationSeconds: r.durationMs / 1000,
+      });
+    }
+    leases.sort((a, b) => a.shard - b.shard);
+    return { ...base, membership: 'kubernetes', source: 'kubernetes', leases, epochs };
   }
   const authority = cfg.authority as string;
   let reachError: unknown;

@@ -2,8 +2,9 @@
  * The schema of a node config file (`plexus cluster init` writes one per node) and the checks
  * that span fields: unique member ids and addresses, ports from 1 to 65535, `self`,
  * `authority` and `storeHost` among the members, the `membership` block (`static`, the
- * default, with an `authority` member hosting the in-memory authority; or `etcd`, with its
- * endpoints and key prefix and no authority member). Every refusal is PLX_CLUSTER_BAD_CONFIG
+ * default, with an `authority` member hosting the in-memory authority; `etcd`, with its
+ * endpoints and key prefix and no authority member; or `kubernetes`, with its namespace, Lease
+ * name prefix and kubeconfig and no authority member). Every refusal is PLX_CLUSTER_BAD_CONFIG
  * with `details.path` naming the bad value (also in `details.field`), except what
  * `clusterMeta` refuses in `meta` (PLX_CLUSTER_BAD_META, PLX_CLUSTER_REPLICATION_UNSUPPORTED).
  */
@@ -37,8 +38,19 @@ const ETCD_PREFIX = {
   what: 'a key prefix that starts and ends with / (printable ASCII)',
 };
 
-/** Membership kinds a node config may name; `gossip` and `kubernetes` are not available yet. */
-export const MEMBERSHIP_KINDS = ['static', 'etcd'] as const;
+/** A Kubernetes namespace: a DNS label. */
+const KUBE_NAMESPACE = {
+  re: /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/,
+  what: 'a Kubernetes namespace name (a DNS label)',
+};
+/** The prefix of the Kubernetes Lease names: a DNS label short enough for `-member-<id>` after it. */
+const KUBE_PREFIX = {
+  re: /^[a-z0-9](?:[-a-z0-9]{0,38}[a-z0-9])?$/,
+  what: 'a Lease name prefix (a DNS label of at most 40 characters)',
+};
+
+/** Membership kinds a node config may name; `gossip` is not available yet. */
+export const MEMBERSHIP_KINDS = ['static', 'etcd', 'kubernetes'] as const;
 export type MembershipKind = (typeof MEMBERSHIP_KINDS)[number];
 
 /** The node config's `membership` block. */
@@ -51,6 +63,20 @@ export type MembershipConfig =
       /** Where the cluster's keys live (default `/plexus/<meta.id>/`). */
       readonly prefix?: string;
       /** One etcd HTTP exchange's limit (ms, default 2000). */
+      readonly timeoutMs?: number;
+    }
+  | {
+      readonly kind: 'kubernetes';
+      /** The namespace of the cluster's Lease objects. */
+      readonly namespace: string;
+      /** The Lease names' prefix (default `plexus-<meta.id>`). */
+      readonly prefix?: string;
+      /**
+       * A kubeconfig file, relative to the node config; default $KUBECONFIG, else
+       * ~/.kube/config, else the in-cluster service account.
+       */
+      readonly kubeconfig?: string;
+      /** One API call's limit (ms, default 5000). */
       readonly timeoutMs?: number;
     };
 
@@ -138,6 +164,25 @@ const ETCD_NODE_CONFIG_SCHEMA: Schema = {
   required: (NODE_CONFIG_SCHEMA as { required: readonly string[] }).required.filter((k) => k !== 'authority'),
 };
 
+/** The schema of a config with Kubernetes membership: no `authority` member, the Kubernetes keys. */
+const KUBE_NODE_CONFIG_SCHEMA: Schema = {
+  ...ETCD_NODE_CONFIG_SCHEMA,
+  properties: {
+    ...(NODE_CONFIG_SCHEMA as { properties: Record<string, Schema> }).properties,
+    membership: {
+      type: 'object',
+      required: ['kind', 'namespace'],
+      properties: {
+        kind: { type: 'string', enum: MEMBERSHIP_KINDS },
+        namespace: { type: 'string', pattern: KUBE_NAMESPACE },
+        prefix: { type: 'string', pattern: KUBE_PREFIX },
+        kubeconfig: PATH,
+        timeoutMs: { type: 'integer', min: 1, max: 600_000 },
+      },
+    },
+  },
+};
+
 function refuse(file: string, path: string, message: string, extra: Record<string, unknown> = {}): never {
   throw clusterError(ClusterCode.BAD_CONFIG, `node config ${file}: ${path === '' ? 'the file' : path} ${message}`, {
     file,
@@ -160,7 +205,11 @@ export function checkNodeConfig(cfg: unknown, file: string): void {
   const membership = (cfg as { membership?: { kind?: unknown } } | null)?.membership;
   // `authority` is required with static membership only (a bad kind is named before it).
   const p = firstProblem(
-    membership === undefined || membership?.kind === 'static' ? NODE_CONFIG_SCHEMA : ETCD_NODE_CONFIG_SCHEMA,
+    membership === undefined || membership?.kind === 'static'
+      ? NODE_CONFIG_SCHEMA
+      : membership?.kind === 'kubernetes'
+        ? KUBE_NODE_CONFIG_SCHEMA
+        : ETCD_NODE_CONFIG_SCHEMA,
     cfg,
   );
   if (p) refuse(file, p.path, p.message);
@@ -195,23 +244,31 @@ export function checkNodeConfig(cfg: unknown, file: string): void {
   });
   if (!ids.has(c.self)) refuse(file, 'self', `names ${JSON.stringify(c.self)}, which members does not list`);
   const m = c.membership ?? { kind: 'static' };
-  if (m.kind === 'etcd') {
-    if (m.endpoints === undefined) refuse(file, 'membership.endpoints', 'is required with "kind": "etcd"');
+  if (m.kind === 'etcd' && m.endpoints === undefined) {
+    refuse(file, 'membership.endpoints', 'is required with "kind": "etcd"');
+  }
+  if (m.kind === 'etcd' || m.kind === 'kubernetes') {
+    // Every node talks to the store itself, and no authority records journal homes.
+    const store = m.kind === 'etcd' ? 'etcd' : 'the Kubernetes API server';
     if (c.authority !== undefined) {
-      refuse(file, 'authority', 'is only for "membership": static (with etcd every node talks to etcd itself)');
+      refuse(
+        file,
+        'authority',
+        `is only for "membership": static (with ${m.kind} every node talks to ${store} itself)`,
+      );
     }
     if (c.journal !== 'shared') {
       refuse(
         file,
         'journal',
-        'must be "shared" with etcd membership: the etcd authority does not record which node\'s store holds a shard\'s journal, so with per-node stores a shard taken over would start from an empty journal',
+        `must be "shared" with ${m.kind} membership: the ${m.kind} authority does not record which node's store holds a shard's journal, so with per-node stores a shard taken over would start from an empty journal`,
       );
     }
     if (c.storeHost === undefined) {
       refuse(
         file,
         'storeHost',
-        'is required for "journal": "shared" with etcd membership (no authority node hosts the store)',
+        `is required for "journal": "shared" with ${m.kind} membership (no authority node hosts the store)`,
       );
     }
   } else {

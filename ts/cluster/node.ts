@@ -5,7 +5,8 @@
  * takes the wire's inbound frames). `assembleClusterNode` wires given parts (any Membership
  * and Wire: MemoryWire in tests); `launchClusterNode` builds everything from a node config
  * file: static membership (hosting the MemoryAuthority on the authority node; or, with
- * `membership.kind` `etcd`, an EtcdAuthority in every node, loaded only then), the HTTP/2
+ * `membership.kind` `etcd`, an EtcdAuthority in every node, with `kubernetes` a KubeAuthority
+ * in every node, each module loaded only then), the HTTP/2
  * mutual-TLS wire, the shared store host when configured, and the runtime node.
  */
 import { existsSync } from 'node:fs';
@@ -51,9 +52,9 @@ export interface ClusterNodeConfig {
   readonly self: string;
   /** Every member with its `host:port`; this node listens on its own entry's port. */
   readonly members: readonly MemberInfo[];
-  /** The member hosting the lease authority (static membership only; etcd has none). */
+  /** The member hosting the lease authority (static membership only; etcd and Kubernetes have none). */
   readonly authority?: string;
-  /** Where leases are granted: `static` (default, the `authority` member) or `etcd`. */
+  /** Where leases are granted: `static` (default, the `authority` member), `etcd` or `kubernetes`. */
   readonly membership?: MembershipConfig;
   /** This node's data directory (its journal with `per-node`, its dead-letter log). */
   readonly dataDir: string;
@@ -350,6 +351,9 @@ export async function readNodeConfig(file: string): Promise<ClusterNodeConfig> {
     dataDir: resolve(base, cfg.dataDir),
     ...(cfg.clusterMeta === undefined ? {} : { clusterMeta: resolve(base, cfg.clusterMeta) }),
     ...(cfg.sharedDir === undefined ? {} : { sharedDir: resolve(base, cfg.sharedDir) }),
+    ...(cfg.membership?.kind === 'kubernetes' && cfg.membership.kubeconfig !== undefined
+      ? { membership: { ...cfg.membership, kubeconfig: resolve(base, cfg.membership.kubeconfig) } }
+      : {}),
     tls: { cert: resolve(base, cfg.tls.cert), key: resolve(base, cfg.tls.key), ca: resolve(base, cfg.tls.ca) },
   };
 }
@@ -417,10 +421,12 @@ async function launch(
   await writeClusterMeta(cfg.dataDir, meta);
   const layout = cfg.journal ?? 'per-node';
   const etcd = cfg.membership?.kind === 'etcd' ? cfg.membership : undefined;
-  // The schema requires `authority` with static membership and `storeHost` with etcd and a shared store.
+  const kube = cfg.membership?.kind === 'kubernetes' ? cfg.membership : undefined;
+  // The schema requires `authority` with static membership and `storeHost` with etcd or
+  // Kubernetes and a shared store.
   const authorityId = cfg.authority ?? cfg.self;
   const storeHostId = cfg.storeHost ?? authorityId;
-  const isAuthority = etcd === undefined && cfg.self === cfg.authority;
+  const isAuthority = etcd === undefined && kube === undefined && cfg.self === cfg.authority;
   const clock = opts.clock ?? heldClock;
 
   // The journal first: a layout that does not fit is refused before any socket opens.
@@ -446,9 +452,14 @@ async function launch(
       })
     : undefined;
   if (host) cleanups.push(() => host.close());
-  // With etcd, every node opens its own authority on the cluster's keys (the module is loaded
-  // only for such a config); the node talks to it through the same seam.
-  const local: LeaseAuthority | undefined = etcd ? await openEtcdAuthority(cfg, etcd, meta) : undefined;
+  // With etcd or Kubernetes, every node opens its own authority on the cluster's keys or Lease
+  // objects (the module is loaded only for such a config); the node talks to it through the
+  // same seam.
+  const local: LeaseAuthority | undefined = etcd
+    ? await openEtcdAuthority(cfg, etcd, meta)
+    : kube
+      ? await openKubeAuthority(cfg, kube, meta)
+      : undefined;
   if (local) cleanups.push(() => local.close());
 
   let membership: StaticMembership | undefined;
@@ -533,7 +544,12 @@ async function launch(
     : async (req) => decodeReply(await wire.call(authorityId, encodeRequest(req)));
   const rate = cfg.leaseClockRate ?? 1;
   membership = new StaticMembership({
-    config: { meta, self: { id: cfg.self, address }, members: cfg.members, authority: etcd ? 'etcd' : authorityId },
+    config: {
+      meta,
+      self: { id: cfg.self, address },
+      members: cfg.members,
+      authority: etcd ? 'etcd' : kube ? 'kubernetes' : authorityId,
+    },
     call,
     ...(cfg.lease ? { lease: cfg.lease } : {}),
     ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
@@ -597,6 +613,28 @@ async function openEtcdAuthority(
   return EtcdAuthority.open({
     etcd: { endpoints: etcd.endpoints, ...(etcd.timeoutMs === undefined ? {} : { timeoutMs: etcd.timeoutMs }) },
     ...(etcd.prefix === undefined ? {} : { prefix: etcd.prefix }),
+    meta,
+    members: cfg.members,
+    ...(cfg.lease ? { lease: cfg.lease } : {}),
+    ...(cfg.detector ? { detector: cfg.detector } : {}),
+  });
+}
+
+/**
+ * Opens this node's KubeAuthority; the module (and `@kubernetes/client-node`, which it imports
+ * when it opens) is imported only here.
+ */
+async function openKubeAuthority(
+  cfg: ClusterNodeConfig,
+  kube: Extract<MembershipConfig, { kind: 'kubernetes' }>,
+  meta: ClusterMeta,
+): Promise<LeaseAuthority> {
+  const { KubeAuthority } = await import('./kube-authority.js');
+  return KubeAuthority.open({
+    namespace: kube.namespace,
+    ...(kube.prefix === undefined ? {} : { prefix: kube.prefix }),
+    ...(kube.kubeconfig === undefined ? {} : { kubeconfig: kube.kubeconfig }),
+    ...(kube.timeoutMs === undefined ? {} : { timeoutMs: kube.timeoutMs }),
     meta,
     members: cfg.members,
     ...(cfg.lease ? { lease: cfg.lease } : {}),

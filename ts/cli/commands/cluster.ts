@@ -1,5 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { decodeReply, encodeRequest } from '../../cluster/codec.js';
 import { decodeControlReply, encodeControl } from '../../cluster/control.js';
 import { ClusterCode, clusterError } from '../../cluster/errors.js';
@@ -21,7 +21,8 @@ const HELP = [
   '',
   'Subcommands:',
   '  init --dir DIR --id ID --shards N --nodes a,b,c [--base-port P] [--journal per-node|shared]',
-  '       [--membership static|etcd] [--etcd-endpoints URL,URL,...] [--etcd-prefix /P/] [--force]',
+  '       [--membership static|etcd|kubernetes] [--etcd-endpoints URL,URL,...] [--etcd-prefix /P/]',
+  '       [--kube-namespace NS] [--kubeconfig FILE] [--force]',
   '        Writes DIR/cluster.meta, the cluster CA (ca.pem, ca-key.pem) and per node',
   '        DIR/nodes/<id>/ with its certificate, key and node.json. Nodes listen on',
   '        127.0.0.1:P, P+1, ... (default 7400; every port from 1 to 65535); the first',
@@ -29,6 +30,11 @@ const HELP = [
   '        DIR/shared). A DIR that already holds a cluster is refused (PLX_CLUSTER_EXISTS)',
   '        and left unchanged; --force replaces its CA key, certificates, node configs and',
   "        cluster.meta (the nodes' data directories are kept). The replication factor is 1.",
+  '        --membership etcd: leases in etcd (--etcd-endpoints), every node its own authority.',
+  '        --membership kubernetes: leases as Lease objects in namespace --kube-namespace,',
+  '        reached with --kubeconfig (default: $KUBECONFIG, ~/.kube/config or the',
+  '        in-cluster service account); every node its own authority. Both take the',
+  '        shared journal.',
   '  node --config FILE [--control]',
   '        Runs one node until SIGTERM or SIGINT, then drains (running macrosteps finish,',
   '        outboxes flush, shards are handed over with a shared store) and exits 0.',
@@ -45,7 +51,8 @@ const HELP = [
   '  leases --config FILE --dump OUT',
   '        Writes the leases (shard, owner, fencing epoch, expiry where known) of the',
   "        cluster FILE's node belongs to as one JSON document to OUT (durably). etcd",
-  "        membership: read from etcd, running or stopped. static: the authority's view",
+  '        membership: read from etcd, running or stopped; kubernetes: from the Lease',
+  "        objects, running or stopped. static: the authority's view",
   '        over the wire when it runs; when it is stopped its leases ended with it, and the',
   '        dump gives the epoch ceiling and journal homes of its authority.state (read from',
   '        nodes/<authority>/data). Unreachable and no state here: PLX_CLUSTER_UNAVAILABLE.',
@@ -75,6 +82,8 @@ const HELP = [
   '  plexus cluster init --dir ./c2 --id c2 --shards 64 --nodes a,b,c --membership etcd \\',
   '    --etcd-endpoints http://127.0.0.1:2379,http://127.0.0.1:22379',
   '  plexus cluster leave --config ./c1/nodes/b/node.json',
+  '  plexus cluster init --dir ./c3 --id c3 --shards 64 --nodes a,b,c --membership kubernetes \\',
+  '    --kube-namespace plexus --kubeconfig ~/.kube/config',
   '  plexus cluster dead-letters ./c1/nodes/b/data',
 ].join('\n');
 
@@ -121,6 +130,8 @@ async function init(args: string[]): Promise<number> {
       membership: { type: 'string' },
       'etcd-endpoints': { type: 'string' },
       'etcd-prefix': { type: 'string' },
+      'kube-namespace': { type: 'string' },
+      kubeconfig: { type: 'string' },
       force: { type: 'boolean' },
     },
   });
@@ -128,23 +139,33 @@ async function init(args: string[]): Promise<number> {
     throw new UsageError('cluster', 'init needs --dir, --id, --shards and --nodes');
   }
   const kind = values.membership ?? 'static';
-  if (kind === 'gossip' || kind === 'kubernetes') {
-    throw clusterError(ClusterCode.BAD_CONFIG, `--membership ${kind} is not available yet: use static or etcd`, {
-      field: 'membership',
-      membership: kind,
-    });
+  if (kind === 'gossip') {
+    throw clusterError(
+      ClusterCode.BAD_CONFIG,
+      `--membership ${kind} is not available yet: use static, etcd or kubernetes`,
+      {
+        field: 'membership',
+        membership: kind,
+      },
+    );
   }
-  if (kind !== 'static' && kind !== 'etcd') {
-    throw new UsageError('cluster', `--membership is static or etcd, got "${kind}"`);
+  if (kind !== 'static' && kind !== 'etcd' && kind !== 'kubernetes') {
+    throw new UsageError('cluster', `--membership is static, etcd or kubernetes, got "${kind}"`);
   }
   const endpoints = (values['etcd-endpoints'] ?? '').split(',').filter((s) => s.length > 0);
   if (kind === 'etcd' && endpoints.length === 0) {
     throw new UsageError('cluster', '--membership etcd needs --etcd-endpoints URL,URL,...');
   }
-  if (kind === 'static' && (values['etcd-endpoints'] !== undefined || values['etcd-prefix'] !== undefined)) {
+  if (kind !== 'etcd' && (values['etcd-endpoints'] !== undefined || values['etcd-prefix'] !== undefined)) {
     throw new UsageError('cluster', '--etcd-endpoints and --etcd-prefix are for --membership etcd');
   }
-  const journal = values.journal ?? (kind === 'etcd' ? 'shared' : 'per-node');
+  if (kind === 'kubernetes' && !values['kube-namespace']) {
+    throw new UsageError('cluster', '--membership kubernetes needs --kube-namespace NS');
+  }
+  if (kind !== 'kubernetes' && (values['kube-namespace'] !== undefined || values.kubeconfig !== undefined)) {
+    throw new UsageError('cluster', '--kube-namespace and --kubeconfig are for --membership kubernetes');
+  }
+  const journal = values.journal ?? (kind === 'static' ? 'per-node' : 'shared');
   if (journal !== 'per-node' && journal !== 'shared') {
     throw new UsageError('cluster', `--journal is per-node or shared, got "${journal}"`);
   }
@@ -163,7 +184,16 @@ async function init(args: string[]): Promise<number> {
             ...(values['etcd-prefix'] === undefined ? {} : { prefix: values['etcd-prefix'] }),
           },
         }
-      : {}),
+      : kind === 'kubernetes'
+        ? {
+            membership: {
+              kind: 'kubernetes' as const,
+              namespace: values['kube-namespace'] as string,
+              // Written absolute: a node config's relative paths are relative to the config.
+              ...(values.kubeconfig === undefined ? {} : { kubeconfig: resolve(values.kubeconfig) }),
+            },
+          }
+        : {}),
     force: values.force === true,
   });
   for (const [node, config] of files) json({ node, config });
@@ -203,12 +233,12 @@ async function status(args: string[]): Promise<number> {
   const { values } = parse('cluster', { args, options: { config: { type: 'string' } } });
   if (!values.config) throw new UsageError('cluster', 'status needs --config FILE');
   const cfg = await readNodeConfig(values.config);
-  if (cfg.membership?.kind === 'etcd') {
-    // No authority node: the leases as etcd holds them.
+  if (cfg.membership?.kind === 'etcd' || cfg.membership?.kind === 'kubernetes') {
+    // No authority node: the leases as etcd (or the Lease objects) hold them.
     const d = await readLeases(cfg, async () => {
       throw new Error('unused');
     });
-    json({ cluster: cfg.meta.id, shardCount: cfg.meta.shardCount, membership: 'etcd' });
+    json({ cluster: cfg.meta.id, shardCount: cfg.meta.shardCount, membership: d.membership });
     const owned = new Map<string, number>();
     for (const l of d.leases) {
       owned.set(l.owner, (owned.get(l.owner) ?? 0) + 1);
@@ -339,7 +369,8 @@ async function deadLetters(args: string[]): Promise<number> {
 
 export const cluster: Command = {
   name: 'cluster',
-  summary: 'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters)',
+  summary:
+    'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters; membership static, etcd or kubernetes)',
   help: HELP,
   async run(args: string[]): Promise<number> {
     const [sub, ...rest] = args;
