@@ -3,7 +3,9 @@
  * per node `nodes/<id>/` with its certificate, key and `node.json` config (members on
  * loopback ports from `basePort`, the first node hosting the lease authority and, with a
  * shared store, the shard stores in `<dir>/shared`). With `membership` `etcd` no node hosts
- * an authority (every node talks to etcd) and the journal is shared (the first node hosts it). A directory that already holds a
+ * an authority (every node talks to etcd) and the journal is shared (the first node hosts it);
+ * with `gossip` likewise (the live member with the lowest id leads), its seeds every node
+ * unless given. A directory that already holds a
  * cluster is refused (PLX_CLUSTER_EXISTS) unless `force`: replacing the CA key would orphan
  * every certificate it signed. Every file is written durably (fsync, rename, fsync of the
  * directory).
@@ -19,7 +21,7 @@ import { ensureDir, writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { clusterMeta, writeClusterMeta } from './meta.js';
 import type { ClusterNodeConfig } from './node.js';
-import type { MembershipConfig } from './node-config.js';
+import { gossipSeeds, type MembershipConfig } from './node-config.js';
 
 export interface InitOptions {
   readonly dir: string;
@@ -36,8 +38,13 @@ export interface InitOptions {
   readonly lease?: Partial<LeaseConfig>;
   readonly detector?: Partial<DetectorConfig>;
   readonly heartbeatEveryMs?: number;
-  /** Where leases are granted (default static: the first node hosts the authority). */
-  readonly membership?: MembershipConfig;
+  /**
+   * Where leases are granted (default static: the first node hosts the authority). With
+   * gossip, `seeds` may be left out (every node is a seed).
+   */
+  readonly membership?:
+    | MembershipConfig
+    | { readonly kind: 'gossip'; readonly seeds?: readonly string[]; readonly gossip?: object };
   /** Replace the files of a cluster already in `dir` (its CA key, certificates, configs, cluster.meta). */
   readonly force?: boolean;
 }
@@ -101,12 +108,12 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
   }
   const membership = o.membership ?? { kind: 'static' as const };
   const kind = (membership as { kind: string }).kind;
-  if (kind !== 'static' && kind !== 'etcd') {
+  if (kind !== 'static' && kind !== 'etcd' && kind !== 'gossip') {
     throw clusterError(
       ClusterCode.BAD_CONFIG,
-      kind === 'gossip' || kind === 'kubernetes'
-        ? `membership ${kind} is not available yet: use static or etcd`
-        : `membership is static or etcd, got ${JSON.stringify(kind)}`,
+      kind === 'kubernetes'
+        ? `membership ${kind} is not available yet: use static, etcd or gossip`
+        : `membership is static, etcd or gossip, got ${JSON.stringify(kind)}`,
       { field: 'membership', membership: kind },
     );
   }
@@ -123,7 +130,16 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       { field: 'journal' },
     );
   }
-  const journal = o.journal ?? (etcd ? 'shared' : 'per-node');
+  const gossip = membership.kind === 'gossip' ? membership : undefined;
+  if (gossip !== undefined && o.journal === 'per-node') {
+    throw clusterError(
+      ClusterCode.BAD_CONFIG,
+      'membership gossip takes the shared journal: the gossip leader does not record which node holds a shard’s journal',
+      { field: 'journal' },
+    );
+  }
+  const elected = etcd ?? gossip;
+  const journal = o.journal ?? (elected ? 'shared' : 'per-node');
   const found = existingClusterFiles(dir);
   if (found.length > 0 && o.force !== true) {
     throw clusterError(
@@ -140,6 +156,18 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
   await writeFileDurably(join(dir, 'ca-key.pem'), ca.key, 0o600);
   const host = o.host ?? '127.0.0.1';
   const members = o.nodes.map((id, i) => ({ id, address: `${host}:${ports[i]}` }));
+  let written: MembershipConfig | undefined = etcd;
+  if (gossip !== undefined) {
+    const seeds = gossip.seeds !== undefined && gossip.seeds.length > 0 ? [...gossip.seeds] : [...o.nodes];
+    try {
+      gossipSeeds(seeds, members);
+    } catch (e) {
+      throw clusterError(ClusterCode.BAD_CONFIG, (e as Error).message.replace(/^node config node\.json: /, ''), {
+        field: (e as { details: { field: string } }).details.field,
+      });
+    }
+    written = { kind: 'gossip', seeds, ...(gossip.gossip ? { gossip: gossip.gossip } : {}) };
+  }
   const out = new Map<string, string>();
   for (const id of o.nodes) {
     const nd = join(dir, 'nodes', id);
@@ -152,8 +180,8 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       clusterMeta: `../../${META_FILE}`,
       self: id,
       members,
-      ...(etcd ? {} : { authority: o.nodes[0] as string }),
-      ...(etcd ? { membership: etcd } : {}),
+      ...(written ? {} : { authority: o.nodes[0] as string }),
+      ...(written ? { membership: written } : {}),
       dataDir: 'data',
       tls: { cert: 'cert.pem', key: 'key.pem', ca: '../../ca.pem' },
       journal,

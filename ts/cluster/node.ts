@@ -5,13 +5,14 @@
  * takes the wire's inbound frames). `assembleClusterNode` wires given parts (any Membership
  * and Wire: MemoryWire in tests); `launchClusterNode` builds everything from a node config
  * file: static membership (hosting the MemoryAuthority on the authority node; or, with
- * `membership.kind` `etcd`, an EtcdAuthority in every node, loaded only then), the HTTP/2
+ * `membership.kind` `etcd`, an EtcdAuthority in every node, loaded only then; or, with
+ * `gossip`, a GossipMembership whose SWIM messages ride the wire's calls), the HTTP/2
  * mutual-TLS wire, the shared store host when configured, and the runtime node.
  */
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
+import { type ClockTimers, monotonicClock, systemClock, type TimerHandle } from '../core/clock.js';
 import { delay, heldClock } from '../core/retry.js';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
@@ -29,11 +30,13 @@ import { type ClusterConfig, clusterConfig, type DetectorConfig, type LeaseConfi
 import { ensureDir } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
+import { defaultGossipLeader, GossipMembership } from './gossip/membership.js';
+import { GOSSIP_TAG, gossipName, type WireGossipTransport, wireGossipTransport } from './gossip/transport.js';
 import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
 import type { AuthorityCall, LeaseAuthority } from './lease-authority.js';
 import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
-import { checkNodeConfig, type MembershipConfig } from './node-config.js';
+import { checkNodeConfig, gossipSeeds, type MembershipConfig, nodeGossipConfig } from './node-config.js';
 import { readNodeTls } from './node-tls.js';
 import { ClusterPlacement } from './placement.js';
 import { ClusterProcessor } from './processor.js';
@@ -49,9 +52,9 @@ export interface ClusterNodeConfig {
   readonly self: string;
   /** Every member with its `host:port`; this node listens on its own entry's port. */
   readonly members: readonly MemberInfo[];
-  /** The member hosting the lease authority (static membership only; etcd has none). */
+  /** The member hosting the lease authority (static membership only; etcd and gossip have none). */
   readonly authority?: string;
-  /** Where leases are granted: `static` (default, the `authority` member) or `etcd`. */
+  /** Where leases are granted: `static` (default, the `authority` member), `etcd` or `gossip`. */
   readonly membership?: MembershipConfig;
   /** This node's data directory (its journal with `per-node`, its dead-letter log). */
   readonly dataDir: string;
@@ -365,10 +368,12 @@ async function launch(
   await writeClusterMeta(cfg.dataDir, meta);
   const layout = cfg.journal ?? 'per-node';
   const etcd = cfg.membership?.kind === 'etcd' ? cfg.membership : undefined;
-  // The schema requires `authority` with static membership and `storeHost` with etcd and a shared store.
+  const gossip = cfg.membership?.kind === 'gossip' ? cfg.membership : undefined;
+  // The schema requires `authority` with static membership and `storeHost` with etcd or
+  // gossip and a shared store.
   const authorityId = cfg.authority ?? cfg.self;
   const storeHostId = cfg.storeHost ?? authorityId;
-  const isAuthority = etcd === undefined && cfg.self === cfg.authority;
+  const isAuthority = etcd === undefined && gossip === undefined && cfg.self === cfg.authority;
   const clock = opts.clock ?? heldClock;
 
   // The journal first: a layout that does not fit is refused before any socket opens.
@@ -399,9 +404,14 @@ async function launch(
   const local: LeaseAuthority | undefined = etcd ? await openEtcdAuthority(cfg, etcd, meta) : undefined;
   if (local) cleanups.push(() => local.close());
 
-  let membership: StaticMembership | undefined;
+  let membership: Membership | undefined;
+  let gm: GossipMembership | undefined;
+  let transport: WireGossipTransport | undefined;
+  // Where a node listens: its address in the view, in the config, or (gossip) in the gossip table.
   const addressOf = (node: string) =>
-    membership?.view().members.find((m) => m.id === node)?.address ?? cfg.members.find((m) => m.id === node)?.address;
+    membership?.view().members.find((m) => m.id === node)?.address ??
+    cfg.members.find((m) => m.id === node)?.address ??
+    transport?.addressOf(node);
   const cc = clusterConfig(cfg.cluster);
   const cut = me.address.lastIndexOf(':');
   const hostName = me.address.slice(0, cut).replace(/^\[(.*)\]$/, '$1');
@@ -413,6 +423,9 @@ async function launch(
     port: Number(me.address.slice(cut + 1)),
     resolve: addressOf,
     isMember: (node) => {
+      // Gossip admits every node the cluster CA certified (the handshake checked that) but one
+      // the leader's authority removed.
+      if (gossip) return gm?.admits(node) ?? true;
       const a = host ?? local;
       return a ? a.isAdmitted(node) : cfg.members.some((m) => m.id === node);
     },
@@ -440,27 +453,53 @@ async function launch(
       e,
     );
   }
+  if (gossip) transport = wireGossipTransport(wire, gossipName(cfg.self, address));
   wire.onCall(async (from, body) => {
+    if (body[0] === GOSSIP_TAG && transport) return transport.handleCall(from, body);
     if (body[0] === STORE_TAG) {
       if (!storeHost) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no shared store`);
       return storeHost.handle(from, body);
     }
+    if (gm) return gm.serve(from, body);
     if (!host) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no lease authority`);
     return serveAuthority(host)(from, body);
   });
   const own = host ?? local;
-  const call: AuthorityCall = own
-    ? own.call
-    : async (req) => decodeReply(await wire.call(authorityId, encodeRequest(req)));
   const rate = cfg.leaseClockRate ?? 1;
-  membership = new StaticMembership({
-    config: { meta, self: { id: cfg.self, address }, members: cfg.members, authority: etcd ? 'etcd' : authorityId },
-    call,
-    ...(cfg.lease ? { lease: cfg.lease } : {}),
-    ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
-    ...(rate !== 1 ? { clock: { now: () => performance.now() * rate } } : {}),
-    ...(opts.onError ? { onError: opts.onError } : {}),
-  });
+  if (gossip && transport) {
+    gm = new GossipMembership({
+      meta,
+      self: { id: cfg.self, address },
+      seeds: gossipSeeds(gossip.seeds, cfg.members),
+      transport,
+      call: (peer, bytes) => wire.call(peer, bytes),
+      // Nodes claim their own shards (startClaiming below), as with static membership.
+      leader: defaultGossipLeader({
+        meta,
+        ...(cfg.lease ? { lease: cfg.lease } : {}),
+        ...(cfg.detector ? { detector: cfg.detector } : {}),
+        autoAssign: false,
+      }),
+      gossip: nodeGossipConfig(cfg.detector, gossip.gossip),
+      ...(cfg.lease ? { lease: cfg.lease } : {}),
+      ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
+      clock: monotonicClock,
+      ...(opts.onError ? { onError: opts.onError } : {}),
+    });
+    membership = gm;
+  } else {
+    const call: AuthorityCall = own
+      ? own.call
+      : async (req) => decodeReply(await wire.call(authorityId, encodeRequest(req)));
+    membership = new StaticMembership({
+      config: { meta, self: { id: cfg.self, address }, members: cfg.members, authority: etcd ? 'etcd' : authorityId },
+      call,
+      ...(cfg.lease ? { lease: cfg.lease } : {}),
+      ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
+      ...(rate !== 1 ? { clock: { now: () => performance.now() * rate } } : {}),
+      ...(opts.onError ? { onError: opts.onError } : {}),
+    });
+  }
   const m = membership;
   cleanups.push(() => m.close());
   const cn = assembleClusterNode({
@@ -601,7 +640,7 @@ async function openJournals(
 /** What a node closes when it stops, after its runtime stopped. */
 interface NodeParts {
   readonly layout: 'shared' | 'per-node';
-  readonly membership: StaticMembership;
+  readonly membership: Membership;
   readonly host: LeaseAuthority | undefined;
   readonly wire: Http2Wire;
   readonly storeHost: StoreHost | undefined;
@@ -637,7 +676,7 @@ async function stopNode({ layout, membership, host, wire, storeHost, deadLog, cl
 }
 
 /** Joins through `membership`; the authority's node may still be starting: retries for a while. */
-async function joinWithRetry(membership: StaticMembership, clock: ClockTimers = heldClock): Promise<void> {
+async function joinWithRetry(membership: Membership, clock: ClockTimers = heldClock): Promise<void> {
   const joinBy = clock.now() + 30_000;
   for (;;) {
     try {

@@ -20,7 +20,8 @@ const HELP = [
   '',
   'Subcommands:',
   '  init --dir DIR --id ID --shards N --nodes a,b,c [--base-port P] [--journal per-node|shared]',
-  '       [--membership static|etcd] [--etcd-endpoints URL,URL,...] [--etcd-prefix /P/] [--force]',
+  '       [--membership static|etcd|gossip] [--etcd-endpoints URL,URL,...] [--etcd-prefix /P/]',
+  '       [--seeds ID|HOST:PORT,...] [--force]',
   '        Writes DIR/cluster.meta, the cluster CA (ca.pem, ca-key.pem) and per node',
   '        DIR/nodes/<id>/ with its certificate, key and node.json. Nodes listen on',
   '        127.0.0.1:P, P+1, ... (default 7400; every port from 1 to 65535); the first',
@@ -28,6 +29,10 @@ const HELP = [
   '        DIR/shared). A DIR that already holds a cluster is refused (PLX_CLUSTER_EXISTS)',
   '        and left unchanged; --force replaces its CA key, certificates, node configs and',
   "        cluster.meta (the nodes' data directories are kept). The replication factor is 1.",
+  '        --membership etcd or gossip: no node hosts an authority and the journal is shared',
+  '        (the first node hosts the stores). gossip: the nodes form the cluster through',
+  '        --seeds (node ids or host:port; default every node) and the live member with the',
+  '        lowest id grants the leases.',
   '  node --config FILE [--control]',
   '        Runs one node until SIGTERM or SIGINT, then drains (running macrosteps finish,',
   '        outboxes flush, shards are handed over with a shared store) and exits 0.',
@@ -63,6 +68,7 @@ const HELP = [
   '  plexus cluster leases --config ./c1/nodes/b/node.json --dump leases.json',
   '  plexus cluster init --dir ./c2 --id c2 --shards 64 --nodes a,b,c --membership etcd \\',
   '    --etcd-endpoints http://127.0.0.1:2379,http://127.0.0.1:22379',
+  '  plexus cluster init --dir ./c3 --id c3 --shards 64 --nodes a,b,c --membership gossip --seeds a,b',
   '  plexus cluster dead-letters ./c1/nodes/b/data',
 ].join('\n');
 
@@ -109,6 +115,7 @@ async function init(args: string[]): Promise<number> {
       membership: { type: 'string' },
       'etcd-endpoints': { type: 'string' },
       'etcd-prefix': { type: 'string' },
+      seeds: { type: 'string' },
       force: { type: 'boolean' },
     },
   });
@@ -116,23 +123,34 @@ async function init(args: string[]): Promise<number> {
     throw new UsageError('cluster', 'init needs --dir, --id, --shards and --nodes');
   }
   const kind = values.membership ?? 'static';
-  if (kind === 'gossip' || kind === 'kubernetes') {
-    throw clusterError(ClusterCode.BAD_CONFIG, `--membership ${kind} is not available yet: use static or etcd`, {
-      field: 'membership',
-      membership: kind,
-    });
+  if (kind === 'kubernetes') {
+    throw clusterError(
+      ClusterCode.BAD_CONFIG,
+      `--membership ${kind} is not available yet: use static, etcd or gossip`,
+      {
+        field: 'membership',
+        membership: kind,
+      },
+    );
   }
-  if (kind !== 'static' && kind !== 'etcd') {
-    throw new UsageError('cluster', `--membership is static or etcd, got "${kind}"`);
+  if (kind !== 'static' && kind !== 'etcd' && kind !== 'gossip') {
+    throw new UsageError('cluster', `--membership is static, etcd or gossip, got "${kind}"`);
   }
   const endpoints = (values['etcd-endpoints'] ?? '').split(',').filter((s) => s.length > 0);
   if (kind === 'etcd' && endpoints.length === 0) {
     throw new UsageError('cluster', '--membership etcd needs --etcd-endpoints URL,URL,...');
   }
-  if (kind === 'static' && (values['etcd-endpoints'] !== undefined || values['etcd-prefix'] !== undefined)) {
+  if (kind !== 'etcd' && (values['etcd-endpoints'] !== undefined || values['etcd-prefix'] !== undefined)) {
     throw new UsageError('cluster', '--etcd-endpoints and --etcd-prefix are for --membership etcd');
   }
-  const journal = values.journal ?? (kind === 'etcd' ? 'shared' : 'per-node');
+  if (kind !== 'gossip' && values.seeds !== undefined) {
+    throw new UsageError('cluster', '--seeds is for --membership gossip');
+  }
+  const seeds = (values.seeds ?? '').split(',').filter((s) => s.length > 0);
+  if (values.seeds !== undefined && seeds.length === 0) {
+    throw new UsageError('cluster', '--seeds takes node ids or host:port, separated by commas');
+  }
+  const journal = values.journal ?? (kind === 'static' ? 'per-node' : 'shared');
   if (journal !== 'per-node' && journal !== 'shared') {
     throw new UsageError('cluster', `--journal is per-node or shared, got "${journal}"`);
   }
@@ -151,7 +169,9 @@ async function init(args: string[]): Promise<number> {
             ...(values['etcd-prefix'] === undefined ? {} : { prefix: values['etcd-prefix'] }),
           },
         }
-      : {}),
+      : kind === 'gossip'
+        ? { membership: { kind: 'gossip' as const, ...(seeds.length > 0 ? { seeds } : {}) } }
+        : {}),
     force: values.force === true,
   });
   for (const [node, config] of files) json({ node, config });
