@@ -101,6 +101,15 @@ describe.skipIf(!built)('cluster node processes with gossip membership (build di
       { timeoutMs: 30_000, what: `a lease of every one of the ${SHARDS} shards, three live members` },
     );
     const ownedBy = (n: string) => [...view].filter(([, o]) => o.owner === n).map(([s]) => s);
+    // `plexus cluster status` from another process finds the leader (a, the lowest id).
+    const st = await cli(['status', '--config', files.get('c')!]);
+    expect(st.code, st.stderr).toBe(0);
+    const lines = st.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Line);
+    expect(lines[0]).toMatchObject({ cluster: 'c1', membership: 'gossip', leader: 'a' });
+    expect(lines.at(-1)!.leased).toBe(SHARDS);
     for (const n of ['a', 'b', 'c']) expect(ownedBy(n).length, n).toBeGreaterThan(0);
     // Every node sees the same owners (the leader's view reached them all).
     for (const p of [b, c]) {

@@ -4,6 +4,7 @@ import { decodeReply, encodeRequest } from '../../cluster/codec.js';
 import { ClusterCode, clusterError } from '../../cluster/errors.js';
 import { DEAD_LETTER_LOG, listDeadLetters } from '../../cluster/fencing.js';
 import { initCluster } from '../../cluster/init.js';
+import type { AuthorityReply } from '../../cluster/lease-authority.js';
 import { readLeases, writeLeaseDump } from '../../cluster/lease-dump.js';
 import { type ClusterNodeConfig, readNodeConfig } from '../../cluster/node.js';
 import { runNodeProcess } from '../../cluster/node-main.js';
@@ -46,6 +47,7 @@ const HELP = [
   '  status --config FILE',
   '        Asks the lease authority for the view: members and their health, every',
   "        shard's owner and fencing epoch. Uses the node's certificate from FILE.",
+  '        With gossip membership the leader answers (the members are asked in turn).',
   '  leases --config FILE --dump OUT',
   '        Writes the leases (shard, owner, fencing epoch, expiry where known) of the',
   "        cluster FILE's node belongs to as one JSON document to OUT (durably). etcd",
@@ -207,6 +209,35 @@ function clientWire(cfg: ClusterNodeConfig): Http2Wire {
   });
 }
 
+/**
+ * The view of a gossip cluster from its leader: asks the members the config lists in order of
+ * id (the leader is the lowest live one), following the `details.leader` a member that does
+ * not lead answers with.
+ */
+async function askGossipLeader(
+  cfg: ClusterNodeConfig,
+  wire: Http2Wire,
+): Promise<{ readonly leader: string; readonly reply: AuthorityReply }> {
+  const queue = cfg.members.map((m) => m.id).sort();
+  const asked = new Set<string>();
+  const problems: string[] = [];
+  while (queue.length > 0) {
+    const id = queue.shift() as string;
+    if (asked.has(id)) continue;
+    asked.add(id);
+    try {
+      const reply = decodeReply(await wire.call(id, encodeRequest({ type: 'view' })));
+      if (reply.ok) return { leader: id, reply };
+      const leader = reply.details.leader;
+      if (typeof leader === 'string' && !asked.has(leader)) queue.unshift(leader);
+      problems.push(`${id}: ${reply.message}`);
+    } catch (e) {
+      problems.push(`${id}: ${(e as Error).message}`);
+    }
+  }
+  throw clusterError(ClusterCode.UNAVAILABLE, `no member leads: ${problems.join('; ')}`, { asked: [...asked] });
+}
+
 async function status(args: string[]): Promise<number> {
   const { values } = parse('cluster', { args, options: { config: { type: 'string' } } });
   if (!values.config) throw new UsageError('cluster', 'status needs --config FILE');
@@ -225,14 +256,18 @@ async function status(args: string[]): Promise<number> {
     json({ leased: d.leases.length, free: cfg.meta.shardCount - d.leases.length, byOwner: Object.fromEntries(owned) });
     return 0;
   }
-  const authority = cfg.authority as string;
+  const gossip = cfg.membership?.kind === 'gossip';
+  let authority = gossip ? 'the gossip leader' : (cfg.authority as string);
   const wire = clientWire(cfg);
   try {
-    const r = decodeReply(await wire.call(authority, encodeRequest({ type: 'view' })));
+    let r: AuthorityReply;
+    if (gossip) ({ leader: authority, reply: r } = await askGossipLeader(cfg, wire));
+    else r = decodeReply(await wire.call(authority, encodeRequest({ type: 'view' })));
     const v = r.view;
     json({
       cluster: cfg.meta.id,
       shardCount: cfg.meta.shardCount,
+      ...(gossip ? { membership: 'gossip', leader: authority } : {}),
       version: v.version,
       members: v.members.map((m) => ({ id: m.id, address: m.address, status: m.status })),
     });
