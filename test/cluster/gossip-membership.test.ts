@@ -11,6 +11,7 @@ import type { GossipConfig } from '../../ts/cluster/gossip/config.js';
 import { defaultGossipLeader, GossipMembership } from '../../ts/cluster/gossip/membership.js';
 import { GOSSIP_TAG, gossipName, MemoryGossipNet, wireGossipTransport } from '../../ts/cluster/gossip/transport.js';
 import type { ClusterMeta } from '../../ts/cluster/meta.js';
+import { ManualClock } from '../../ts/core/clock.js';
 import { createClusterCa, issueNodeCertificate, type NodeCredentials } from '../../ts/net/ca.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
 import { type MembershipHarness, membershipSuite } from '../compliance/membership.suite.js';
@@ -44,8 +45,9 @@ function memoryHarness(nodes: readonly string[]): MembershipHarness {
       seeds,
       transport: net.transport(name(id)),
       call: async (peer, bytes) => {
+        // A member that closed answers nothing, as a stopped process does.
         const to = live.get(peer);
-        if (to === undefined) throw new Error(`${peer} does not answer`);
+        if (to === undefined || to.isClosed()) throw new Error(`${peer} does not answer`);
         return to.serve(id, bytes);
       },
       leader: defaultGossipLeader({ meta, lease: LEASE, detector: DETECTOR }),
@@ -154,6 +156,103 @@ membershipSuite(
   { skip: { unlisted: UNLISTED } },
 );
 
+describe('GossipMembership: following the leader', () => {
+  it('a request to a leader that does not answer fails as an unreachable authority; the next leader answers once gossip declares it dead', async () => {
+    const h = memoryHarness(['a', 'b', 'c']);
+    try {
+      const m = (id: string) => h.members.get(id) as GossipMembership;
+      for (const id of ['a', 'b', 'c']) await m(id).join();
+      await until(() => m('c').view().leases.length === META.shardCount, 'every shard leased');
+      expect(m('c').leader()).toBe('a');
+      const held = m('c').held()[0] ?? (await until(() => m('c').held()[0], 'c to hold a shard'));
+      // a stops answering (its process is gone) but gossip still holds it alive for a while.
+      await m('a').close();
+      const e = await refusal(m('c').renew(held.shard, held.epoch));
+      expect(e.code).toBe('PLX_CLUSTER_UNAVAILABLE');
+      expect(e.message).toContain('gossip leader a');
+      // Gossip declares a dead; b leads, admits c again and, after its grace period, grants.
+      await until(() => m('c').leader() === 'b' && m('b').authority() !== undefined, 'b to lead');
+      expect(m('b').gossipStatus('a')).toBe('failed');
+      await until(
+        () =>
+          m('c').view().leases.length === META.shardCount &&
+          m('c')
+            .view()
+            .leases.every((l) => l.owner !== 'a'),
+        { timeoutMs: 15_000, what: 'b to grant every shard' },
+      );
+      const mine = await until(() => m('c').held()[0], 'c to hold a shard from b');
+      expect((await m('c').renew(mine.shard, mine.epoch)).epoch).toBe(mine.epoch);
+      expect(
+        m('c')
+          .view()
+          .members.find((x) => x.id === 'a')?.status ?? 'failed',
+      ).toBe('failed');
+    } finally {
+      await h.teardown();
+    }
+  }, 30_000);
+});
+
+describe('GossipMembership on an injected clock', () => {
+  it('runs gossip, heartbeats, the join wait and the leader’s authority on the clock it is given', async () => {
+    const clock = new ManualClock(0);
+    const net = new MemoryGossipNet();
+    const live = new Map<string, GossipMembership>();
+    const name = (id: string) => gossipName(id, `${id}.test:7000`);
+    const make = (id: string) => {
+      const gm = new GossipMembership({
+        meta: META,
+        self: { id, address: `${id}.test:7000` },
+        seeds: [name('a')],
+        transport: net.transport(name(id)),
+        call: async (peer, bytes) => (live.get(peer) as GossipMembership).serve(id, bytes),
+        leader: defaultGossipLeader({ meta: META, lease: LEASE, detector: DETECTOR, clock, wallClock: () => 1_000 }),
+        gossip: FAST,
+        lease: LEASE,
+        heartbeatEveryMs: 50,
+        clock,
+      });
+      live.set(id, gm);
+      return gm;
+    };
+    const a = make('a');
+    const b = make('b');
+    /** Moves the clock by `ms` in steps of 10 ms, letting messages and replies through between steps. */
+    const run = async (ms: number) => {
+      for (let t = 0; t < ms; t += 10) {
+        clock.advance(10);
+        await new Promise((r) => setImmediate(r));
+      }
+    };
+    try {
+      await a.join();
+      await b.join();
+      // The leader grants nothing during its first lease length on this clock, whatever real time passes.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(a.view().leases).toHaveLength(0);
+      await run(LEASE.ttlMs + 200);
+      expect(a.view().leases).toHaveLength(META.shardCount);
+      // Epochs start above the leader's start (wall ms 1000) shifted by 16 bits.
+      for (const l of a.view().leases) expect(l.epoch).toBeGreaterThan(1000n << 16n);
+      const ofB = a.view().leases.filter((l) => l.owner === 'b');
+      expect(ofB.length).toBeGreaterThan(0);
+      // b goes silent: while the clock stands still, nothing changes, in real time too.
+      await b.close();
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(a.gossipStatus('b')).toBe('alive');
+      expect(a.view().leases.filter((l) => l.owner === 'b')).toEqual(ofB);
+      // On the clock: gossip declares b dead, then its leases expire and go to a.
+      await run(3000);
+      expect(a.gossipStatus('b')).toBe('failed');
+      expect(a.view().leases.every((l) => l.owner === 'a')).toBe(true);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
+
 describe('GossipMembership over mutual TLS', () => {
   let c: WireCluster | undefined;
   afterEach(async () => {
@@ -213,10 +312,10 @@ describe('GossipMembership over mutual TLS', () => {
     expect(r.ok).toBe(true);
     expect(a.admits('c')).toBe(false);
     expect(a.admits('b')).toBe(true);
-    // c comes back on a new connection (a new wire with its own certificate): a's wire turns
-    // it away once the handshake names it, and c cannot join a's authority.
+    // c comes back on a new connection (a new wire with its own certificate, on a new port;
+    // the old one closes with the others at the end): a's wire turns it away once the
+    // handshake names it.
     await cm.close();
-    await (c.nodes.get('c') as WireNode).wire.close();
     const c2 = await c.add('c');
     const before = (c.nodes.get('a') as WireNode).wire.refusals().length;
     const err = await c2.wire.call('a', new Uint8Array([0x7b])).then(
@@ -228,6 +327,12 @@ describe('GossipMembership over mutual TLS', () => {
     expect(after.some((x) => x.code === 'PLX_WIRE_NOT_MEMBER' && x.peer === 'c')).toBe(true);
     // b, which does not lead, still admits c: only the authority knows removals.
     expect(b.admits('c')).toBe(true);
+    // A node gossip does not know may connect (to join), and so may one it holds dead (to
+    // come back and refute): only removal turns a node away.
+    expect(a.admits('d')).toBe(true);
+    await b.close();
+    await until(() => a.gossipStatus('b') === 'failed', 'a to hold b dead');
+    expect(a.admits('b')).toBe(true);
   });
 
   it('when the leader leaves, requests go to the next lowest id, whose grants carry greater epochs', async () => {

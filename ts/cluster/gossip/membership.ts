@@ -231,16 +231,23 @@ export class GossipMembership implements Membership {
 
   /**
    * Whether the wire lets `node` connect: every node with a certificate of the cluster's CA
-   * (the wire checks that), except one the hosted authority no longer admits though gossip
-   * knows it (it was removed).
+   * (the wire checks that), except one the hosted authority does not admit though gossip
+   * holds it live (it was removed). A node gossip does not know, or holds dead, may connect:
+   * it joins, or comes back and refutes.
    */
   admits(node: string): boolean {
     const a = this.hosted;
     if (a === undefined || node === this.self) return true;
-    return this.gossipStatus(node) === undefined || a.isAdmitted(node);
+    const s = this.gossipStatus(node);
+    return (s !== 'alive' && s !== 'suspect') || a.isAdmitted(node);
   }
 
-  /** The hosted authority while this member leads (for tests and `plexus cluster status`). */
+  /** Whether `close` (or `leave`) ended this membership. */
+  isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** The authority this member hosts while it leads, else undefined. */
   authority(): LeaseAuthority | undefined {
     return this.hosted;
   }
