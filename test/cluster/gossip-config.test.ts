@@ -13,7 +13,7 @@ import { type ClusterNode, launchClusterNode, readNodeConfig } from '../../ts/cl
 import { checkNodeConfig, gossipSeeds } from '../../ts/cluster/node-config.js';
 import { refusal, thrownRefusal } from '../helpers/refusal.js';
 import { until } from '../helpers/until.js';
-import { freePorts } from './actor-procs.js';
+import { freePorts, patchConfig } from './actor-procs.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON
 type Json = Record<string, any>;
@@ -175,6 +175,50 @@ describe('launchClusterNode with gossip membership', () => {
       await until(() => b.membership.view().version >= v.version, 'b to see the view');
       for (const l of v.leases)
         expect(nodes[l.owner === 'a' ? 0 : 1]!.membership.leaseFor(l.shard)?.epoch).toBe(l.epoch);
+    } finally {
+      for (const n of nodes.reverse()) await n.stop();
+    }
+  }, 60_000);
+
+  it('a node its config does not list joins through a seed, and the others reach it at the address gossip gives', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'plexus-gossip-unlisted-'));
+    dirs.push(dir);
+    const ports = await freePorts(2);
+    const files = await initCluster({
+      dir,
+      id: 'c1',
+      shards: 8,
+      nodes: ['a', 'c'],
+      ports,
+      membership: { kind: 'gossip', seeds: ['a'] },
+      lease: { ttlMs: 1500, safetyMarginMs: 300, renewEveryMs: 400 },
+      detector: { suspectAfterMs: 600, failedAfterMs: 2000 },
+      heartbeatEveryMs: 100,
+    });
+    // a's config lists only a: it learns c, and where c listens, from gossip alone.
+    await patchConfig(files.get('a')!, { members: [{ id: 'a', address: `127.0.0.1:${ports[0]}` }] });
+    const nodes: ClusterNode[] = [];
+    try {
+      const a = await launchClusterNode(await readNodeConfig(files.get('a')!));
+      nodes.push(a);
+      const c = await launchClusterNode(await readNodeConfig(files.get('c')!));
+      nodes.push(c);
+      await until(() => a.membership.view().members.some((m) => m.id === 'c' && m.status === 'alive'), 'a to see c');
+      expect(a.membership.view().members.find((m) => m.id === 'c')?.address).toBe(`127.0.0.1:${ports[1]}`);
+      // c claims the shards ranked to it; a sends to an actor on one of them: the frame goes
+      // to c's address, known from gossip only.
+      const ofC = await until(() => a.membership.view().leases.find((l) => l.owner === 'c'), {
+        timeoutMs: 20_000,
+        what: 'c to own a shard',
+      });
+      let target = '';
+      for (let i = 0; target === ''; i++) {
+        if (a.placement.shardOf(`vt:counter/u${i}`) === ofC.shard) target = `vt:counter/u${i}`;
+      }
+      const sentBefore = a.processor.stats.sent;
+      expect(await a.node.send(target, 'inc', { id: 'from-a' })).toBe('processed');
+      expect(a.processor.stats.sent).toBeGreaterThan(sentBefore);
+      expect(c.processor.stats.delivered).toBeGreaterThan(0);
     } finally {
       for (const n of nodes.reverse()) await n.stop();
     }
