@@ -32,7 +32,11 @@ const FAST: Partial<GossipConfig> = {
 const UNLISTED =
   'gossip membership has no list of node ids: a node is admitted by its certificate (the foreign-certificate test below)';
 
-function memoryHarness(nodes: readonly string[]): MembershipHarness {
+/** Members over MemoryGossipNet with direct authority calls; every timer on `clock` when given. */
+function memoryHarness(
+  nodes: readonly string[],
+  time: { readonly clock?: ManualClock; readonly wallClock?: () => number } = {},
+): MembershipHarness {
   const net = new MemoryGossipNet();
   const live = new Map<string, GossipMembership>();
   const all: GossipMembership[] = [];
@@ -50,10 +54,11 @@ function memoryHarness(nodes: readonly string[]): MembershipHarness {
         if (to === undefined || to.isClosed()) throw new Error(`${peer} does not answer`);
         return to.serve(id, bytes);
       },
-      leader: defaultGossipLeader({ meta, lease: LEASE, detector: DETECTOR }),
+      leader: defaultGossipLeader({ meta, lease: LEASE, detector: DETECTOR, ...time }),
       gossip: FAST,
       lease: LEASE,
       heartbeatEveryMs: 50,
+      ...(time.clock ? { clock: time.clock } : {}),
     });
     live.set(id, gm);
     all.push(gm);
@@ -197,27 +202,9 @@ describe('GossipMembership: following the leader', () => {
 describe('GossipMembership on an injected clock', () => {
   it('runs gossip, heartbeats, the join wait and the leader’s authority on the clock it is given', async () => {
     const clock = new ManualClock(0);
-    const net = new MemoryGossipNet();
-    const live = new Map<string, GossipMembership>();
-    const name = (id: string) => gossipName(id, `${id}.test:7000`);
-    const make = (id: string) => {
-      const gm = new GossipMembership({
-        meta: META,
-        self: { id, address: `${id}.test:7000` },
-        seeds: [name('a')],
-        transport: net.transport(name(id)),
-        call: async (peer, bytes) => (live.get(peer) as GossipMembership).serve(id, bytes),
-        leader: defaultGossipLeader({ meta: META, lease: LEASE, detector: DETECTOR, clock, wallClock: () => 1_000 }),
-        gossip: FAST,
-        lease: LEASE,
-        heartbeatEveryMs: 50,
-        clock,
-      });
-      live.set(id, gm);
-      return gm;
-    };
-    const a = make('a');
-    const b = make('b');
+    const h = memoryHarness(['a', 'b'], { clock, wallClock: () => 1_000 });
+    const a = h.members.get('a') as GossipMembership;
+    const b = h.members.get('b') as GossipMembership;
     /** Moves the clock by `ms` in steps of 10 ms, letting messages and replies through between steps. */
     const run = async (ms: number) => {
       for (let t = 0; t < ms; t += 10) {
@@ -247,8 +234,7 @@ describe('GossipMembership on an injected clock', () => {
       expect(a.gossipStatus('b')).toBe('failed');
       expect(a.view().leases.every((l) => l.owner === 'a')).toBe(true);
     } finally {
-      await a.close();
-      await b.close();
+      await h.teardown();
     }
   });
 });

@@ -47,6 +47,33 @@ describe.skipIf(!built)('cluster node processes with gossip membership (build di
     if (dir) await rm(dir, { recursive: true, force: true });
   }, 120_000);
 
+  it('init --membership gossip refuses bad seeds and a per-node journal; --help names it', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'plexus-gossip-init-'));
+    try {
+      const init = (sub: string, ...more: string[]) =>
+        cli(['init', '--dir', join(base, sub), '--id', 'g', '--shards', '8', '--nodes', 'a,b', ...more]);
+      const usage = await init('u', '--seeds', 'a');
+      expect(usage.code, usage.stderr).toBe(2);
+      expect(usage.stderr).toContain('--seeds is for --membership gossip');
+      const unknown = await init('s', '--membership', 'gossip', '--seeds', 'a,zz');
+      expect(unknown.code, unknown.stderr).toBe(1);
+      expect(unknown.stderr).toContain('PLX_CLUSTER_BAD_CONFIG');
+      expect(unknown.stderr).toContain('membership.seeds[1]');
+      const perNode = await init('p', '--membership', 'gossip', '--journal', 'per-node');
+      expect(perNode.code, perNode.stderr).toBe(1);
+      expect(perNode.stderr).toContain('shared journal');
+      const ok = await init('ok', '--membership', 'gossip', '--seeds', 'b');
+      expect(ok.code, ok.stderr).toBe(0);
+      const cfg = JSON.parse(await readFile(join(base, 'ok', 'nodes', 'a', 'node.json'), 'utf8')) as Line;
+      expect(cfg.membership).toEqual({ kind: 'gossip', seeds: ['b'] });
+      const help = await cli(['--help']);
+      expect(help.stdout).toContain('--membership static|etcd|gossip');
+      expect(help.stdout).toContain('--seeds');
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('form through seeds, grant leases, run actors; a killed node’s shards move only after its leases expire', async () => {
     dir = await mkdtemp(join(tmpdir(), 'plexus-gossip-procs-'));
     const r = await cli([
