@@ -137,6 +137,12 @@ describe.skipIf(!built)('cluster node processes with gossip membership (build di
       .map((l) => JSON.parse(l) as Line);
     expect(lines[0]).toMatchObject({ cluster: 'c1', membership: 'gossip', leader: 'a' });
     expect(lines.at(-1)!.leased).toBe(SHARDS);
+    // The lease dump does not read a gossip cluster yet, and says so.
+    const dump = await cli(['leases', '--config', files.get('c')!, '--dump', join(dir, 'leases.json')]);
+    expect(dump.code).toBe(1);
+    expect(dump.stderr).toContain('PLX_CLUSTER_UNAVAILABLE');
+    expect(dump.stderr).toContain('gossip');
+    expect(existsSync(join(dir, 'leases.json'))).toBe(false);
     for (const n of ['a', 'b', 'c']) expect(ownedBy(n).length, n).toBeGreaterThan(0);
     // Every node sees the same owners (the leader's view reached them all).
     for (const p of [b, c]) {

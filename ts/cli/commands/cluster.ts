@@ -294,6 +294,13 @@ async function leases(args: string[]): Promise<number> {
   const { values } = parse('cluster', { args, options: { config: { type: 'string' }, dump: { type: 'string' } } });
   if (!values.config || !values.dump) throw new UsageError('cluster', 'leases needs --config FILE and --dump OUT');
   const cfg = await readNodeConfig(values.config);
+  if (cfg.membership?.kind === 'gossip') {
+    throw clusterError(
+      ClusterCode.UNAVAILABLE,
+      "leases --dump does not read a gossip cluster yet: its leases live in the gossip leader's memory only (plexus cluster status prints them while it runs)",
+      { field: 'membership', membership: 'gossip' },
+    );
+  }
   let wire: Http2Wire | undefined;
   try {
     const d = await readLeases(cfg, async () => {
