@@ -55,6 +55,7 @@ const HELP = [
   '        over the wire when it runs; when it is stopped its leases ended with it, and the',
   '        dump gives the epoch ceiling and journal homes of its authority.state (read from',
   '        nodes/<authority>/data). Unreachable and no state here: PLX_CLUSTER_UNAVAILABLE.',
+  '        gossip membership: not read yet (PLX_CLUSTER_UNAVAILABLE; status prints the leases).',
   '  dead-letters DIR',
   '        Lists the dead-letter log of a stopped node whose data directory is DIR',
   '        (frames dropped for a stale fencing epoch or past the hop limit). A DIR that',
