@@ -53,7 +53,7 @@ describe.skipIf(!etcdAvailable || !built)('cluster node processes on a real etcd
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   }, 120_000);
 
-  it('init --membership etcd writes the etcd block and no authority node; gossip is refused as not available yet', async () => {
+  it('init --membership etcd writes the etcd block and no authority node; gossip is accepted, kubernetes refused as not available yet', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'plexus-etcd-init-'));
     dirs.push(dir);
     const urls = etcd!.clientUrls.join(',');
@@ -93,9 +93,25 @@ describe.skipIf(!etcdAvailable || !built)('cluster node processes on a real etcd
       '--membership',
       'gossip',
     ]);
-    expect(g.code).toBe(1);
-    expect(g.stderr).toContain('PLX_CLUSTER_BAD_CONFIG');
-    expect(g.stderr).toContain('not available yet');
+    expect(g.code, g.stderr).toBe(0);
+    const gossipCfg = JSON.parse(await readFile(join(dir, 'g', 'nodes', 'a', 'node.json'), 'utf8')) as Line;
+    expect(gossipCfg.membership).toEqual({ kind: 'gossip', seeds: ['a'] });
+    const k = await cli([
+      'init',
+      '--dir',
+      join(dir, 'k'),
+      '--id',
+      'k',
+      '--shards',
+      '8',
+      '--nodes',
+      'a',
+      '--membership',
+      'kubernetes',
+    ]);
+    expect(k.code).toBe(1);
+    expect(k.stderr).toContain('PLX_CLUSTER_BAD_CONFIG');
+    expect(k.stderr).toContain('not available yet');
     const noUrls = await cli([
       'init',
       '--dir',

@@ -67,7 +67,7 @@ describe('the membership block', () => {
 
   it('names the bad field', () => {
     const cases: [(c: Json) => void, string, RegExp][] = [
-      [(c) => (c.membership.kind = 'gossip'), 'membership.kind', /"static", "etcd"/],
+      [(c) => (c.membership.kind = 'gossip'), 'membership.seeds', /required with "kind": "gossip"/],
       [(c) => (c.membership.kind = 'kubernetes'), 'membership.endpoints', /unknown|not a known|is not/],
       [(c) => delete c.membership.kind, 'membership.kind', /required/],
       [(c) => delete c.membership.endpoints, 'membership.endpoints', /required with "kind": "etcd"/],
@@ -124,15 +124,15 @@ describe('initCluster with a membership', () => {
     expect(raw.authority).toBe('a');
   });
 
-  it('refuses gossip as not available yet, etcd without endpoints or with per-node journals', async () => {
+  it('refuses an unknown membership kind, etcd without endpoints or with per-node journals', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'plexus-membership-'));
     dirs.push(dir);
     const base = { dir: join(dir, 'x'), id: 'c1', shards: 8, nodes: ['a'] };
-    for (const kind of ['gossip']) {
+    for (const kind of ['zookeeper']) {
       // biome-ignore lint/suspicious/noExplicitAny: a kind the type does not allow
       const e = await refusal(initCluster({ ...base, membership: { kind } as any }));
       expect(e.code).toBe('PLX_CLUSTER_BAD_CONFIG');
-      expect(e.message).toContain('not available yet');
+      expect(e.message).toContain('static, etcd, kubernetes or gossip');
       expect(e.details.field).toBe('membership');
     }
     const noUrls = await refusal(initCluster({ ...base, membership: { kind: 'etcd', endpoints: [] } }));

@@ -30,8 +30,14 @@ export type { AuthorityReply, AuthorityRequest } from './lease-authority.js';
 
 export interface AuthorityOptions {
   readonly meta: ClusterMeta;
-  /** The members the configuration lists; only they may join. */
+  /** The members the configuration lists; only they (and those `admit` names) may join. */
   readonly members: readonly MemberInfo[];
+  /**
+   * Members admitted besides `members`, asked at each join and admission check: with gossip
+   * membership, whoever the gossip table holds live (ts/cluster/gossip/membership.ts). Gives
+   * the member's id and address, or undefined when `node` is not admitted.
+   */
+  readonly admit?: (node: string) => MemberInfo | undefined;
   readonly lease?: Partial<LeaseConfig>;
   readonly detector?: Partial<DetectorConfig>;
   /** Grant free shards to their ranked member on every tick (default true). */
@@ -138,6 +144,7 @@ export class MemoryAuthority {
   readonly meta: ClusterMeta;
   readonly lease: LeaseConfig;
   private readonly allowed = new Map<string, MemberInfo>();
+  private readonly admit: ((node: string) => MemberInfo | undefined) | undefined;
   private readonly joined = new Map<string, { info: MemberInfo; leaving: boolean }>();
   private readonly removed = new Set<string>();
   private readonly leases = new Map<number, Held>();
@@ -169,6 +176,7 @@ export class MemoryAuthority {
     this.meta = clusterMeta(opts.meta);
     this.lease = leaseConfig(opts.lease);
     for (const m of opts.members) this.allowed.set(m.id, m);
+    this.admit = opts.admit;
     this.detector = new FailureDetector(opts.detector);
     this.autoAssign = opts.autoAssign !== false;
     const restoredCeiling = opts.restored?.epochCeiling ?? 0n;
@@ -364,7 +372,11 @@ export class MemoryAuthority {
    * authority's own wire admits these (a node connects before it has joined).
    */
   isAdmitted(node: string): boolean {
-    return (this.source ? this.source.admit(node) !== undefined : this.allowed.has(node)) && !this.removed.has(node);
+    return (
+      (this.source
+        ? this.source.admit(node) !== undefined
+        : this.allowed.has(node) || this.admit?.(node) !== undefined) && !this.removed.has(node)
+    );
   }
 
   /**
@@ -419,11 +431,11 @@ export class MemoryAuthority {
       const pe = e as { code: ClusterCodeValue; message: string; details: Record<string, unknown> };
       return this.fail(pe.code, pe.message, pe.details);
     }
-    const info = this.source ? this.source.admit(node) : this.allowed.get(node);
+    const info = this.source ? this.source.admit(node) : (this.allowed.get(node) ?? this.admit?.(node));
     if (!info || this.removed.has(node)) {
       return this.fail(
         ClusterCode.UNKNOWN_NODE,
-        `node id ${JSON.stringify(node)} is not ${this.removed.has(node) ? 'a member any more (it was removed)' : (this.source?.unlisted ?? 'listed in the static configuration')} of cluster ${this.meta.id}`,
+        `node id ${JSON.stringify(node)} is not ${this.removed.has(node) ? 'a member any more (it was removed)' : (this.source?.unlisted ?? (this.admit ? 'listed in the configuration or known to gossip' : 'listed in the static configuration'))} of cluster ${this.meta.id}`,
         { field: 'node', node },
       );
     }

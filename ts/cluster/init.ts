@@ -4,7 +4,8 @@
  * loopback ports from `basePort`, the first node hosting the lease authority and, with a
  * shared store, the shard stores in `<dir>/shared`). With `membership` `etcd` or `kubernetes`
  * no node hosts an authority (every node talks to etcd, or to the Kubernetes API server) and
- * the journal is shared (the first node hosts it). A directory that already holds a
+ * the journal is shared (the first node hosts it); with `gossip` likewise (the live member
+ * with the lowest id leads), its seeds every node unless given. A directory that already holds a
  * cluster is refused (PLX_CLUSTER_EXISTS) unless `force`: replacing the CA key would orphan
  * every certificate it signed. Every file is written durably (fsync, rename, fsync of the
  * directory).
@@ -20,7 +21,7 @@ import { ensureDir, writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { clusterMeta, writeClusterMeta } from './meta.js';
 import type { ClusterNodeConfig } from './node.js';
-import type { MembershipConfig } from './node-config.js';
+import { gossipSeeds, type MembershipConfig } from './node-config.js';
 
 export interface InitOptions {
   readonly dir: string;
@@ -37,8 +38,13 @@ export interface InitOptions {
   readonly lease?: Partial<LeaseConfig>;
   readonly detector?: Partial<DetectorConfig>;
   readonly heartbeatEveryMs?: number;
-  /** Where leases are granted (default static: the first node hosts the authority). */
-  readonly membership?: MembershipConfig;
+  /**
+   * Where leases are granted (default static: the first node hosts the authority). With
+   * gossip, `seeds` may be left out (every node is a seed).
+   */
+  readonly membership?:
+    | MembershipConfig
+    | { readonly kind: 'gossip'; readonly seeds?: readonly string[]; readonly gossip?: object };
   /** Replace the files of a cluster already in `dir` (its CA key, certificates, configs, cluster.meta). */
   readonly force?: boolean;
 }
@@ -102,12 +108,10 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
   }
   const membership = o.membership ?? { kind: 'static' as const };
   const kind = (membership as { kind: string }).kind;
-  if (kind !== 'static' && kind !== 'etcd' && kind !== 'kubernetes') {
+  if (kind !== 'static' && kind !== 'etcd' && kind !== 'kubernetes' && kind !== 'gossip') {
     throw clusterError(
       ClusterCode.BAD_CONFIG,
-      kind === 'gossip'
-        ? `membership ${kind} is not available yet: use static, etcd or kubernetes`
-        : `membership is static, etcd or kubernetes, got ${JSON.stringify(kind)}`,
+      `membership is static, etcd, kubernetes or gossip, got ${JSON.stringify(kind)}`,
       { field: 'membership', membership: kind },
     );
   }
@@ -132,7 +136,16 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       { field: 'journal' },
     );
   }
-  const journal = o.journal ?? (external ? 'shared' : 'per-node');
+  const gossip = membership.kind === 'gossip' ? membership : undefined;
+  if (gossip !== undefined && o.journal === 'per-node') {
+    throw clusterError(
+      ClusterCode.BAD_CONFIG,
+      'membership gossip takes the shared journal: the gossip leader does not record which node holds a shard’s journal',
+      { field: 'journal' },
+    );
+  }
+  const elected = external ?? gossip;
+  const journal = o.journal ?? (elected ? 'shared' : 'per-node');
   const found = existingClusterFiles(dir);
   if (found.length > 0 && o.force !== true) {
     throw clusterError(
@@ -149,6 +162,18 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
   await writeFileDurably(join(dir, 'ca-key.pem'), ca.key, 0o600);
   const host = o.host ?? '127.0.0.1';
   const members = o.nodes.map((id, i) => ({ id, address: `${host}:${ports[i]}` }));
+  let written: MembershipConfig | undefined = external;
+  if (gossip !== undefined) {
+    const seeds = gossip.seeds !== undefined && gossip.seeds.length > 0 ? [...gossip.seeds] : [...o.nodes];
+    try {
+      gossipSeeds(seeds, members);
+    } catch (e) {
+      throw clusterError(ClusterCode.BAD_CONFIG, (e as Error).message.replace(/^node config node\.json: /, ''), {
+        field: (e as { details: { field: string } }).details.field,
+      });
+    }
+    written = { kind: 'gossip', seeds, ...(gossip.gossip ? { gossip: gossip.gossip } : {}) };
+  }
   const out = new Map<string, string>();
   for (const id of o.nodes) {
     const nd = join(dir, 'nodes', id);
@@ -161,8 +186,8 @@ export async function initCluster(o: InitOptions): Promise<Map<string, string>> 
       clusterMeta: `../../${META_FILE}`,
       self: id,
       members,
-      ...(external ? {} : { authority: o.nodes[0] as string }),
-      ...(external ? { membership: external } : {}),
+      ...(written ? {} : { authority: o.nodes[0] as string }),
+      ...(written ? { membership: written } : {}),
       dataDir: 'data',
       tls: { cert: 'cert.pem', key: 'key.pem', ca: '../../ca.pem' },
       journal,

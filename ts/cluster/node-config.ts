@@ -3,15 +3,17 @@
  * that span fields: unique member ids and addresses, ports from 1 to 65535, `self`,
  * `authority` and `storeHost` among the members, the `membership` block (`static`, the
  * default, with an `authority` member hosting the in-memory authority; `etcd`, with its
- * endpoints and key prefix and no authority member; or `kubernetes`, with its namespace, Lease
- * name prefix and kubeconfig and no authority member). Every refusal is PLX_CLUSTER_BAD_CONFIG
+ * endpoints and key prefix and no authority member; `kubernetes`, with its namespace, Lease
+ * name prefix and kubeconfig and no authority member; or `gossip`, with its seeds and gossip
+ * timings and no authority member). Every refusal is PLX_CLUSTER_BAD_CONFIG
  * with `details.path` naming the bad value (also in `details.field`), except what
  * `clusterMeta` refuses in `meta` (PLX_CLUSTER_BAD_META, PLX_CLUSTER_REPLICATION_UNSUPPORTED).
  */
 import { MAX_SHARDS } from '../core/index.js';
 import { DNS_LABEL as DNS_LABEL_RE } from '../core/names.js';
-import { clusterConfig, detectorConfig, leaseConfig } from './config.js';
+import { clusterConfig, type DetectorConfig, detectorConfig, leaseConfig } from './config.js';
 import { ClusterCode, clusterError } from './errors.js';
+import { type GossipConfig, gossipConfigFor } from './gossip/config.js';
 import { clusterMeta } from './meta.js';
 import { firstProblem, type Schema } from './schema.js';
 
@@ -49,8 +51,8 @@ const KUBE_PREFIX = {
   what: 'a Lease name prefix (a DNS label of at most 40 characters)',
 };
 
-/** Membership kinds a node config may name; `gossip` is not available yet. */
-export const MEMBERSHIP_KINDS = ['static', 'etcd', 'kubernetes'] as const;
+/** Membership kinds a node config may name. */
+export const MEMBERSHIP_KINDS = ['static', 'etcd', 'kubernetes', 'gossip'] as const;
 export type MembershipKind = (typeof MEMBERSHIP_KINDS)[number];
 
 /** The node config's `membership` block. */
@@ -78,7 +80,25 @@ export type MembershipConfig =
       readonly kubeconfig?: string;
       /** One API call's limit (ms, default 5000). */
       readonly timeoutMs?: number;
+    }
+  | {
+      readonly kind: 'gossip';
+      /**
+       * Members to join gossip through: node ids of `members`, their `host:port`, or
+       * `<id>@<host:port>` for a node `members` does not list.
+       */
+      readonly seeds: readonly string[];
+      /** Gossip timings over those `gossipConfigFor(detector)` derives (ts/cluster/gossip/config.ts). */
+      readonly gossip?: Partial<GossipConfig>;
     };
+
+/** A gossip seed as the node config gives it: a node id, `host:port`, or `<id>@<host:port>`. */
+const SEED = {
+  re: /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?@)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}$|^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/,
+  what: 'a node id, host:port or id@host:port',
+};
+const GOSSIP_MS = { type: 'integer', min: 1, max: 2_147_483_647 } as const;
+const GOSSIP_COUNT = { type: 'integer', min: 0, max: 1024 } as const;
 
 export const NODE_CONFIG_SCHEMA: Schema = {
   type: 'object',
@@ -153,6 +173,24 @@ export const NODE_CONFIG_SCHEMA: Schema = {
         endpoints: { type: 'array', minItems: 1, maxItems: 64, items: { type: 'string', pattern: ETCD_URL } },
         prefix: { type: 'string', pattern: ETCD_PREFIX, maxLength: 1024 },
         timeoutMs: { type: 'integer', min: 1, max: 600_000 },
+        seeds: { type: 'array', minItems: 1, maxItems: MAX_MEMBERS, items: { type: 'string', pattern: SEED } },
+        gossip: {
+          type: 'object',
+          properties: {
+            probeIntervalMs: GOSSIP_MS,
+            probeTimeoutMs: GOSSIP_MS,
+            indirectChecks: GOSSIP_COUNT,
+            retransmitMult: GOSSIP_COUNT,
+            suspicionMult: GOSSIP_COUNT,
+            suspicionMaxTimeoutMult: GOSSIP_COUNT,
+            awarenessMaxMultiplier: GOSSIP_COUNT,
+            gossipIntervalMs: GOSSIP_MS,
+            gossipNodes: GOSSIP_COUNT,
+            pushPullIntervalMs: GOSSIP_MS,
+            maxPiggyback: GOSSIP_COUNT,
+            lifeguard: { type: 'boolean' },
+          },
+        },
       },
     },
   },
@@ -192,6 +230,45 @@ function refuse(file: string, path: string, message: string, extra: Record<strin
   });
 }
 
+/**
+ * The gossip names (`<id>@<host:port>`) of a config's seeds: a node id takes its address from
+ * `members`, a `host:port` its id; a seed neither names is refused (`membership.seeds[i]`).
+ */
+export function gossipSeeds(
+  seeds: readonly string[],
+  members: readonly { readonly id: string; readonly address: string }[],
+  file = 'node.json',
+): string[] {
+  return seeds.map((seed, i) => {
+    if (seed.includes('@')) return seed;
+    const m = members.find((x) => (seed.includes(':') ? x.address === seed : x.id === seed));
+    if (m === undefined) {
+      refuse(
+        file,
+        `membership.seeds[${i}]`,
+        `names ${JSON.stringify(seed)}, which members does not list: give a listed node id or address, or <id>@<host:port>`,
+      );
+    }
+    return `${m.id}@${m.address}`;
+  });
+}
+
+/**
+ * A node's gossip timings: those `gossipConfigFor` derives from its failure detector, with the
+ * config's `membership.gossip` over them (a probe interval given alone brings a probe timeout
+ * of half of it).
+ */
+export function nodeGossipConfig(
+  detector: Partial<DetectorConfig> | undefined,
+  over: Partial<GossipConfig> = {},
+): GossipConfig {
+  const timeout =
+    over.probeIntervalMs !== undefined && over.probeTimeoutMs === undefined
+      ? { probeTimeoutMs: Math.max(1, Math.floor(over.probeIntervalMs / 2)) }
+      : {};
+  return gossipConfigFor(detectorConfig(detector), { ...timeout, ...over });
+}
+
 /** The port of a `host:port` address that the schema accepted. */
 export function portOf(address: string): number {
   return Number(address.slice(address.lastIndexOf(':') + 1));
@@ -219,11 +296,18 @@ export function checkNodeConfig(cfg: unknown, file: string): void {
     members: { id: string; address: string }[];
     authority?: string;
     storeHost?: string;
-    membership?: { kind: MembershipKind; endpoints?: string[]; prefix?: string; timeoutMs?: number };
+    membership?: {
+      kind: MembershipKind;
+      endpoints?: string[];
+      prefix?: string;
+      timeoutMs?: number;
+      seeds?: string[];
+      gossip?: Partial<GossipConfig>;
+    };
     journal?: string;
     cluster?: object;
     lease?: object;
-    detector?: object;
+    detector?: Partial<DetectorConfig>;
   };
   const ids = new Map<string, number>();
   const addresses = new Map<string, number>();
@@ -247,21 +331,27 @@ export function checkNodeConfig(cfg: unknown, file: string): void {
   if (m.kind === 'etcd' && m.endpoints === undefined) {
     refuse(file, 'membership.endpoints', 'is required with "kind": "etcd"');
   }
-  if (m.kind === 'etcd' || m.kind === 'kubernetes') {
-    // Every node talks to the store itself, and no authority records journal homes.
-    const store = m.kind === 'etcd' ? 'etcd' : 'the Kubernetes API server';
-    if (c.authority !== undefined) {
-      refuse(
-        file,
-        'authority',
-        `is only for "membership": static (with ${m.kind} every node talks to ${store} itself)`,
-      );
-    }
+  if (m.kind === 'gossip' && m.seeds === undefined)
+    refuse(file, 'membership.seeds', 'is required with "kind": "gossip"');
+  if (m.kind === 'etcd' || m.kind === 'kubernetes' || m.kind === 'gossip') {
+    // None has an authority member; a shard taken over must find its journal, so the
+    // journal is the shared store.
+    const who =
+      m.kind === 'etcd'
+        ? 'with etcd every node talks to etcd itself'
+        : m.kind === 'kubernetes'
+          ? 'with kubernetes every node talks to the Kubernetes API server itself'
+          : 'with gossip the live member with the lowest id hosts it';
+    const why =
+      m.kind === 'gossip'
+        ? "the gossip leader does not record which node's store holds a shard's journal"
+        : `the ${m.kind} authority does not record which node's store holds a shard's journal`;
+    if (c.authority !== undefined) refuse(file, 'authority', `is only for "membership": static (${who})`);
     if (c.journal !== 'shared') {
       refuse(
         file,
         'journal',
-        `must be "shared" with ${m.kind} membership: the ${m.kind} authority does not record which node's store holds a shard's journal, so with per-node stores a shard taken over would start from an empty journal`,
+        `must be "shared" with ${m.kind} membership: ${why}, so with per-node stores a shard taken over would start from an empty journal`,
       );
     }
     if (c.storeHost === undefined) {
@@ -271,10 +361,19 @@ export function checkNodeConfig(cfg: unknown, file: string): void {
         `is required for "journal": "shared" with ${m.kind} membership (no authority node hosts the store)`,
       );
     }
-  } else {
+  }
+  if (m.kind !== 'etcd' && m.kind !== 'kubernetes') {
+    // Kubernetes takes `prefix` and `timeoutMs` too; its schema refuses `endpoints`.
     for (const f of ['endpoints', 'prefix', 'timeoutMs'] as const) {
       if (m[f] !== undefined) refuse(file, `membership.${f}`, 'is only for "kind": "etcd"');
     }
+  }
+  if (m.kind !== 'gossip') {
+    for (const f of ['seeds', 'gossip'] as const) {
+      if (m[f] !== undefined) refuse(file, `membership.${f}`, 'is only for "kind": "gossip"');
+    }
+  } else {
+    gossipSeeds(m.seeds ?? [], c.members, file);
   }
   if (c.authority !== undefined && !ids.has(c.authority)) {
     refuse(
@@ -301,4 +400,5 @@ export function checkNodeConfig(cfg: unknown, file: string): void {
   within('cluster', () => clusterConfig(c.cluster));
   within('lease', () => leaseConfig(c.lease));
   within('detector', () => detectorConfig(c.detector));
+  if (m.kind === 'gossip') within('membership.gossip', () => nodeGossipConfig(c.detector, m.gossip));
 }

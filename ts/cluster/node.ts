@@ -6,13 +6,14 @@
  * and Wire: MemoryWire in tests); `launchClusterNode` builds everything from a node config
  * file: static membership (hosting the MemoryAuthority on the authority node; or, with
  * `membership.kind` `etcd`, an EtcdAuthority in every node, with `kubernetes` a KubeAuthority
- * in every node, each module loaded only then), the HTTP/2
+ * in every node, each module loaded only then; or, with `gossip`, a GossipMembership whose
+ * SWIM messages ride the wire's calls), the HTTP/2
  * mutual-TLS wire, the shared store host when configured, and the runtime node.
  */
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type Clock, type ClockTimers, systemClock, type TimerHandle } from '../core/clock.js';
+import { type Clock, type ClockTimers, monotonicClock, systemClock, type TimerHandle } from '../core/clock.js';
 import { delay, heldClock } from '../core/retry.js';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
@@ -31,12 +32,14 @@ import { CONTROL_TAG, serveControl } from './control.js';
 import { ensureDir } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
+import { defaultGossipLeader, GossipMembership } from './gossip/membership.js';
+import { GOSSIP_TAG, gossipName, type WireGossipTransport, wireGossipTransport } from './gossip/transport.js';
 import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
 import type { AuthorityCall, LeaseAuthority } from './lease-authority.js';
 import { type LeaveOptions, leaveCluster, perNodeHandOver, type ShardHandOver, sharedStoreHandOver } from './leave.js';
 import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
-import { checkNodeConfig, type MembershipConfig } from './node-config.js';
+import { checkNodeConfig, gossipSeeds, type MembershipConfig, nodeGossipConfig } from './node-config.js';
 import { readNodeTls } from './node-tls.js';
 import { ClusterPlacement } from './placement.js';
 import { ClusterProcessor } from './processor.js';
@@ -52,9 +55,9 @@ export interface ClusterNodeConfig {
   readonly self: string;
   /** Every member with its `host:port`; this node listens on its own entry's port. */
   readonly members: readonly MemberInfo[];
-  /** The member hosting the lease authority (static membership only; etcd and Kubernetes have none). */
+  /** The member hosting the lease authority (static membership only; etcd, Kubernetes and gossip have none). */
   readonly authority?: string;
-  /** Where leases are granted: `static` (default, the `authority` member), `etcd` or `kubernetes`. */
+  /** Where leases are granted: `static` (default, the `authority` member), `etcd`, `kubernetes` or `gossip`. */
   readonly membership?: MembershipConfig;
   /** This node's data directory (its journal with `per-node`, its dead-letter log). */
   readonly dataDir: string;
@@ -422,11 +425,12 @@ async function launch(
   const layout = cfg.journal ?? 'per-node';
   const etcd = cfg.membership?.kind === 'etcd' ? cfg.membership : undefined;
   const kube = cfg.membership?.kind === 'kubernetes' ? cfg.membership : undefined;
-  // The schema requires `authority` with static membership and `storeHost` with etcd or
-  // Kubernetes and a shared store.
+  // The schema requires `authority` with static membership and `storeHost` with etcd,
+  // Kubernetes or gossip and a shared store.
   const authorityId = cfg.authority ?? cfg.self;
   const storeHostId = cfg.storeHost ?? authorityId;
-  const isAuthority = etcd === undefined && kube === undefined && cfg.self === cfg.authority;
+  const gossip = cfg.membership?.kind === 'gossip' ? cfg.membership : undefined;
+  const isAuthority = etcd === undefined && kube === undefined && gossip === undefined && cfg.self === cfg.authority;
   const clock = opts.clock ?? heldClock;
 
   // The journal first: a layout that does not fit is refused before any socket opens.
@@ -462,9 +466,14 @@ async function launch(
       : undefined;
   if (local) cleanups.push(() => local.close());
 
-  let membership: StaticMembership | undefined;
+  let membership: Membership | undefined;
+  let gm: GossipMembership | undefined;
+  let transport: WireGossipTransport | undefined;
+  // Where a node listens: its address in the view, in the config, or (gossip) in the gossip table.
   const addressOf = (node: string) =>
-    membership?.view().members.find((m) => m.id === node)?.address ?? cfg.members.find((m) => m.id === node)?.address;
+    membership?.view().members.find((m) => m.id === node)?.address ??
+    cfg.members.find((m) => m.id === node)?.address ??
+    transport?.addressOf(node);
   const cc = clusterConfig(cfg.cluster);
   const cut = me.address.lastIndexOf(':');
   const hostName = me.address.slice(0, cut).replace(/^\[(.*)\]$/, '$1');
@@ -476,6 +485,9 @@ async function launch(
     port: Number(me.address.slice(cut + 1)),
     resolve: addressOf,
     isMember: (node) => {
+      // Gossip admits every node the cluster CA certified (the handshake checked that) but one
+      // the leader's authority removed.
+      if (gossip) return gm?.admits(node) ?? true;
       const a = host ?? local;
       return a ? a.isAdmitted(node) : cfg.members.some((m) => m.id === node);
     },
@@ -529,33 +541,59 @@ async function launch(
       return { left };
     },
   });
+  if (gossip) transport = wireGossipTransport(wire, gossipName(cfg.self, address));
   wire.onCall(async (from, body) => {
     if (body[0] === CONTROL_TAG) return control(from, body);
+    if (body[0] === GOSSIP_TAG && transport) return transport.handleCall(from, body);
     if (body[0] === STORE_TAG) {
       if (!storeHost) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no shared store`);
       return storeHost.handle(from, body);
     }
+    if (gm) return gm.serve(from, body);
     if (!host) throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} hosts no lease authority`);
     return serveAuthority(host)(from, body);
   });
   const own = host ?? local;
-  const call: AuthorityCall = own
-    ? own.call
-    : async (req) => decodeReply(await wire.call(authorityId, encodeRequest(req)));
   const rate = cfg.leaseClockRate ?? 1;
-  membership = new StaticMembership({
-    config: {
+  if (gossip && transport) {
+    gm = new GossipMembership({
       meta,
       self: { id: cfg.self, address },
-      members: cfg.members,
-      authority: etcd ? 'etcd' : kube ? 'kubernetes' : authorityId,
-    },
-    call,
-    ...(cfg.lease ? { lease: cfg.lease } : {}),
-    ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
-    ...(rate !== 1 ? { clock: { now: () => performance.now() * rate } } : {}),
-    ...(opts.onError ? { onError: opts.onError } : {}),
-  });
+      seeds: gossipSeeds(gossip.seeds, cfg.members),
+      transport,
+      call: (peer, bytes) => wire.call(peer, bytes),
+      // Nodes claim their own shards (startClaiming below), as with static membership.
+      leader: defaultGossipLeader({
+        meta,
+        ...(cfg.lease ? { lease: cfg.lease } : {}),
+        ...(cfg.detector ? { detector: cfg.detector } : {}),
+        autoAssign: false,
+      }),
+      gossip: nodeGossipConfig(cfg.detector, gossip.gossip),
+      ...(cfg.lease ? { lease: cfg.lease } : {}),
+      ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
+      clock: monotonicClock,
+      ...(opts.onError ? { onError: opts.onError } : {}),
+    });
+    membership = gm;
+  } else {
+    const call: AuthorityCall = own
+      ? own.call
+      : async (req) => decodeReply(await wire.call(authorityId, encodeRequest(req)));
+    membership = new StaticMembership({
+      config: {
+        meta,
+        self: { id: cfg.self, address },
+        members: cfg.members,
+        authority: etcd ? 'etcd' : kube ? 'kubernetes' : authorityId,
+      },
+      call,
+      ...(cfg.lease ? { lease: cfg.lease } : {}),
+      ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
+      ...(rate !== 1 ? { clock: { now: () => performance.now() * rate } } : {}),
+      ...(opts.onError ? { onError: opts.onError } : {}),
+    });
+  }
   const m = membership;
   cleanups.push(() => m.close());
   const cn = assembleClusterNode({
@@ -722,7 +760,7 @@ async function openJournals(
 /** What a node closes when it stops, after its runtime stopped. */
 interface NodeParts {
   readonly layout: 'shared' | 'per-node';
-  readonly membership: StaticMembership;
+  readonly membership: Membership;
   readonly host: LeaseAuthority | undefined;
   readonly wire: Http2Wire;
   readonly storeHost: StoreHost | undefined;
@@ -760,7 +798,7 @@ async function stopNode({ layout, membership, host, wire, storeHost, deadLog, cl
 }
 
 /** Joins through `membership`; the authority's node may still be starting: retries for a while. */
-async function joinWithRetry(membership: StaticMembership, clock: ClockTimers = heldClock): Promise<void> {
+async function joinWithRetry(membership: Membership, clock: ClockTimers = heldClock): Promise<void> {
   const joinBy = clock.now() + 30_000;
   for (;;) {
     try {

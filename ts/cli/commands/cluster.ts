@@ -5,6 +5,7 @@ import { decodeControlReply, encodeControl } from '../../cluster/control.js';
 import { ClusterCode, clusterError } from '../../cluster/errors.js';
 import { DEAD_LETTER_LOG, listDeadLetters } from '../../cluster/fencing.js';
 import { initCluster } from '../../cluster/init.js';
+import type { AuthorityReply } from '../../cluster/lease-authority.js';
 import { readLeases, writeLeaseDump } from '../../cluster/lease-dump.js';
 import { type ClusterNodeConfig, readNodeConfig } from '../../cluster/node.js';
 import { runNodeProcess } from '../../cluster/node-main.js';
@@ -21,8 +22,8 @@ const HELP = [
   '',
   'Subcommands:',
   '  init --dir DIR --id ID --shards N --nodes a,b,c [--base-port P] [--journal per-node|shared]',
-  '       [--membership static|etcd|kubernetes] [--etcd-endpoints URL,URL,...] [--etcd-prefix /P/]',
-  '       [--kube-namespace NS] [--kubeconfig FILE] [--force]',
+  '       [--membership static|etcd|kubernetes|gossip] [--etcd-endpoints URL,URL,...] [--etcd-prefix /P/]',
+  '       [--kube-namespace NS] [--kubeconfig FILE] [--seeds ID|HOST:PORT,...] [--force]',
   '        Writes DIR/cluster.meta, the cluster CA (ca.pem, ca-key.pem) and per node',
   '        DIR/nodes/<id>/ with its certificate, key and node.json. Nodes listen on',
   '        127.0.0.1:P, P+1, ... (default 7400; every port from 1 to 65535); the first',
@@ -33,8 +34,11 @@ const HELP = [
   '        --membership etcd: leases in etcd (--etcd-endpoints), every node its own authority.',
   '        --membership kubernetes: leases as Lease objects in namespace --kube-namespace,',
   '        reached with --kubeconfig (default: $KUBECONFIG, ~/.kube/config or the',
-  '        in-cluster service account); every node its own authority. Both take the',
-  '        shared journal.',
+  '        in-cluster service account); every node its own authority.',
+  '        --membership gossip: the nodes form the cluster through --seeds (node ids or',
+  '        host:port; default every node) and the live member with the lowest id grants',
+  '        the leases. etcd, kubernetes and gossip take the shared journal (the first',
+  '        node hosts the stores).',
   '  node --config FILE [--control]',
   '        Runs one node until SIGTERM or SIGINT, then drains (running macrosteps finish,',
   '        outboxes flush, shards are handed over with a shared store) and exits 0.',
@@ -48,6 +52,7 @@ const HELP = [
   '  status --config FILE',
   '        Asks the lease authority for the view: members and their health, every',
   "        shard's owner and fencing epoch. Uses the node's certificate from FILE.",
+  '        With gossip membership the leader answers (the members are asked in turn).',
   '  leases --config FILE --dump OUT',
   '        Writes the leases (shard, owner, fencing epoch, expiry where known) of the',
   "        cluster FILE's node belongs to as one JSON document to OUT (durably). etcd",
@@ -56,6 +61,7 @@ const HELP = [
   '        over the wire when it runs; when it is stopped its leases ended with it, and the',
   '        dump gives the epoch ceiling and journal homes of its authority.state (read from',
   '        nodes/<authority>/data). Unreachable and no state here: PLX_CLUSTER_UNAVAILABLE.',
+  '        gossip membership: not read yet (PLX_CLUSTER_UNAVAILABLE; status prints the leases).',
   '  leave --config FILE',
   '        Asks the running node FILE configures to leave the cluster: it refuses new',
   '        activations, finishes running macrosteps, flushes its outboxes, hands each shard',
@@ -84,6 +90,7 @@ const HELP = [
   '  plexus cluster leave --config ./c1/nodes/b/node.json',
   '  plexus cluster init --dir ./c3 --id c3 --shards 64 --nodes a,b,c --membership kubernetes \\',
   '    --kube-namespace plexus --kubeconfig ~/.kube/config',
+  '  plexus cluster init --dir ./c3 --id c3 --shards 64 --nodes a,b,c --membership gossip --seeds a,b',
   '  plexus cluster dead-letters ./c1/nodes/b/data',
 ].join('\n');
 
@@ -132,6 +139,7 @@ async function init(args: string[]): Promise<number> {
       'etcd-prefix': { type: 'string' },
       'kube-namespace': { type: 'string' },
       kubeconfig: { type: 'string' },
+      seeds: { type: 'string' },
       force: { type: 'boolean' },
     },
   });
@@ -139,18 +147,8 @@ async function init(args: string[]): Promise<number> {
     throw new UsageError('cluster', 'init needs --dir, --id, --shards and --nodes');
   }
   const kind = values.membership ?? 'static';
-  if (kind === 'gossip') {
-    throw clusterError(
-      ClusterCode.BAD_CONFIG,
-      `--membership ${kind} is not available yet: use static, etcd or kubernetes`,
-      {
-        field: 'membership',
-        membership: kind,
-      },
-    );
-  }
-  if (kind !== 'static' && kind !== 'etcd' && kind !== 'kubernetes') {
-    throw new UsageError('cluster', `--membership is static, etcd or kubernetes, got "${kind}"`);
+  if (kind !== 'static' && kind !== 'etcd' && kind !== 'kubernetes' && kind !== 'gossip') {
+    throw new UsageError('cluster', `--membership is static, etcd, kubernetes or gossip, got "${kind}"`);
   }
   const endpoints = (values['etcd-endpoints'] ?? '').split(',').filter((s) => s.length > 0);
   if (kind === 'etcd' && endpoints.length === 0) {
@@ -164,6 +162,13 @@ async function init(args: string[]): Promise<number> {
   }
   if (kind !== 'kubernetes' && (values['kube-namespace'] !== undefined || values.kubeconfig !== undefined)) {
     throw new UsageError('cluster', '--kube-namespace and --kubeconfig are for --membership kubernetes');
+  }
+  if (kind !== 'gossip' && values.seeds !== undefined) {
+    throw new UsageError('cluster', '--seeds is for --membership gossip');
+  }
+  const seeds = (values.seeds ?? '').split(',').filter((s) => s.length > 0);
+  if (values.seeds !== undefined && seeds.length === 0) {
+    throw new UsageError('cluster', '--seeds takes node ids or host:port, separated by commas');
   }
   const journal = values.journal ?? (kind === 'static' ? 'per-node' : 'shared');
   if (journal !== 'per-node' && journal !== 'shared') {
@@ -193,7 +198,9 @@ async function init(args: string[]): Promise<number> {
               ...(values.kubeconfig === undefined ? {} : { kubeconfig: resolve(values.kubeconfig) }),
             },
           }
-        : {}),
+        : kind === 'gossip'
+          ? { membership: { kind: 'gossip' as const, ...(seeds.length > 0 ? { seeds } : {}) } }
+          : {}),
     force: values.force === true,
   });
   for (const [node, config] of files) json({ node, config });
@@ -229,6 +236,35 @@ function clientWire(cfg: ClusterNodeConfig, deliveryDeadlineMs = 3000): Http2Wir
   });
 }
 
+/**
+ * The view of a gossip cluster from its leader: asks the members the config lists in order of
+ * id (the leader is the lowest live one), following the `details.leader` a member that does
+ * not lead answers with.
+ */
+async function askGossipLeader(
+  cfg: ClusterNodeConfig,
+  wire: Http2Wire,
+): Promise<{ readonly leader: string; readonly reply: AuthorityReply }> {
+  const queue = cfg.members.map((m) => m.id).sort();
+  const asked = new Set<string>();
+  const problems: string[] = [];
+  while (queue.length > 0) {
+    const id = queue.shift() as string;
+    if (asked.has(id)) continue;
+    asked.add(id);
+    try {
+      const reply = decodeReply(await wire.call(id, encodeRequest({ type: 'view' })));
+      if (reply.ok) return { leader: id, reply };
+      const leader = reply.details.leader;
+      if (typeof leader === 'string' && !asked.has(leader)) queue.unshift(leader);
+      problems.push(`${id}: ${reply.message}`);
+    } catch (e) {
+      problems.push(`${id}: ${(e as Error).message}`);
+    }
+  }
+  throw clusterError(ClusterCode.UNAVAILABLE, `no member leads: ${problems.join('; ')}`, { asked: [...asked] });
+}
+
 async function status(args: string[]): Promise<number> {
   const { values } = parse('cluster', { args, options: { config: { type: 'string' } } });
   if (!values.config) throw new UsageError('cluster', 'status needs --config FILE');
@@ -247,14 +283,18 @@ async function status(args: string[]): Promise<number> {
     json({ leased: d.leases.length, free: cfg.meta.shardCount - d.leases.length, byOwner: Object.fromEntries(owned) });
     return 0;
   }
-  const authority = cfg.authority as string;
+  const gossip = cfg.membership?.kind === 'gossip';
+  let authority = gossip ? 'the gossip leader' : (cfg.authority as string);
   const wire = clientWire(cfg);
   try {
-    const r = decodeReply(await wire.call(authority, encodeRequest({ type: 'view' })));
+    let r: AuthorityReply;
+    if (gossip) ({ leader: authority, reply: r } = await askGossipLeader(cfg, wire));
+    else r = decodeReply(await wire.call(authority, encodeRequest({ type: 'view' })));
     const v = r.view;
     json({
       cluster: cfg.meta.id,
       shardCount: cfg.meta.shardCount,
+      ...(gossip ? { membership: 'gossip', leader: authority } : {}),
       version: v.version,
       members: v.members.map((m) => ({ id: m.id, address: m.address, status: m.status })),
     });
@@ -281,6 +321,13 @@ async function leases(args: string[]): Promise<number> {
   const { values } = parse('cluster', { args, options: { config: { type: 'string' }, dump: { type: 'string' } } });
   if (!values.config || !values.dump) throw new UsageError('cluster', 'leases needs --config FILE and --dump OUT');
   const cfg = await readNodeConfig(values.config);
+  if (cfg.membership?.kind === 'gossip') {
+    throw clusterError(
+      ClusterCode.UNAVAILABLE,
+      "leases --dump does not read a gossip cluster yet: its leases live in the gossip leader's memory only (plexus cluster status prints them while it runs)",
+      { field: 'membership', membership: 'gossip' },
+    );
+  }
   let wire: Http2Wire | undefined;
   try {
     const d = await readLeases(cfg, async () => {
