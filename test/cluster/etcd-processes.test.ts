@@ -53,7 +53,7 @@ describe.skipIf(!etcdAvailable || !built)('cluster node processes on a real etcd
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   }, 120_000);
 
-  it('init --membership etcd writes the etcd block and no authority node; gossip is accepted, kubernetes refused as not available yet', async () => {
+  it('init --membership etcd writes the etcd block and no authority node; gossip is accepted, kubernetes without a namespace is a usage mistake', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'plexus-etcd-init-'));
     dirs.push(dir);
     const urls = etcd!.clientUrls.join(',');
@@ -109,9 +109,8 @@ describe.skipIf(!etcdAvailable || !built)('cluster node processes on a real etcd
       '--membership',
       'kubernetes',
     ]);
-    expect(k.code).toBe(1);
-    expect(k.stderr).toContain('PLX_CLUSTER_BAD_CONFIG');
-    expect(k.stderr).toContain('not available yet');
+    expect(k.code).toBe(2);
+    expect(k.stderr).toContain('--kube-namespace');
     const noUrls = await cli([
       'init',
       '--dir',

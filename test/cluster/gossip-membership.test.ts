@@ -11,6 +11,7 @@ import type { GossipConfig } from '../../ts/cluster/gossip/config.js';
 import { defaultGossipLeader, GossipMembership } from '../../ts/cluster/gossip/membership.js';
 import { GOSSIP_TAG, gossipName, MemoryGossipNet, wireGossipTransport } from '../../ts/cluster/gossip/transport.js';
 import type { ClusterMeta } from '../../ts/cluster/meta.js';
+import type { LeaseEntry } from '../../ts/cluster/types.js';
 import { ManualClock } from '../../ts/core/clock.js';
 import { createClusterCa, issueNodeCertificate, type NodeCredentials } from '../../ts/net/ca.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
@@ -321,7 +322,7 @@ describe('GossipMembership over mutual TLS', () => {
     expect(a.admits('b')).toBe(true);
   });
 
-  it('when the leader leaves, requests go to the next lowest id, whose grants carry greater epochs', async () => {
+  it('when the leader leaves, requests go to the next lowest id, which keeps reported leases and grants the leaver’s shards at greater epochs', async () => {
     c = new WireCluster();
     for (const id of ['a', 'b', 'c']) await c.add(id);
     const seeds = [c.name('a'), c.name('b')];
@@ -330,7 +331,7 @@ describe('GossipMembership over mutual TLS', () => {
     // Every seed list names another member: the members wait for one another, so they join together.
     await Promise.all(ms.map((m) => m.join()));
     await until(() => b.view().leases.length === META.shardCount, 'every shard leased');
-    const first = new Map(b.view().leases.map((l) => [l.shard, l.epoch]));
+    const first = new Map(b.view().leases.map((l) => [l.shard, l]));
     expect(b.leader()).toBe('a');
     expect(a.authority()).toBeDefined();
     expect(b.authority()).toBeUndefined();
@@ -340,8 +341,13 @@ describe('GossipMembership over mutual TLS', () => {
     await until(
       () =>
         cm.view().leases.length === META.shardCount &&
-        cm.view().leases.every((l) => l.owner !== 'a' && l.epoch > (first.get(l.shard) as bigint)),
-      { timeoutMs: 15_000, what: 'every shard granted again by b at a greater epoch' },
+        cm.view().leases.every((l) => {
+          const before = first.get(l.shard) as LeaseEntry;
+          // a's shards are granted anew at greater epochs; b and c report theirs to the new
+          // leader, which keeps them at their epochs (or they are granted again, greater).
+          return l.owner !== 'a' && (before.owner === 'a' ? l.epoch > before.epoch : l.epoch >= before.epoch);
+        }),
+      { timeoutMs: 15_000, what: 'every shard held by b or c, a’s granted again by b at greater epochs' },
     );
     // c's requests reach b now: a grant of a shard c holds keeps its epoch.
     const mine = cm.held()[0] ?? (await until(() => cm.held()[0], 'c to hold a shard'));

@@ -67,7 +67,7 @@ describe.skipIf(!built)('cluster node processes with gossip membership (build di
       const cfg = JSON.parse(await readFile(join(base, 'ok', 'nodes', 'a', 'node.json'), 'utf8')) as Line;
       expect(cfg.membership).toEqual({ kind: 'gossip', seeds: ['b'] });
       const help = await cli(['--help']);
-      expect(help.stdout).toContain('--membership static|etcd|gossip');
+      expect(help.stdout).toContain('--membership static|etcd|kubernetes|gossip');
       expect(help.stdout).toContain('--seeds');
     } finally {
       await rm(base, { recursive: true, force: true });
