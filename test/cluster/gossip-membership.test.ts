@@ -15,6 +15,7 @@ import type { LeaseEntry } from '../../ts/cluster/types.js';
 import { ManualClock } from '../../ts/core/clock.js';
 import { createClusterCa, issueNodeCertificate, type NodeCredentials } from '../../ts/net/ca.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
+import { failureCostsSuite } from '../compliance/failure-costs.suite.js';
 import { type MembershipHarness, membershipSuite } from '../compliance/membership.suite.js';
 import { refusal } from '../helpers/refusal.js';
 import { until } from '../helpers/until.js';
@@ -37,6 +38,7 @@ const UNLISTED =
 function memoryHarness(
   nodes: readonly string[],
   time: { readonly clock?: ManualClock; readonly wallClock?: () => number } = {},
+  leaseClockRate?: (node: string) => number,
 ): MembershipHarness {
   const net = new MemoryGossipNet();
   const live = new Map<string, GossipMembership>();
@@ -60,6 +62,9 @@ function memoryHarness(
       lease: LEASE,
       heartbeatEveryMs: 50,
       ...(time.clock ? { clock: time.clock } : {}),
+      ...(leaseClockRate && leaseClockRate(id) !== 1
+        ? { leaseClock: { now: () => performance.now() * leaseClockRate(id) } }
+        : {}),
     });
     live.set(id, gm);
     all.push(gm);
@@ -144,6 +149,8 @@ class WireCluster {
 }
 
 membershipSuite('GossipMembership (memory)', async (nodes) => memoryHarness(nodes), { skip: { unlisted: UNLISTED } });
+
+failureCostsSuite('GossipMembership (memory)', async (nodes, opts) => memoryHarness(nodes, {}, opts?.leaseClockRate));
 
 membershipSuite(
   'GossipMembership (http2, mutual TLS)',

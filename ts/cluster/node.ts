@@ -573,6 +573,7 @@ async function launch(
       ...(cfg.lease ? { lease: cfg.lease } : {}),
       ...(cfg.heartbeatEveryMs ? { heartbeatEveryMs: cfg.heartbeatEveryMs } : {}),
       clock: monotonicClock,
+      ...(rate !== 1 ? { leaseClock: { now: () => performance.now() * rate } } : {}),
       ...(opts.onError ? { onError: opts.onError } : {}),
     });
     membership = gm;

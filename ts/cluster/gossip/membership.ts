@@ -21,7 +21,7 @@
  * docs/cluster.md, "Gossip membership".
  */
 import type { GossipMessage } from '../../codec/gossip.js';
-import { type ClockTimers, monotonicClock, type TimerHandle } from '../../core/clock.js';
+import { type Clock, type ClockTimers, monotonicClock, type TimerHandle } from '../../core/clock.js';
 import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../codec.js';
 import type { DetectorConfig, LeaseConfig } from '../config.js';
 import { ClusterCode, clusterError } from '../errors.js';
@@ -113,6 +113,12 @@ export interface GossipMembershipOptions {
   readonly heartbeatEveryMs?: number;
   /** Monotonic time and every timer: SWIM's, heartbeats, the join wait (default `monotonicClock`). */
   readonly clock?: ClockTimers;
+  /**
+   * The time this member counts its own leases on (default `clock`'s). A clock that runs slow
+   * models a skewed owner: it believes its leases last longer than they do (fencing keeps that
+   * safe; the node config's `leaseClockRate`).
+   */
+  readonly leaseClock?: Clock;
   /** Randomness of SWIM's probe order and helpers (default Math.random). */
   readonly random?: GossipRandom;
   /** How long `join` waits for a seed to answer (default 20 probe intervals, at least 3 s). */
@@ -178,7 +184,13 @@ export class GossipMembership implements Membership {
       call: (req) => this.route(req),
       ...(opts.lease ? { lease: opts.lease } : {}),
       ...(opts.heartbeatEveryMs ? { heartbeatEveryMs: opts.heartbeatEveryMs } : {}),
-      clock: this.clock,
+      clock: opts.leaseClock
+        ? {
+            now: () => (opts.leaseClock as Clock).now(),
+            setTimeout: (fn, ms) => this.clock.setTimeout(fn, ms),
+            clearTimeout: (h) => this.clock.clearTimeout(h),
+          }
+        : this.clock,
       ...(opts.onError ? { onError: opts.onError } : {}),
     });
     this.inner.subscribe((v) => this.deliver(v));
