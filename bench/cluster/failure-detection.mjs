@@ -14,8 +14,8 @@
 //   shard lease through an EtcdAuthority on a real 3-member etcd (default LeaseConfig); the
 //   time until another process's grant of the signalled one's shard succeeds.
 //
-// After each round the signalled process is killed by its PID and started again, and the next
-// round waits until every member sees all five alive again (gossip) or it holds a new shard
+// After each round the signalled process is killed by its PID and started again (but after the
+// last), and the next round waits until every member sees all five alive again (gossip) or it holds a new shard
 // (etcd). Every process is stopped by its PID, also on failure and on SIGINT.
 //
 // node bench/cluster/failure-detection.mjs [--rounds N] [--quick] [--only gossip|memberlist|etcd] [--json FILE]
@@ -179,6 +179,7 @@ async function gossipRow(label, config) {
         `  ${label.padEnd(22)} round ${r + 1} ${signal.padEnd(7)} ${IDS[v]}: every member failed it after ${allMs} ms (first suspect ${firstSuspect} ms)`,
       );
       await members[v].stop();
+      if (r === ROUNDS * SIGNALS.length - 1) break;
       members[v] = start(v);
       await members[v].waitFor((l) => l.ev === 'ready', 30_000, 'ready');
       await converged(60_000);
@@ -242,6 +243,7 @@ async function etcdRow() {
         `  ${'etcd lease'.padEnd(22)} round ${r + 1} ${signal.padEnd(7)} ${IDS[v]}: shard ${shard} granted to ${IDS[(v + 1) % N]} (epoch ${g.epoch}) after ${ms} ms`,
       );
       await holders[v].stop();
+      if (r === ROUNDS * SIGNALS.length - 1) break;
       holders[v] = start(v);
       await holders[v].waitFor((l) => l.ev === 'ready', 60_000, 'ready');
     }
