@@ -44,7 +44,7 @@ if (opts.help) {
   Not in the default run (they take minutes; real processes, a real etcd):
   --filter membership          failure detection (gossip vs memberlist's LAN timings vs etcd lease
                                expiry), false positives with Lifeguard on and off (5 minutes), etcd
-                               lease operations; about 12 minutes in all
+                               lease operations; about 11 minutes in all
   --filter failure-detection | false-positives | etcd-leases   one of them`);
   process.exit(0);
 }

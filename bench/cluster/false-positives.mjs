@@ -10,7 +10,9 @@
 // Counted per cluster: the HEALTHY members (never stopped) that any member ever declared failed
 // (dead), with the number of such declarations and who made them; the starved member's own
 // failures separately (it does stop answering: those are not false positives); suspicions of
-// healthy members (refuted in time, so harmless, but a sign of how close the run came).
+// healthy members (refuted in time, so harmless, but a sign of how close the run came); and how
+// many of the starved member's declarations came within 100 ms of a resume (they fell due while
+// it was stopped).
 //
 // node bench/cluster/false-positives.mjs [--duration S] [--quick] [--seed N] [--json FILE]
 //   --duration S  seconds of starvation (default 300; --quick: 30)
@@ -77,6 +79,9 @@ async function converged(c, timeoutMs) {
   }
 }
 
+/** Resume times (Date.now() at SIGCONT) of the starved members. */
+const resumes = [];
+
 function count(c, from) {
   const starved = c.names[STARVED];
   const healthyDead = new Map();
@@ -84,6 +89,7 @@ function count(c, from) {
   let starvedDead = 0;
   let healthySuspect = 0;
   let maxScore = 0;
+  let starvedSoonAfterResume = 0;
   c.members.forEach((m, i) => {
     for (const l of m.lines.slice(from[i])) {
       if (l.ev === 'awareness') maxScore = Math.max(maxScore, l.score);
@@ -96,6 +102,8 @@ function count(c, from) {
       if (l.to !== 'dead') continue;
       healthyDead.set(l.member, (healthyDead.get(l.member) ?? 0) + 1);
       const who = i === STARVED ? 'the starved member' : 'a healthy member';
+      // A declaration the starved member made within 100 ms of a resume: due while it was stopped.
+      if (i === STARVED && resumes.some((t) => l.at >= t && l.at - t < 100)) starvedSoonAfterResume++;
       byObserver.set(who, (byObserver.get(who) ?? 0) + 1);
     }
   });
@@ -103,6 +111,7 @@ function count(c, from) {
     healthyDeclaredFailed: healthyDead.size,
     healthyFailedDeclarations: [...healthyDead.values()].reduce((a, b) => a + b, 0),
     declaredBy: Object.fromEntries(byObserver),
+    starvedDeclarationsWithin100msOfResume: starvedSoonAfterResume,
     starvedDeclaredFailed: starvedDead,
     healthySuspicions: healthySuspect,
     maxAwareness: maxScore,
@@ -135,6 +144,7 @@ try {
     bursts.push(stopMs);
     await sleep(stopMs);
     for (const c of clusters) c.members[STARVED].signal('SIGCONT');
+    resumes.push(Date.now());
     stopped = false;
     await sleep(runMs);
   }
@@ -147,14 +157,19 @@ try {
     `${bursts.length} bursts, stopped ${(stoppedMs / 1000).toFixed(1)} s of ${(elapsed / 1000).toFixed(1)} s (${((100 * stoppedMs) / elapsed).toFixed(0)}%)`,
   );
   console.log(
-    '\ncluster         healthy members failed  declarations (by)                      starved failed  healthy suspicions  max score',
+    '\ncluster         healthy members failed  declarations (by)                                        starved failed  healthy suspicions  max score',
   );
   for (const r of rows) {
     const by = Object.entries(r.declaredBy)
       .map(([k, v]) => `${v} by ${k}`)
       .join(', ');
     console.log(
-      `${r.cluster.padEnd(16)}${String(r.healthyDeclaredFailed).padStart(6)} of ${N - 1}${String(r.healthyFailedDeclarations).padStart(16)} ${`(${by || 'none'})`.padEnd(38)}${String(r.starvedDeclaredFailed).padStart(8)}${String(r.healthySuspicions).padStart(18)}${String(r.maxAwareness).padStart(12)}`,
+      `${r.cluster.padEnd(16)}${String(r.healthyDeclaredFailed).padStart(6)} of ${N - 1}${String(r.healthyFailedDeclarations).padStart(16)} ${`(${by || 'none'})`.padEnd(56)}${String(r.starvedDeclaredFailed).padStart(8)}${String(r.healthySuspicions).padStart(18)}${String(r.maxAwareness).padStart(12)}`,
+    );
+  }
+  for (const r of rows) {
+    console.log(
+      `${r.cluster}: ${r.starvedDeclarationsWithin100msOfResume} of the starved member's declarations of healthy members came within 100 ms of a resume`,
     );
   }
   if (o.json) {
