@@ -8,7 +8,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { createHash, hash as nodeHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -523,15 +523,18 @@ if (!opts.filter || 'federation'.includes(opts.filter)) {
 const MEMBERSHIP = ['failure-detection', 'false-positives', 'etcd-leases'];
 for (const name of MEMBERSHIP) {
   if (!opts.filter || (opts.filter !== 'membership' && opts.filter !== name)) continue;
-  const out = join(mkdtempSync(join(tmpdir(), 'plexus-bench-membership-')), 'rows.json');
+  const dir = mkdtempSync(join(tmpdir(), 'plexus-bench-membership-'));
+  const out = join(dir, 'rows.json');
   const r = spawnSync(process.execPath, [resolve(root, `bench/cluster/${name}.mjs`), '--json', out], {
     stdio: 'inherit',
   });
   if (r.status !== 0) {
     console.log(`${name}: exited with ${r.status ?? r.signal}`);
+    rmSync(dir, { recursive: true, force: true });
     continue;
   }
   const res = JSON.parse(readFileSync(out, 'utf8'));
+  rmSync(dir, { recursive: true, force: true });
   for (const row of res.rows) {
     if (name === 'failure-detection') {
       for (const [signal, ms] of Object.entries(row.medians ?? {})) {
