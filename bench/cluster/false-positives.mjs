@@ -1,11 +1,14 @@
 // False positives of gossip failure detection, Lifeguard on and off side by side in one run
-// (imports dist/: build first). Two clusters of five member processes each
-// (bench/cluster/gossip-member.mjs: Swim over an Http2Wire with mutual TLS 1.3), both with the
-// timings `gossipConfigFor` maps from the default DetectorConfig, one with Lifeguard on and one
-// with it off (plain SWIM). In each cluster one member is starved: SIGSTOP for a burst of 1 to
-// 4 s, SIGCONT, run for 1 to 4 s, again, for the whole run; the bursts come from a seeded
-// generator (the seed is printed; --seed repeats a schedule) and both starved members get the
-// same schedule at the same moments.
+// (imports dist/: build first). Three clusters of five member processes each
+// (bench/cluster/gossip-member.mjs: Swim over an Http2Wire with mutual TLS 1.3), all with the
+// timings `gossipConfigFor` maps from the default DetectorConfig: one with Lifeguard on, one with
+// it off (plain SWIM, whose fixed suspicion timeout is Lifeguard's minimum, 3 s), and one with it
+// off and the suspicion timeout fixed at Lifeguard's maximum (6 s: `suspicionMult` x
+// `suspicionMaxTimeoutMult`), which tells the health score and the buddy system apart from the
+// longer first timeout. In each cluster one member is starved: SIGSTOP for a burst of 1 to 4 s,
+// SIGCONT, run for 1 to 4 s, again, for the whole run; the bursts come from a seeded generator
+// (the seed is printed; --seed repeats a schedule) and every starved member gets the same
+// schedule at the same moments.
 //
 // Counted per cluster: the HEALTHY members (never stopped) that any member ever declared failed
 // (dead), with the number of such declarations and who made them; the starved member's own
@@ -127,12 +130,14 @@ try {
   await writeCertificates(dir, 'bench', IDS);
   clusters.push(await startCluster('lifeguard on', { ...base, lifeguard: true }, dir));
   clusters.push(await startCluster('lifeguard off', { ...base, lifeguard: false }, dir));
+  const longMult = base.suspicionMult * base.suspicionMaxTimeoutMult;
+  clusters.push(await startCluster('lifeguard off, 6 s', { ...base, lifeguard: false, suspicionMult: longMult }, dir));
   for (const c of clusters)
     await Promise.all(c.members.map((m) => m.waitFor((l) => l.ev === 'ready', 30_000, 'ready')));
   for (const c of clusters) await converged(c, 60_000);
   const from = clusters.map((c) => c.members.map((m) => m.lines.length));
   console.log(
-    `false positives: 2 clusters x ${N} processes, ${IDS[STARVED]} starved by SIGSTOP bursts of 1-4 s (runs of 1-4 s between), ${DURATION_MS / 1000} s, seed ${SEED} (${new Date().toISOString()})`,
+    `false positives: ${clusters.length} clusters x ${N} processes, ${IDS[STARVED]} starved by SIGSTOP bursts of 1-4 s (runs of 1-4 s between), ${DURATION_MS / 1000} s, seed ${SEED} (${new Date().toISOString()})`,
   );
   const rnd = seeded(SEED);
   const t0 = Date.now();
@@ -157,14 +162,14 @@ try {
     `${bursts.length} bursts, stopped ${(stoppedMs / 1000).toFixed(1)} s of ${(elapsed / 1000).toFixed(1)} s (${((100 * stoppedMs) / elapsed).toFixed(0)}%)`,
   );
   console.log(
-    '\ncluster         healthy members failed  declarations (by)                                        starved failed  healthy suspicions  max score',
+    '\ncluster             healthy members failed  declarations (by)                                        starved failed  healthy suspicions  max score',
   );
   for (const r of rows) {
     const by = Object.entries(r.declaredBy)
       .map(([k, v]) => `${v} by ${k}`)
       .join(', ');
     console.log(
-      `${r.cluster.padEnd(16)}${String(r.healthyDeclaredFailed).padStart(6)} of ${N - 1}${String(r.healthyFailedDeclarations).padStart(16)} ${`(${by || 'none'})`.padEnd(56)}${String(r.starvedDeclaredFailed).padStart(8)}${String(r.healthySuspicions).padStart(18)}${String(r.maxAwareness).padStart(12)}`,
+      `${r.cluster.padEnd(20)}${String(r.healthyDeclaredFailed).padStart(6)} of ${N - 1}${String(r.healthyFailedDeclarations).padStart(16)} ${`(${by || 'none'})`.padEnd(56)}${String(r.starvedDeclaredFailed).padStart(8)}${String(r.healthySuspicions).padStart(18)}${String(r.maxAwareness).padStart(12)}`,
     );
   }
   for (const r of rows) {

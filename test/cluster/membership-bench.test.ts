@@ -61,22 +61,26 @@ describe.skipIf(!built)('membership benchmarks, --quick (build dist first)', () 
     }
   }, 300_000);
 
-  it('false positives: counts healthy members declared failed with Lifeguard on and off', async () => {
+  it('false positives: counts healthy members declared failed with Lifeguard on, off, and off with its longest timeout', async () => {
     const res = await run('false-positives', []);
     expect(res.bursts).toBeGreaterThanOrEqual(3);
     expect(typeof res.seed).toBe('number');
     const on = res.rows.find((r: Json) => r.cluster === 'lifeguard on');
     const off = res.rows.find((r: Json) => r.cluster === 'lifeguard off');
-    for (const r of [on, off]) {
+    const long = res.rows.find((r: Json) => r.cluster === 'lifeguard off, 6 s');
+    for (const r of [on, off, long]) {
       expect(r.healthyDeclaredFailed).toBeGreaterThanOrEqual(0);
       expect(r.healthyDeclaredFailed).toBeLessThanOrEqual(4);
       expect(Number.isInteger(r.starvedDeclaredFailed)).toBe(true);
     }
     expect(on.config.lifeguard).toBe(true);
     expect(off.config.lifeguard).toBe(false);
+    expect(long.config.lifeguard).toBe(false);
+    expect(long.config.suspicionMult).toBe(on.config.suspicionMult * on.config.suspicionMaxTimeoutMult);
     // The starved member's failed probes raise its health score, with Lifeguard only.
     expect(on.maxAwareness).toBeGreaterThan(0);
     expect(off.maxAwareness).toBe(0);
+    expect(long.maxAwareness).toBe(0);
   }, 300_000);
 });
 
