@@ -8,7 +8,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { createHash, hash as nodeHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,7 +39,13 @@ if (opts.help) {
 
   --json FILE    also write the results as JSON: [{suite, case, impl, opsPerSec, bytesPerSec}]
   --filter NAME  run only the suites or cases whose name contains NAME (fnv1a64, sha256, crc32c, reduce, header, 64KiB, sperli, checkpoint, chronacta, chronacta-ha, h2load, cluster, cluster-actors, runtime-throughput, runtime-compaction, federation, ...)
-  --time MS      sampling time per task in milliseconds (default 400)`);
+  --time MS      sampling time per task in milliseconds (default 400)
+
+  Not in the default run (they take minutes; real processes, a real etcd):
+  --filter membership          failure detection (gossip vs memberlist's LAN timings vs etcd lease
+                               expiry), false positives with Lifeguard on and off (5 minutes), etcd
+                               lease operations; about 11 minutes in all
+  --filter failure-detection | false-positives | etcd-leases   one of them`);
   process.exit(0);
 }
 const TIME = Number(opts.time);
@@ -510,6 +516,47 @@ if (!opts.filter || 'federation'.includes(opts.filter)) {
     }
   } else {
     console.log(`federation suite failed (exit ${r.status})`);
+  }
+}
+// ---------- membership (bench/cluster/: failure detection, false positives, etcd lease operations).
+// Minutes long, so never in the default run: `--filter membership` runs all three, or name one. ----------
+const MEMBERSHIP = ['failure-detection', 'false-positives', 'etcd-leases'];
+for (const name of MEMBERSHIP) {
+  if (!opts.filter || (opts.filter !== 'membership' && opts.filter !== name)) continue;
+  const dir = mkdtempSync(join(tmpdir(), 'plexus-bench-membership-'));
+  const out = join(dir, 'rows.json');
+  const r = spawnSync(process.execPath, [resolve(root, `bench/cluster/${name}.mjs`), '--json', out], {
+    stdio: 'inherit',
+  });
+  if (r.status !== 0) {
+    console.log(`${name}: exited with ${r.status ?? r.signal}`);
+    rmSync(dir, { recursive: true, force: true });
+    continue;
+  }
+  const res = JSON.parse(readFileSync(out, 'utf8'));
+  rmSync(dir, { recursive: true, force: true });
+  for (const row of res.rows) {
+    if (name === 'failure-detection') {
+      for (const [signal, ms] of Object.entries(row.medians ?? {})) {
+        entries.push({ suite: 'membership', case: `failure detection after ${signal}`, impl: row.row, medianMs: ms });
+      }
+    } else if (name === 'false-positives') {
+      entries.push({
+        suite: 'membership',
+        case: `healthy members declared failed, ${res.durationMs / 1000} s, one starved`,
+        impl: row.cluster,
+        count: row.healthyDeclaredFailed,
+      });
+    } else {
+      entries.push({
+        suite: 'membership',
+        case: `${row.case}, ${row.clients} client(s)`,
+        impl: row.case.includes('floor') ? 'etcd gateway floor' : 'plexus EtcdAuthority',
+        opsPerSec: row.opsPerSec,
+        p50Ms: row.p50Ms,
+        p99Ms: row.p99Ms,
+      });
+    }
   }
 }
 if (targets.length > 0) {
