@@ -23,6 +23,7 @@ import type { ClusterMeta } from '../../ts/cluster/meta.js';
 import { startClaiming } from '../../ts/cluster/node.js';
 import { StaticMembership } from '../../ts/cluster/static.js';
 import { PlexusError } from '../../ts/core/errors.js';
+import { type FailureCostsFactory, failureCostsSuite } from '../compliance/failure-costs.suite.js';
 import {
   LEASE_AUTHORITY_SUITE,
   type LeaseAuthorityHarness,
@@ -135,7 +136,7 @@ describe.skipIf(!etcdAvailable)(
       teardown: async (h) => h.authority.close(),
     });
 
-    membershipSuite('StaticMembership + KubeAuthority', async (nodes) => {
+    const kubeMembership: FailureCostsFactory = async (nodes, opts = {}) => {
       const p = prefix();
       const meta: ClusterMeta = LEASE_AUTHORITY_SUITE.meta;
       const infos = nodes.map((id) => ({ id, address: '' }));
@@ -156,11 +157,13 @@ describe.skipIf(!etcdAvailable)(
         });
         auth.catch(() => undefined);
         opened.push(auth);
+        const rate = opts.leaseClockRate?.(node) ?? 1;
         const s = new StaticMembership({
           config: { meta: m, self: { id: node, address: `${node}:0` }, members: infos, authority: 'kubernetes' },
           call: async (req) => (await auth).call(req),
           lease,
           heartbeatEveryMs: 100,
+          ...(rate === 1 ? {} : { clock: { now: () => performance.now() * rate } }),
         });
         all.push(s);
         if (nodes.includes(node)) stops.push(startClaiming(s, meta.shardCount, nodes, { graceMs: 1000 }));
@@ -177,7 +180,9 @@ describe.skipIf(!etcdAvailable)(
           for (const a of opened) (await a.catch(() => undefined))?.close();
         },
       };
-    });
+    };
+    membershipSuite('StaticMembership + KubeAuthority', (nodes) => kubeMembership(nodes));
+    failureCostsSuite('StaticMembership + KubeAuthority', kubeMembership);
 
     it('refuses to open on a prefix that holds another cluster meta, naming the field', async () => {
       const clock = { now: 0 };
