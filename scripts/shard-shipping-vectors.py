@@ -69,8 +69,8 @@ def frame(ftype, body, covered):
     return head + struct.pack('<I', crc32c(head + body[:covered])) + body
 
 
-def enc_open(shard, window, epoch, end, max_chunk):
-    return frame(OPEN, struct.pack('<IIQQII', shard, window, epoch, end, max_chunk, 0), 32)
+def enc_open(shard, window, epoch, end, max_chunk, end_crc):
+    return frame(OPEN, struct.pack('<IIQQII', shard, window, epoch, end, max_chunk, end_crc), 32)
 
 
 def enc_chunk(shard, epoch, first, records):
@@ -142,10 +142,12 @@ def decode(b):
 
     shard = struct.unpack_from('<I', body, 0)[0]
     if ftype == OPEN:
-        _, window, epoch, _, max_chunk, zero = struct.unpack_from('<IIQQII', body, 0)
-        if zero != 0:
-            raise Refused('reserved')
-        return {'type': 'open', 'shard': shard, 'window': window, 'epoch': epoch, 'end': pos(16), 'maxChunk': max_chunk}
+        _, window, epoch, _, max_chunk, end_crc = struct.unpack_from('<IIQQII', body, 0)
+        end = pos(16)
+        if end == 0 and end_crc != 0:
+            raise Refused('field')
+        return {'type': 'open', 'shard': shard, 'window': window, 'epoch': epoch, 'end': end, 'maxChunk': max_chunk,
+                'endCrc': end_crc}
     if ftype == ACK:
         if struct.unpack_from('<I', body, 4)[0] != 0:
             raise Refused('reserved')
@@ -213,9 +215,9 @@ def fields_of(f):
 
 def build():
     frames = [
-        ('open-empty', enc_open(0, 1 << 20, 0, 0, 1 << 20)),
-        ('open-held', enc_open(63, 4 << 20, 0x0102030405060708, 1000, 1 << 20)),
-        ('open-max', enc_open(0xFFFFFFFF, 0xFFFFFFFF, (1 << 64) - 1, (1 << 53) - 1, 0xFFFFFFFF)),
+        ('open-empty', enc_open(0, 1 << 20, 0, 0, 1 << 20, 0)),
+        ('open-held', enc_open(63, 4 << 20, 0x0102030405060708, 1000, 1 << 20, record_crc(1000, 2, bid(7), b'held'))),
+        ('open-max', enc_open(0xFFFFFFFF, 0xFFFFFFFF, (1 << 64) - 1, (1 << 53) - 1, 0xFFFFFFFF, 0xFFFFFFFF)),
         ('chunk-one', enc_chunk(7, 3, 1, [(3, bid(1), b'hello')])),
         ('chunk-empty-payload', enc_chunk(7, 3, 42, [(0, bid(2), b'')])),
         ('chunk-three', enc_chunk(5, 9, 1001, [(8, bid(3), b'a'), (8, bid(3), bytes(range(40))), (9, bid(4), b'\xff' * 7)])),
@@ -271,6 +273,7 @@ def build():
         ('chunk-last', setb(three, HEADER + 24, '<Q', 1004), 'position'),
         ('chunk-record-length', setb(three, HEADER + CHUNK_HEAD, '<I', 1000), 'short'),
         ('chunk-trailing', recrc(setb(one, 8, '<I', len(one) - HEADER + 3)[:] + b'\x00\x00\x00'), 'trailing'),
+        ('open-crc-at-zero', setb(dict(frames)['open-empty'], HEADER + 28, '<I', 1), 'field'),
         ('end-crc-at-zero', setb(dict(frames)['end-empty'], HEADER + 4, '<I', 5), 'field'),
         ('refuse-reason', setb(ref, HEADER + 4, '<H', 9), 'reason'),
         ('refuse-text-length', setb(ref, HEADER + 6, '<H', 3), 'length'),

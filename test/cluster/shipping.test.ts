@@ -438,6 +438,50 @@ describe('journal shipping over mutual TLS', () => {
     await source.close();
   }, 120_000);
 
+  it('refuses a receiver whose journal diverged at its end, a sender that compacted past it, and a sender whose journal has a newer epoch than its lease', async () => {
+    const source = await journal(tempDir(), 32, 1 * KIB);
+    const sender = new ShipSender({ sourceOf: () => ({ log: source, epoch: 5n }) });
+    // Same length as the first 8 records, other bytes: refused at OPEN, nothing appended.
+    const diverged = await journal(tempDir(), 8, 1 * KIB);
+    const served = nextAccepted((c) => sender.serve(c));
+    const conn = await dial();
+    const mismatch = await refusal(new ShipReceiver({ shard: 0, log: diverged }).receive(conn));
+    expect(mismatch.code).toBe('PLX_SHIP_END_MISMATCH');
+    expect(mismatch.details.position).toBe(8);
+    expect((await refusal(served)).code).toBe('PLX_SHIP_END_MISMATCH');
+    expect(diverged.last).toBe(8n);
+    conn.destroy();
+
+    // A sender whose closed segments below the receiver's end + 1 are gone.
+    const dir = tempDir();
+    const small = await openLog(dir, { fsync: 'batch', segmentBytes: 4 * KIB });
+    for (let i = 0; i < 12; i++) await small.append([randomBytes(1500)], { epoch: 1n });
+    await small.compactBefore(10n);
+    expect(small.first).toBeGreaterThan(1n);
+    const compacting = new ShipSender({ sourceOf: () => ({ log: small, epoch: 1n }) });
+    const empty = await openLog(tempDir(), { fsync: 'batch' });
+    const served2 = nextAccepted((c) => compacting.serve(c));
+    const conn2 = await dial();
+    const compacted = await refusal(new ShipReceiver({ shard: 0, log: empty }).receive(conn2));
+    expect(compacted.code).toBe('PLX_SHIP_COMPACTED');
+    expect(compacted.details.position).toBe(1);
+    expect((await refusal(served2)).code).toBe('PLX_SHIP_COMPACTED');
+    expect(empty.last).toBe(0n);
+    conn2.destroy();
+
+    // A sender holding lease epoch 2 over records written at epoch 3 and 4 has lost its lease.
+    const stale = new ShipSender({ sourceOf: () => ({ log: source, epoch: 2n }) });
+    const served3 = nextAccepted((c) => stale.serve(c));
+    const conn3 = await dial();
+    expect((await refusal(new ShipReceiver({ shard: 0, log: empty }).receive(conn3))).code).toBe(
+      'PLX_SHIP_STALE_EPOCH',
+    );
+    expect((await refusal(served3)).code).toBe('PLX_SHIP_STALE_EPOCH');
+    expect(empty.last).toBe(0n);
+    conn3.destroy();
+    for (const l of [empty, small, diverged, source]) await l.close();
+  }, 60_000);
+
   it('refuses an unknown shard and a receiver beyond the sender end', async () => {
     const source = await journal(tempDir(), 8, 1 * KIB);
     const longer = await journal(tempDir(), 16, 1 * KIB);

@@ -70,6 +70,7 @@ function encodeFromFields(f: Record<string, string>): Uint8Array {
         epoch: b('epoch'),
         end: b('end'),
         maxChunk: n('maxChunk'),
+        endCrc: n('endCrc'),
       });
     case 'chunk': {
       const first = b('first');
@@ -205,7 +206,9 @@ const record = fc.record({
   payload: fc.uint8Array({ maxLength: 300 }),
 });
 const frameArb: fc.Arbitrary<Uint8Array> = fc.oneof(
-  fc.record({ shard: u32, window: u32, epoch: u64, end: pos, maxChunk: u32 }).map((f) => encodeShipOpen(f)),
+  fc
+    .record({ shard: u32, window: u32, epoch: u64, end: pos, maxChunk: u32, endCrc: u32 })
+    .map((f) => encodeShipOpen({ ...f, endCrc: f.end === 0n ? 0 : f.endCrc })),
   fc
     .record({
       shard: u32,

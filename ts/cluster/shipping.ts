@@ -3,7 +3,8 @@
  * journal that a `ShipReceiver` lacks, over one byte stream (a mutual-TLS socket of the
  * cluster, or any `Duplex`), in the frames of ts/codec/shard-shipping.ts.
  *
- * - The receiver opens: the shard, the epoch it has accepted, the end position it holds, the
+ * - The receiver opens: the shard, the epoch it has accepted, the end position it holds and
+ *   the CRC-32C of its record there (the sender refuses a receiver whose journal diverged), the
  *   window (bytes of chunks it takes before acknowledging) and the largest chunk.
  * - The sender reads its journal from the receiver's end + 1 in chunks of at most that size
  *   (`LogStorage.read` with `maxBytes`), and sends a chunk only while the bytes of the chunks
@@ -306,6 +307,18 @@ export class ShipSender {
           `shard ${shard}: this sender no longer holds position ${open.end + 1n} (its journal starts at ${log.first})`,
         );
       }
+      // The receiver's prefix must end with this sender's record at its end: a receiver whose
+      // journal diverged there is refused rather than extended.
+      if (open.end > 0n && log.first !== 0n && log.first <= open.end) {
+        const [r] = await log.read(open.end, { maxCount: 1 });
+        if (r === undefined || shipRecordCrc(r.position, r.epoch, r.batchId, r.payload) !== open.endCrc) {
+          throw new Refused(
+            ShipRefusal.END_MISMATCH,
+            open.end,
+            `shard ${shard}: the receiver's record at ${open.end} is not this sender's (CRC-32C differs)`,
+          );
+        }
+      }
       const window = Math.min(this.window, open.window);
       const maxChunk = Math.min(this.maxChunk, open.maxChunk);
       return await this.ship(ch, shard, epoch, log, open.end, end, window, maxChunk);
@@ -522,7 +535,12 @@ export class ShipReceiver {
     let stored: Promise<void> = Promise.resolve();
     let storeFailure: unknown;
     try {
-      await ch.send(encodeShipOpen({ shard, epoch: this.acceptedEpoch, end: from, window, maxChunk }));
+      let endCrc = 0;
+      if (from > 0n && log.first !== 0n && log.first <= from) {
+        const [r] = await log.read(from, { maxCount: 1 });
+        if (r !== undefined) endCrc = shipRecordCrc(r.position, r.epoch, r.batchId, r.payload);
+      }
+      await ch.send(encodeShipOpen({ shard, epoch: this.acceptedEpoch, end: from, window, maxChunk, endCrc }));
       for (;;) {
         if (storeFailure !== undefined) throw storeFailure;
         let f: ShipFrame;

@@ -9,7 +9,7 @@
  * (integers little endian); the covered body is the whole body, except for CHUNK, whose
  * 32-byte head is covered and whose records carry a CRC-32C each. The bodies, by type:
  *
- *   1 OPEN    u32 shard | u32 window | u64 epoch | u64 end | u32 maxChunk | u32 reserved (0)
+ *   1 OPEN    u32 shard | u32 window | u64 epoch | u64 end | u32 maxChunk | u32 CRC-32C of the record at end (0 when end is 0)
  *   2 CHUNK   u32 shard | u32 count | u64 epoch | u64 first | u64 last, then `count` records:
  *             u32 length | u32 CRC-32C | u64 epoch | 16 batch id | payload
  *   3 ACK     u32 shard | u32 reserved (0) | u64 durable
@@ -121,6 +121,8 @@ export type ShipFrame =
       readonly end: bigint;
       readonly window: number;
       readonly maxChunk: number;
+      /** The record CRC (`shipRecordCrc`) of the receiver's record at `end`; 0 when `end` is 0. */
+      readonly endCrc: number;
     }
   | {
       readonly type: 'chunk';
@@ -203,18 +205,22 @@ export function encodeShipOpen(f: {
   end: bigint;
   window: number;
   maxChunk: number;
+  endCrc: number;
 }): Uint8Array {
   checkU32(f.shard, 'shard');
   checkU64(f.epoch, 'epoch');
   checkPosition(f.end, 'end');
   checkU32(f.window, 'window');
   checkU32(f.maxChunk, 'maxChunk');
+  checkU32(f.endCrc, 'endCrc');
+  if (f.end === 0n && f.endCrc !== 0) throw bad('field', 'an OPEN at position 0 carries an end CRC of 0');
   return frame(SHIP_OPEN, 32, 32, (b) => {
     putU32(b, 0, f.shard);
     putU32(b, 4, f.window);
     putU64n(b, 8, f.epoch);
     putU64n(b, 16, f.end);
     putU32(b, 24, f.maxChunk);
+    putU32(b, 28, f.endCrc);
   });
 }
 
@@ -375,14 +381,17 @@ function decodeFrame(bytes: Uint8Array): ShipFrame {
   }
   const shard = getU32(body, 0);
   if (type === SHIP_OPEN) {
-    if (getU32(body, 28) !== 0) throw bad('reserved', 'the reserved bytes of OPEN are not zero');
+    const end = position(body, 16, 'end');
+    const endCrc = getU32(body, 28);
+    if (end === 0n && endCrc !== 0) throw bad('field', 'an OPEN at position 0 carries an end CRC of 0');
     return {
       type: 'open',
       shard,
       window: getU32(body, 4),
       epoch: u64n(body, 8),
-      end: position(body, 16, 'end'),
+      end,
       maxChunk: getU32(body, 24),
+      endCrc,
     };
   }
   if (type === SHIP_ACK) {
