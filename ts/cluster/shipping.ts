@@ -396,71 +396,86 @@ export class ShipSender {
       if (failure !== undefined) throw failure;
     };
 
-    let pos = from + 1n;
-    let records = 0;
-    let chunks = 0;
-    let bytes = 0;
-    let last: LogRecord | undefined;
-    // What one chunk's records may take besides its header and heads: the read's payload budget.
-    const payloadBudget = maxChunk - SHIP_HEADER_BYTES - 32;
-    while (pos <= end) {
-      await waitFor(() => inFlightBytes === 0 || inFlightBytes + maxChunk <= window);
-      const left = end - pos + 1n;
-      const read = await log.read(pos, {
-        maxBytes: Math.max(1, payloadBudget),
-        maxCount: Number(left < BigInt(SHIP_MAX_COUNT) ? left : BigInt(SHIP_MAX_COUNT)),
-      });
-      // Keep the records that fit one chunk of maxChunk bytes (at least one).
-      let take = 0;
-      let payload = 0;
-      for (const r of read) {
-        if (r.position !== pos + BigInt(take)) {
-          throw new PlexusError(
-            'PLX_SHIP_BAD_FRAME',
-            `shard ${shard}: the journal read returned ${r.position} where ${pos + BigInt(take)} was due`,
-            {
-              reason: 'position',
-            },
-          );
-        }
-        if (take > 0 && shipChunkBytes(payload + r.payload.length, take + 1) > maxChunk) break;
-        if (r.epoch > epoch) {
-          throw new Refused(
-            ShipRefusal.STALE_EPOCH,
-            r.position,
-            `shard ${shard}: the record at ${r.position} was written at epoch ${r.epoch}, above this sender's epoch ${epoch}`,
-          );
-        }
-        payload += r.payload.length;
-        take++;
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof Refused)) {
+        // A write that failed because the receiver refused and closed: its REFUSE, received
+        // before the close, is the reason to report.
+        ch.detach();
+        await acks;
+        if (isPlexusError(failure) && failure.details.peer === true) throw failure;
       }
-      if (take === 0)
-        throw closedError(undefined, new Error(`shard ${shard}: the journal returned no record at ${pos}`));
-      const recs = take === read.length ? read : read.slice(0, take);
-      const frame = encodeShipChunk(shard, epoch, recs);
-      // A chunk of one record larger than maxChunk goes alone.
-      await waitFor(() => inFlightBytes === 0 || inFlightBytes + frame.length <= window);
-      last = recs[recs.length - 1] as LogRecord;
-      inFlight.push({ last: last.position, bytes: frame.length });
-      inFlightBytes += frame.length;
-      if (inFlightBytes > maxInFlight) maxInFlight = inFlightBytes;
-      await ch.send(frame);
-      records += take;
-      chunks++;
-      bytes += frame.length;
-      pos = last.position + 1n;
+      throw e;
     }
-    if (last === undefined && end > 0n) {
-      const at = await log.read(end, { maxCount: 1 });
-      last = at[0];
+
+    async function run(): Promise<ShipSent> {
+      let pos = from + 1n;
+      let records = 0;
+      let chunks = 0;
+      let bytes = 0;
+      let last: LogRecord | undefined;
+      // What one chunk's records may take besides its header and heads: the read's payload budget.
+      const payloadBudget = maxChunk - SHIP_HEADER_BYTES - 32;
+      while (pos <= end) {
+        await waitFor(() => inFlightBytes === 0 || inFlightBytes + maxChunk <= window);
+        const left = end - pos + 1n;
+        const read = await log.read(pos, {
+          maxBytes: Math.max(1, payloadBudget),
+          maxCount: Number(left < BigInt(SHIP_MAX_COUNT) ? left : BigInt(SHIP_MAX_COUNT)),
+        });
+        // Keep the records that fit one chunk of maxChunk bytes (at least one).
+        let take = 0;
+        let payload = 0;
+        for (const r of read) {
+          if (r.position !== pos + BigInt(take)) {
+            throw new PlexusError(
+              'PLX_SHIP_BAD_FRAME',
+              `shard ${shard}: the journal read returned ${r.position} where ${pos + BigInt(take)} was due`,
+              {
+                reason: 'position',
+              },
+            );
+          }
+          if (take > 0 && shipChunkBytes(payload + r.payload.length, take + 1) > maxChunk) break;
+          if (r.epoch > epoch) {
+            throw new Refused(
+              ShipRefusal.STALE_EPOCH,
+              r.position,
+              `shard ${shard}: the record at ${r.position} was written at epoch ${r.epoch}, above this sender's epoch ${epoch}`,
+            );
+          }
+          payload += r.payload.length;
+          take++;
+        }
+        if (take === 0)
+          throw closedError(undefined, new Error(`shard ${shard}: the journal returned no record at ${pos}`));
+        const recs = take === read.length ? read : read.slice(0, take);
+        const frame = encodeShipChunk(shard, epoch, recs);
+        // A chunk of one record larger than maxChunk goes alone.
+        await waitFor(() => inFlightBytes === 0 || inFlightBytes + frame.length <= window);
+        last = recs[recs.length - 1] as LogRecord;
+        inFlight.push({ last: last.position, bytes: frame.length });
+        inFlightBytes += frame.length;
+        if (inFlightBytes > maxInFlight) maxInFlight = inFlightBytes;
+        await ch.send(frame);
+        records += take;
+        chunks++;
+        bytes += frame.length;
+        pos = last.position + 1n;
+      }
+      if (last === undefined && end > 0n) {
+        const at = await log.read(end, { maxCount: 1 });
+        last = at[0];
+      }
+      const lastCrc = last === undefined ? 0 : shipRecordCrc(last.position, last.epoch, last.batchId, last.payload);
+      endSent = true;
+      await ch.send(encodeShipEnd(shard, epoch, end, lastCrc));
+      await waitFor(() => finished);
+      await acks;
+      ch.detach();
+      return { shard, epoch, from, end, records, chunks, bytes, maxInFlight, window, maxChunk };
     }
-    const lastCrc = last === undefined ? 0 : shipRecordCrc(last.position, last.epoch, last.batchId, last.payload);
-    endSent = true;
-    await ch.send(encodeShipEnd(shard, epoch, end, lastCrc));
-    await waitFor(() => finished);
-    await acks;
-    ch.detach();
-    return { shard, epoch, from, end, records, chunks, bytes, maxInFlight, window, maxChunk };
   }
 }
 
