@@ -403,6 +403,73 @@ describe('journal shipping over mutual TLS', () => {
     for (const l of [empty, small, diverged, source]) await l.close();
   }, 60_000);
 
+  it('refuses a sender that breaks the protocol: a gap in positions, a window overrun, bytes that are not frames', async () => {
+    /** A raw sender: answers OPEN with `reply(open)`, collects what the receiver sends back. */
+    const rawSender = (reply: (open: ShipFrame & { type: 'open' }) => Uint8Array[]) => {
+      const answered: ShipFrame[] = [];
+      const done = nextAccepted(
+        (c) =>
+          new Promise<ShipFrame[]>((resolve) => {
+            const stream = new ShipStream();
+            c.on('data', (b: Buffer) => {
+              for (const f of stream.push(new Uint8Array(b))) {
+                answered.push(f);
+                if (f.type === 'open') for (const bytes of reply(f)) c.write(bytes);
+                if (f.type === 'refuse') resolve(answered);
+              }
+            });
+            c.on('close', () => resolve(answered));
+          }),
+      );
+      return done;
+    };
+    const rec = (position: bigint, size = 3) => ({
+      position,
+      epoch: 1n,
+      batchId: new Uint8Array(16),
+      payload: new Uint8Array(size),
+    });
+    const target = await openLog(tempDir(), { fsync: 'batch' });
+    await target.append([new Uint8Array([9])], { epoch: 1n });
+
+    // A chunk from 5 where 2 is due.
+    let peer = rawSender(() => [encodeShipChunk(8, 1n, [rec(5n)])]);
+    let conn = await dial();
+    let e = await refusal(new ShipReceiver({ shard: 8, log: target }).receive(conn));
+    expect(e.code).toBe('PLX_SHIP_BAD_FRAME');
+    expect(e.details.position).toBe(5);
+    expect((await peer).map((f) => f.type)).toEqual(['open', 'refuse']);
+    conn.destroy();
+
+    // Chunks of 40 KiB sent without waiting for an ACK, into a 64 KiB window of a slow log.
+    peer = rawSender((open) => [
+      encodeShipChunk(8, 1n, [rec(open.end + 1n, 40 * KIB)]),
+      encodeShipChunk(8, 1n, [rec(open.end + 2n, 40 * KIB)]),
+    ]);
+    conn = await dial();
+    e = await refusal(
+      new ShipReceiver({ shard: 8, log: new SlowLog(target, 200), window: 64 * KIB, maxChunk: 64 * KIB }).receive(conn),
+    );
+    expect(e.code).toBe('PLX_SHIP_BAD_FRAME');
+    expect(e.message).toContain('overran the window');
+    const back = await peer;
+    expect(back[back.length - 1]).toMatchObject({ type: 'refuse', reason: 7 });
+    // The chunk within the window was stored and acknowledged; nothing after the overrun.
+    expect(target.last).toBe(2n);
+    conn.destroy();
+
+    // Bytes that are not frames.
+    peer = rawSender(() => [new TextEncoder().encode('HTTP/1.1 200 OK\r\n\r\n')]);
+    conn = await dial();
+    e = await refusal(new ShipReceiver({ shard: 8, log: target }).receive(conn));
+    expect(e.code).toBe('PLX_SHIP_BAD_FRAME');
+    expect(e.details.reason).toBe('magic');
+    expect((await peer).map((f) => f.type)).toEqual(['open', 'refuse']);
+    expect(target.last).toBe(2n);
+    conn.destroy();
+    await target.close();
+  }, 60_000);
+
   it('refuses an unknown shard and a receiver beyond the sender end', async () => {
     const source = await journal(tempDir(), 8, 1 * KIB);
     const longer = await journal(tempDir(), 16, 1 * KIB);

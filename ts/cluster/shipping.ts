@@ -135,8 +135,16 @@ class Channel {
       } else this.queue.push(f);
     }
   };
-  private readonly onClose = (): void => this.fail(closedError(undefined));
-  private readonly onError = (e: Error): void => this.fail(closedError(undefined, e));
+  /** The connection closed or failed (a frame that did not decode leaves it open for a REFUSE). */
+  private closed = false;
+  private readonly onClose = (): void => {
+    this.closed = true;
+    this.fail(closedError(undefined));
+  };
+  private readonly onError = (e: Error): void => {
+    this.closed = true;
+    this.fail(closedError(undefined, e));
+  };
   private readonly onDrain = (): void => {
     for (const w of this.drainWaiters.splice(0)) w.resolve();
   };
@@ -186,7 +194,7 @@ class Channel {
 
   /** Sends a REFUSE (best effort) and ends the connection. */
   refuse(shard: number, r: Refused): void {
-    if (this.failure === undefined && !this.conn.destroyed) {
+    if (!this.closed && !this.conn.destroyed && this.conn.writable) {
       try {
         this.conn.write(encodeShipRefuse(shard, r.reason, r.position, r.message.slice(0, SHIP_MAX_TEXT)));
         this.conn.end();
