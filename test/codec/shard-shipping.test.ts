@@ -150,6 +150,24 @@ describe('vectors/shard-shipping.txt', () => {
     }
   });
 
+  it('a stream of every frame record, fed one byte at a time and split at every offset, gives the same frames', () => {
+    const frames = vectors('frame').map(({ f }) => hex(f.bytes as string));
+    const all = new Uint8Array(Buffer.concat(frames));
+    const whole = new ShipStream().push(all);
+    expect(whole.map(fieldsOf)).toEqual(
+      vectors('frame').map(({ f }) => fieldsOf(new ShipStream().push(hex(f.bytes as string))[0] as ShipFrame)),
+    );
+    const bytewise = new ShipStream();
+    const got: ShipFrame[] = [];
+    for (let i = 0; i < all.length; i++) got.push(...bytewise.push(all.slice(i, i + 1)));
+    expect(got).toEqual(whole);
+    for (let cut = 1; cut < all.length; cut++) {
+      const st = new ShipStream();
+      const two = [...st.push(all.slice(0, cut)), ...st.push(all.slice(cut))];
+      expect(two).toEqual(whole);
+    }
+  });
+
   it('the decoder refuses every refused record with the reason the script gives', () => {
     const rs = vectors('refused');
     expect(rs.length).toBeGreaterThanOrEqual(20);
