@@ -63,6 +63,17 @@ export { ClusterPlacement, REPLY_PREFIX, type Redirect } from './placement.js';
 export { ClusterProcessor, type ClusterStats, NOTICE_TARGET } from './processor.js';
 export { fencedReceiver } from './receive.js';
 export {
+  SHIP_DEFAULT_CHUNK,
+  SHIP_DEFAULT_WINDOW,
+  type ShipReceived,
+  ShipReceiver,
+  type ShipReceiverOptions,
+  ShipSender,
+  type ShipSenderOptions,
+  type ShipSent,
+  type ShipSource,
+} from './shipping.js';
+export {
   canStart,
   type StaticConfig,
   StaticMembership,
