@@ -10,9 +10,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initCluster } from '../../ts/cluster/init.js';
 import { type ClusterNode, launchClusterNode, readNodeConfig } from '../../ts/cluster/node.js';
+import { checkNodeConfig } from '../../ts/cluster/node-config.js';
 import { isLoopbackHost } from '../../ts/cluster/node-metrics.js';
+import { issueNodeCertificate } from '../../ts/net/ca.js';
 import { freePorts } from '../helpers/ports.js';
-import { expectRefusal } from '../helpers/refusal.js';
+import { expectRefusal, thrownRefusal } from '../helpers/refusal.js';
 import { until } from '../helpers/until.js';
 
 let dir: string;
@@ -143,6 +145,12 @@ describe('the metrics port of a node', () => {
     // A certificate of another cluster's CA: refused at the handshake too.
     const theirs = await pems(other.get('a') as string);
     await expect(httpsGet(url, { ...theirs, ca: mine.ca })).rejects.toThrow();
+    // A certificate the cluster's CA signed that names no node of this cluster: 403.
+    const ca = { cluster: 'c9', cert: mine.ca, key: await readFile(join(dir, 'c1/ca-key.pem'), 'utf8') };
+    const stranger = await issueNodeCertificate(ca, 'x');
+    const forbidden = await httpsGet(url, { cert: stranger.cert, key: stranger.key, ca: mine.ca });
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.body).not.toMatch(/plexus_node/);
     // Plain HTTP gets no answer.
     await expect(fetch(`http://127.0.0.1:${port}/metrics`)).rejects.toThrow();
     await cn?.stop();
@@ -165,4 +173,36 @@ describe('the metrics port of a node', () => {
     expect(again.metricsAddress).toBe(`127.0.0.1:${port}`);
     await again.stop();
   }, 60_000);
+});
+
+describe('the node config keys charts and metrics', () => {
+  const base = {
+    meta: { id: 'c1', shardCount: 8, hashVersion: 1, replicationFactor: 1 },
+    self: 'a',
+    members: [{ id: 'a', address: '127.0.0.1:7400' }],
+    authority: 'a',
+    dataDir: 'data',
+    tls: { cert: 'cert.pem', key: 'key.pem', ca: 'ca.pem' },
+  };
+  const pathOf = (extra: Record<string, unknown>) =>
+    thrownRefusal(() => checkNodeConfig({ ...base, ...extra }, 'node.json')).details.path;
+
+  it('accepts a chart module path and a metrics host and port', () => {
+    expect(() =>
+      checkNodeConfig({ ...base, charts: '../../charts.mjs', metrics: { host: '0.0.0.0', port: 9400 } }, 'node.json'),
+    ).not.toThrow();
+    expect(() => checkNodeConfig({ ...base, metrics: { port: 0 } }, 'node.json')).not.toThrow();
+    expect(() => checkNodeConfig({ ...base, metrics: { host: '::1', port: 9400 } }, 'node.json')).not.toThrow();
+  });
+
+  it('names the bad value (PLX_CLUSTER_BAD_CONFIG)', () => {
+    expect(thrownRefusal(() => checkNodeConfig({ ...base, charts: 7 }, 'node.json')).code).toBe(
+      'PLX_CLUSTER_BAD_CONFIG',
+    );
+    expect(pathOf({ charts: 7 })).toBe('charts');
+    expect(pathOf({ metrics: { host: '127.0.0.1' } })).toBe('metrics.port');
+    expect(pathOf({ metrics: { port: 65_536 } })).toBe('metrics.port');
+    expect(pathOf({ metrics: { port: 9400, host: 'not a host!' } })).toBe('metrics.host');
+    expect(pathOf({ metrics: { port: 9400, tls: true } })).toBe('metrics.tls');
+  });
 });
