@@ -132,14 +132,18 @@ try {
 
   // The greeters signed the guestbook wherever it lives; read it from node b.
   let names: string[] = [];
+  let reads = 0;
   for (const t0 = Date.now(); names.length < guests.length; ) {
     if (Date.now() - t0 > 30_000) throw new Error(`the guestbook has ${names.length} of ${guests.length} names`);
     const r = await b.ask({ cmd: 'ask', target: 'vt:guestbook/main', event: 'read', timeoutMs: 30_000 });
+    reads++;
     names = ((r.data as { names?: string[] } | null)?.names ?? []).slice();
     if (names.length < guests.length) await new Promise((res) => setTimeout(res, 100));
   }
   const home = ownerOf.get(shardOfIri(meta, 'vt:guestbook/main'));
-  console.log(`vt:guestbook/main (node ${home}) holds ${names.length} names: ${names.join(', ')}`);
+  console.log(
+    `vt:guestbook/main (node ${home}) holds ${names.length} names (read ${reads} time(s)): ${names.join(', ')}`,
+  );
 
   // The built-in charts run next to yours.
   const c = await b.ask({ cmd: 'ask', target: 'vt:counter/visits', event: 'inc', data: { reply: true } });
