@@ -6,10 +6,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { open, statfs, unlink } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { type MetricsServer, type Readiness, serveMetricsHttp } from '../net/metrics-http.js';
 import type { EventStore, StoreObserver } from './store.js';
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
@@ -179,10 +178,7 @@ export class ChronactaMetrics {
   }
 }
 
-export interface Readiness {
-  readonly ready: boolean;
-  readonly checks: Record<string, { ok: boolean; detail?: string }>;
-}
+export type { Readiness } from '../net/metrics-http.js';
 
 /** Below this much free space the node says it is not ready. */
 export const DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024;
@@ -242,65 +238,23 @@ export async function checkReadiness(
   return { ready: Object.values(checks).every((c) => c.ok), checks };
 }
 
-export interface MetricsServer {
-  readonly address: string;
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type { MetricsServer } from '../net/metrics-http.js';
 
 /** Serves /metrics, /healthz and /readyz on `host:port` (port 0: any free port). */
-export async function startMetricsServer(
+export function startMetricsServer(
   host: string,
   port: number,
   store: EventStore,
   metrics: ChronactaMetrics,
   opts: { minFreeBytes?: number; maxReplicationLag?: number } = {},
 ): Promise<MetricsServer> {
-  const server: Server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    const reply = (code: number, type: string, body: string) => {
-      res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store' });
-      res.end(body);
-    };
-    if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, 'text/plain', 'method not allowed\n');
-    if (path === '/metrics') {
-      metrics.refreshCluster(store);
-      metrics.registry.metrics().then(
-        (text) => reply(200, metrics.registry.contentType, text),
-        (e: unknown) => reply(500, 'text/plain', `${(e as Error).message}\n`),
-      );
-    } else if (path === '/healthz') {
-      reply(200, 'application/json', '{"status":"ok"}\n');
-    } else if (path === '/readyz') {
-      checkReadiness(store, metrics, opts.minFreeBytes, opts.maxReplicationLag).then(
-        (r) =>
-          reply(
-            r.ready ? 200 : 503,
-            'application/json',
-            `${JSON.stringify({ status: r.ready ? 'ready' : 'not ready', ...r })}\n`,
-          ),
-        (e: unknown) =>
-          reply(503, 'application/json', `${JSON.stringify({ status: 'not ready', error: String(e) })}\n`),
-      );
-    } else reply(404, 'text/plain', 'not found: /metrics, /healthz, /readyz\n');
+  return serveMetricsHttp({
+    host,
+    port,
+    source: metrics.registry,
+    refresh: () => metrics.refreshCluster(store),
+    readiness: () => checkReadiness(store, metrics, opts.minFreeBytes, opts.maxReplicationLag),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const a = server.address() as AddressInfo;
-  return {
-    address: `${host.includes(':') ? `[${host}]` : host}:${a.port}`,
-    port: a.port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /**

@@ -43,6 +43,12 @@ export const ClusterCode = {
   BAD_PATH: 'PLX_CLUSTER_BAD_PATH',
   /** The TLS files of a node config cannot be used: not PEM, a key that is not the certificate's, a certificate the CA did not sign or that names another node. */
   BAD_TLS: 'PLX_CLUSTER_BAD_TLS',
+  /** A chart module (`--charts`, the node config's `charts`) cannot be imported: missing, a syntax error, a throw while it loads. */
+  CHARTS_LOAD: 'PLX_CLUSTER_CHARTS_LOAD',
+  /** A chart module exports something other than `charts` (IRI prefix to `{ initial, transition }`), `replaces`, `builtins`. */
+  CHARTS_SHAPE: 'PLX_CLUSTER_CHARTS_SHAPE',
+  /** A chart of yours has a built-in chart's prefix and `replaces` does not name it. */
+  CHARTS_BUILTIN: 'PLX_CLUSTER_CHARTS_BUILTIN',
   /** A node cannot listen on its member address (the port is taken, or the address is not this machine's). */
   LISTEN: 'PLX_CLUSTER_LISTEN',
   /** An etcd gateway reply that is not JSON, is above its size limit, lacks a field or holds a value of a bad shape. */

@@ -59,6 +59,7 @@ export {
   startClaiming,
 } from './node.js';
 export { nodeStatus, runNodeProcess } from './node-main.js';
+export { isLoopbackHost, NodeMetrics, startNodeMetrics } from './node-metrics.js';
 export { ClusterPlacement, REPLY_PREFIX, type Redirect } from './placement.js';
 export { ClusterProcessor, type ClusterStats, NOTICE_TARGET } from './processor.js';
 export { fencedReceiver } from './receive.js';
@@ -83,3 +84,13 @@ export {
 export { ClusterStorage, type ClusterStorageOptions } from './storage.js';
 export { RemoteLog, STORE_TAG, StoreHost } from './store-host.js';
 export * from './types.js';
+export {
+  type AnyChart,
+  type ChartChoice,
+  type ChartModule,
+  type ChartTable,
+  chartsForNode,
+  checkChartModule,
+  loadChartModule,
+  nodeCharts,
+} from './user-charts.js';

@@ -51,6 +51,12 @@ const KUBE_PREFIX = {
   what: 'a Lease name prefix (a DNS label of at most 40 characters)',
 };
 
+/** The metrics port's host: a DNS name, an IPv4 address or an IPv6 address (no brackets). */
+const METRICS_HOST = {
+  re: /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$/,
+  what: 'a host name or an IP address',
+};
+
 /** Membership kinds a node config may name. */
 export const MEMBERSHIP_KINDS = ['static', 'etcd', 'kubernetes', 'gossip'] as const;
 export type MembershipKind = (typeof MEMBERSHIP_KINDS)[number];
@@ -165,6 +171,15 @@ export const NODE_CONFIG_SCHEMA: Schema = {
     },
     journalLanes: { type: 'integer', min: 1, max: 1024 },
     leaseClockRate: { type: 'number', min: 0, max: 1000, exclusiveMin: true },
+    charts: PATH,
+    metrics: {
+      type: 'object',
+      required: ['port'],
+      properties: {
+        host: { type: 'string', pattern: METRICS_HOST },
+        port: { type: 'integer', min: 0, max: 65_535 },
+      },
+    },
     membership: {
       type: 'object',
       required: ['kind'],

@@ -23,6 +23,7 @@ import type { JsonValue } from '../runtime/types.js';
 import type { LeaveStep } from './leave.js';
 import { type ClusterNode, launchClusterNode, readNodeConfig } from './node.js';
 import { ownerOf } from './types.js';
+import { loadChartModule } from './user-charts.js';
 
 /** Whether standard output still has a reader (a node outlives the reader of its log). */
 let stdoutOpen = true;
@@ -100,14 +101,23 @@ async function load(
 /** A progress line per step of leaving. */
 const leaveStep = (s: LeaveStep) => out({ ev: 'leaving', ...s });
 
-export async function runNodeProcess(configFile: string, opts: { readonly control?: boolean } = {}): Promise<number> {
+export async function runNodeProcess(
+  configFile: string,
+  opts: {
+    readonly control?: boolean;
+    /** A chart module (relative to the working directory); it takes the place of the config's `charts`. */
+    readonly charts?: string;
+  } = {},
+): Promise<number> {
   process.stdout.on('error', () => {
     stdoutOpen = false;
   });
   const cfg = await readNodeConfig(configFile);
+  const mine = opts.charts === undefined ? undefined : await loadChartModule(opts.charts);
   /** Stops the process after an operator's leave (set below, once the signal handlers are in). */
   let stopAfterLeave = () => {};
   const cn = await launchClusterNode(cfg, {
+    ...(mine ?? {}),
     wireSpinMs: wireSpinMs(undefined, process.env[WIRE_SPIN_VARIABLE]),
     onError: (e) => out({ ev: 'error', code: (e as { code?: string }).code, message: (e as Error).message }),
     onLeaveRequest: async (node) => {
@@ -151,6 +161,8 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
         }
         await cn.stop().catch((e) => out({ ev: 'error', message: (e as Error).message }));
         out({ ev: 'stopped', ms: Date.now() - t0 });
+        // Standard input no longer holds the process once the node has stopped.
+        if (opts.control) process.stdin.destroy();
         resolve(0);
       })();
     };
@@ -248,6 +260,11 @@ export async function runNodeProcess(configFile: string, opts: { readonly contro
     }
   });
   // Only now, with the signal handlers in place: a supervisor may send SIGTERM as soon as it reads this.
-  out({ ev: 'joined', self: cfg.self, layout: cfg.journal ?? 'per-node' });
+  out({
+    ev: 'joined',
+    self: cfg.self,
+    layout: cfg.journal ?? 'per-node',
+    ...(cn.metricsAddress === undefined ? {} : { metrics: cn.metricsAddress }),
+  });
   return done;
 }

@@ -40,12 +40,14 @@ import type { AuthorityCall, LeaseAuthority } from './lease-authority.js';
 import { type LeaveOptions, leaveCluster, perNodeHandOver, type ShardHandOver, sharedStoreHandOver } from './leave.js';
 import { type ClusterMeta, clusterMeta, metaDifference, readClusterMeta, writeClusterMeta } from './meta.js';
 import { checkNodeConfig, gossipSeeds, type MembershipConfig, nodeGossipConfig } from './node-config.js';
+import { NodeMetrics, startNodeMetrics } from './node-metrics.js';
 import { readNodeTls } from './node-tls.js';
 import { ClusterPlacement } from './placement.js';
 import { ClusterProcessor } from './processor.js';
 import { StaticMembership } from './static.js';
 import { RemoteLog, STORE_TAG, StoreHost } from './store-host.js';
 import type { MemberInfo, Membership } from './types.js';
+import { chartsForNode } from './user-charts.js';
 
 /** A node's configuration file (`plexus cluster init` writes one per node). */
 export interface ClusterNodeConfig {
@@ -89,6 +91,13 @@ export interface ClusterNodeConfig {
    * the lanes write at the same time. An existing directory keeps its own.
    */
   readonly journalLanes?: number;
+  /** A chart module (docs/cluster.md, "Your own actors"), relative to the config file. */
+  readonly charts?: string;
+  /**
+   * The node's metrics port (`/metrics`, `/healthz`, `/readyz`; default none). `host` defaults
+   * to 127.0.0.1; beyond loopback it serves HTTPS and takes only the cluster's client certificates.
+   */
+  readonly metrics?: { readonly host?: string; readonly port: number };
   /** Fault injection for tests: the lease clock runs at this rate of real time (default 1). */
   readonly leaseClockRate?: number;
 }
@@ -138,6 +147,8 @@ export class ClusterNode {
   private leaving?: Promise<boolean>;
   /** Whether `leave()` completed: this node left the cluster. */
   left = false;
+  /** `host:port` of the node's metrics port, when its config has one (`launchClusterNode`). */
+  metricsAddress: string | undefined;
 
   /**
    * Leaves the cluster with a drain (ts/cluster/leave.ts): the authority is told, the runtime
@@ -357,6 +368,7 @@ export async function readNodeConfig(file: string): Promise<ClusterNodeConfig> {
     ...(cfg.membership?.kind === 'kubernetes' && cfg.membership.kubeconfig !== undefined
       ? { membership: { ...cfg.membership, kubeconfig: resolve(base, cfg.membership.kubeconfig) } }
       : {}),
+    ...(cfg.charts === undefined ? {} : { charts: resolve(base, cfg.charts) }),
     tls: { cert: resolve(base, cfg.tls.cert), key: resolve(base, cfg.tls.key), ca: resolve(base, cfg.tls.ca) },
   };
 }
@@ -374,6 +386,10 @@ export async function launchClusterNode(
   opts: {
     // biome-ignore lint/suspicious/noExplicitAny: charts of any state type
     readonly charts?: Readonly<Record<string, Chart<any, any>>>;
+    /** Built-in prefixes `charts` redefines on purpose (any other clash: PLX_CLUSTER_CHARTS_BUILTIN). */
+    readonly replaces?: readonly string[];
+    /** `false`: run without the built-in charts (default: kept next to `charts`). */
+    readonly builtins?: boolean;
     readonly onMacrostep?: (iri: string, entry: MacrostepEntry) => void;
     readonly onError?: (e: unknown) => void;
     /** The wire's polling window (ms; `Http2Wire` `spinMs`, default 0: off). */
@@ -419,6 +435,9 @@ async function launch(
   tls: { cert: string; key: string; ca: string },
   cleanups: (() => Promise<void> | void)[],
 ): Promise<ClusterNode> {
+  // The charts first (yours and the built-ins): a chart module that does not load is refused before anything opens.
+  const charts = await chartsForNode(cfg.charts, opts);
+  const metrics = cfg.metrics ? new NodeMetrics() : undefined;
   await ensureDir(cfg.dataDir);
   // The data directory belongs to one cluster: a config whose meta differs is refused.
   await writeClusterMeta(cfg.dataDir, meta);
@@ -435,7 +454,13 @@ async function launch(
 
   // The journal first: a layout that does not fit is refused before any socket opens.
   let wire!: Http2Wire;
-  const { open, nodeLog, holds, storeHost } = await openJournals(cfg, meta, layout, storeHostId, cleanups, () => wire);
+  const {
+    open: openShard,
+    nodeLog,
+    holds,
+    storeHost,
+  } = await openJournals(cfg, meta, layout, storeHostId, cleanups, () => wire);
+  const open = metrics ? metrics.observeOpen(openShard) : openShard;
   const deadLog = await openLog(join(cfg.dataDir, DEAD_LETTER_LOG), { fsync: 'batch' });
   cleanups.push(() => deadLog.close());
   const dead = new DeadLetters(deadLog);
@@ -607,8 +632,8 @@ async function launch(
     deadLetters: dead,
     config: cc,
     ...(cfg.runtime ? { runtime: cfg.runtime } : {}),
-    ...(opts.charts ? { charts: opts.charts } : {}),
-    ...(opts.onMacrostep ? { onMacrostep: opts.onMacrostep } : {}),
+    charts,
+    ...onMacrostepOf(opts.onMacrostep, metrics?.onMacrostep),
     onStop: () =>
       stopNode({ layout, membership: m, host: host ?? local, wire, storeHost, deadLog, clock, left: () => cn.left }),
     handOver: layout === 'shared' ? sharedStoreHandOver : perNodeHandOver(holds, meta.shardCount),
@@ -624,6 +649,21 @@ async function launch(
     };
   }
   cn.claimClock = clock;
+  const metricsServer =
+    metrics && cfg.metrics
+      ? await startNodeMetrics({
+          metrics,
+          node: cn,
+          cluster: meta.id,
+          dataDir: cfg.dataDir,
+          deadLetters: () => deadLog.last,
+          ...(cfg.metrics.host === undefined ? {} : { host: cfg.metrics.host }),
+          port: cfg.metrics.port,
+          tls,
+        })
+      : undefined;
+  if (metricsServer) cleanups.push(() => metricsServer.close());
+  cn.metricsAddress = metricsServer?.address;
   await joinWithRetry(m, clock);
   const stopClaiming = startClaiming(
     m,
@@ -638,8 +678,23 @@ async function launch(
   cn.stop = async () => {
     stopClaiming();
     await stop();
+    await metricsServer?.close();
   };
   return cn;
+}
+
+/** The runtime's macrostep hook: the caller's and the metrics', either or both. */
+function onMacrostepOf(...fns: (((iri: string, entry: MacrostepEntry) => void) | undefined)[]): {
+  onMacrostep?: (iri: string, entry: MacrostepEntry) => void;
+} {
+  const set = fns.filter((f) => f !== undefined);
+  if (set.length === 0) return {};
+  if (set.length === 1) return { onMacrostep: set[0] };
+  return {
+    onMacrostep: (iri, entry) => {
+      for (const f of set) f(iri, entry);
+    },
+  };
 }
 
 /** Opens this node's EtcdAuthority; the module (and its HTTP client) is imported only here. */

@@ -39,7 +39,7 @@ const HELP = [
   '        host:port; default every node) and the live member with the lowest id grants',
   '        the leases. etcd, kubernetes and gossip take the shared journal (the first',
   '        node hosts the stores).',
-  '  node --config FILE [--control]',
+  '  node --config FILE [--charts MODULE] [--control]',
   '        Runs one node until SIGTERM or SIGINT, then drains (running macrosteps finish,',
   '        outboxes flush, shards are handed over with a shared store) and exits 0.',
   '        FILE is checked first: unknown keys, duplicate node ids or addresses, ports',
@@ -49,6 +49,14 @@ const HELP = [
   '        state in its data directory (authority.state) and refuses to start on a damaged',
   '        one (PLX_CLUSTER_AUTHORITY_STATE). --control takes JSON commands on standard',
   '        input (see ts/cluster/node-main.ts).',
+  '        --charts MODULE runs your own actors next to the built-in ones: an ES module',
+  '        exporting charts (IRI prefix to { initial, transition }), and optionally',
+  '        replaces (built-in prefixes it redefines) and builtins: false; it takes the',
+  "        place of the config's charts key. Refused: a module that does not load",
+  '        (PLX_CLUSTER_CHARTS_LOAD), of another shape (PLX_CLUSTER_CHARTS_SHAPE), or',
+  '        redefining a built-in prefix it does not name (PLX_CLUSTER_CHARTS_BUILTIN).',
+  '        With "metrics": {"host","port"} in FILE the node serves /metrics, /healthz and',
+  '        /readyz there (docs/cluster.md, "Metrics").',
   '  status --config FILE',
   '        Asks the lease authority for the view: members and their health, every',
   "        shard's owner and fencing epoch. Uses the node's certificate from FILE.",
@@ -83,6 +91,7 @@ const HELP = [
   'Examples:',
   '  plexus cluster init --dir ./c1 --id c1 --shards 64 --nodes a,b,c',
   '  plexus cluster node --config ./c1/nodes/a/node.json',
+  '  plexus cluster node --config ./c1/nodes/a/node.json --charts ./my-charts.mjs',
   '  plexus cluster status --config ./c1/nodes/b/node.json',
   '  plexus cluster leases --config ./c1/nodes/b/node.json --dump leases.json',
   '  plexus cluster init --dir ./c2 --id c2 --shards 64 --nodes a,b,c --membership etcd \\',
@@ -210,11 +219,14 @@ async function init(args: string[]): Promise<number> {
 async function node(args: string[]): Promise<number> {
   const { values } = parse('cluster', {
     args,
-    options: { config: { type: 'string' }, control: { type: 'boolean' } },
+    options: { config: { type: 'string' }, control: { type: 'boolean' }, charts: { type: 'string' } },
   });
   if (!values.config) throw new UsageError('cluster', 'node needs --config FILE');
   try {
-    return await runNodeProcess(values.config, { control: values.control === true });
+    return await runNodeProcess(values.config, {
+      control: values.control === true,
+      ...(values.charts === undefined ? {} : { charts: values.charts }),
+    });
   } catch (e) {
     // The node closes what it opened before it throws; should a handle still hold the
     // process, it ends anyway once the error is printed.
