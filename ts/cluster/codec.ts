@@ -67,6 +67,9 @@ export function decodeReply(bytes: Uint8Array): AuthorityReply {
   if (r === null || typeof r !== 'object' || typeof r.ok !== 'boolean' || typeof r.view !== 'object') {
     throw new PlexusError('PLX_CLUSTER_BAD_REQUEST', 'authority reply: not a reply');
   }
+  if (r.removed !== undefined && (!Array.isArray(r.removed) || r.removed.some((n) => typeof n !== 'string'))) {
+    throw new PlexusError('PLX_CLUSTER_BAD_REQUEST', 'authority reply: removed must be an array of node ids');
+  }
   return r;
 }
 

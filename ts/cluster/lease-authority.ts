@@ -45,6 +45,8 @@ export type AuthorityReply =
       /** heartbeat: the shards of `held` renewed (the others are lost). */
       readonly renewed?: readonly number[];
       readonly ttlMs?: number;
+      /** Gossip leader: every node removed from the cluster (members keep the list durably). */
+      readonly removed?: readonly string[];
     }
   | {
       readonly ok: false;
@@ -52,6 +54,8 @@ export type AuthorityReply =
       readonly message: string;
       readonly details: Readonly<Record<string, unknown>>;
       readonly view: View;
+      /** Gossip leader: every node removed from the cluster (members keep the list durably). */
+      readonly removed?: readonly string[];
     };
 
 /** How a member reaches the authority: one request, one reply (in process or over the wire). */
