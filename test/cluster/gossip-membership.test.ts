@@ -443,6 +443,26 @@ describe('GossipMembership over mutual TLS', () => {
     }
   }, 40_000);
 
+  it('a leader that did not know of a removal learns it from a member’s heartbeats', async () => {
+    c = new WireCluster();
+    for (const id of ['a', 'b', 'x']) await c.add(id);
+    const seeds = [c.name('a')];
+    // b kept x's removal (its data directory); a, which leads, started without it.
+    const a = c.make('a', seeds);
+    const b = c.make('b', seeds, META, { removed: ['x'] });
+    const x = c.make('x', seeds);
+    await a.join();
+    await b.join();
+    expect(b.admits('x')).toBe(false);
+    await until(() => a.removed().includes('x'), 'a to learn x’s removal from b');
+    expect(a.admits('x')).toBe(false);
+    expect((a.authority() as LeaseAuthority).isAdmitted('x')).toBe(false);
+    // x, which a's gossip may know, is refused when it joins.
+    const e = await refusal(x.join());
+    expect(e.code).toMatch(/^PLX_CLUSTER_/);
+    expect(a.view().members.map((m) => m.id)).toEqual(['a', 'b']);
+  }, 30_000);
+
   it('when the leader leaves, requests go to the next lowest id, which keeps reported leases and grants the leaver’s shards at greater epochs', async () => {
     c = new WireCluster();
     for (const id of ['a', 'b', 'c']) await c.add(id);

@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { decodeReply } from '../../ts/cluster/codec.js';
+import { decodeReply, decodeRequest } from '../../ts/cluster/codec.js';
 import { GossipLeaseLeader } from '../../ts/cluster/gossip/leader.js';
 import { GOSSIP_REMOVED_FILE, loadGossipRemoved, saveGossipRemoved } from '../../ts/cluster/gossip/removed-file.js';
 import { ManualClock } from '../../ts/core/clock.js';
@@ -89,7 +89,43 @@ describe('GossipLeaseLeader with a removed set', () => {
     }
   });
 
-  it('a reply whose removed list is not node ids is refused', () => {
+  it('a leader that did not know of a removal takes it from a member’s heartbeat, but not from a removed node or for the sender itself', async () => {
+    const clock = new ManualClock(0);
+    const leader = new GossipLeaseLeader({
+      meta: META,
+      self: 'a',
+      lease: LEASE,
+      clock,
+      wallClock: { now: () => 1_700_000_000_000 },
+      status: (n) => (['a', 'b', 'c', 'd', 'e'].includes(n) ? 'alive' : undefined),
+      address: (n) => `${n}.test:7000`,
+      removed: ['e'],
+      autoAssign: false,
+    });
+    try {
+      for (const n of ['b', 'c'])
+        expect((await leader.call({ type: 'join', node: n, address: '', meta: META })).ok).toBe(true);
+      // The removed e cannot have others removed.
+      await leader.call({ type: 'heartbeat', node: 'e', removed: ['b'] });
+      expect(leader.isAdmitted('b')).toBe(true);
+      // b names itself and c: c is removed (and no longer a member), b is not.
+      const hb = await leader.call({ type: 'heartbeat', node: 'b', removed: ['b', 'c'] });
+      expect(hb.ok).toBe(true);
+      expect(hb.removed).toEqual(['c', 'e']);
+      expect(leader.isMember('c')).toBe(false);
+      expect(leader.isAdmitted('c')).toBe(false);
+      expect(leader.isMember('b')).toBe(true);
+      const again = await leader.call({ type: 'join', node: 'c', address: '', meta: META });
+      expect(again.ok === false && again.message).toMatch(/removed/);
+    } finally {
+      leader.close();
+    }
+  });
+
+  it('a reply whose removed list is not node ids is refused, and so is a heartbeat’s', () => {
+    expect(() => decodeRequest(new TextEncoder().encode('{"type":"heartbeat","node":"b","removed":"c"}'))).toThrow(
+      PlexusError,
+    );
     const bytes = new TextEncoder().encode(
       JSON.stringify({ ok: true, view: { version: 1, members: [], leases: [] }, removed: [3] }),
     );

@@ -52,6 +52,11 @@ export function decodeRequest(bytes: Uint8Array): AuthorityRequest {
       if (!h || !Number.isInteger(h.shard) || typeof h.epoch !== 'bigint') throw bad('held entries are {shard, epoch}');
     }
   }
+  if (r.type === 'heartbeat' && r.removed !== undefined) {
+    if (!Array.isArray(r.removed) || r.removed.some((n) => typeof n !== 'string')) {
+      throw bad('removed must be an array of node ids');
+    }
+  }
   if (r.type === 'join' && (typeof r.meta !== 'object' || r.meta === null || typeof r.address !== 'string')) {
     throw bad('join needs meta and address');
   }

@@ -26,6 +26,8 @@ export type AuthorityRequest =
       readonly node: string;
       /** Leases to renew (or claim, when the authority assigned them), each keeping its epoch. */
       readonly held?: readonly { readonly shard: number; readonly epoch: bigint }[];
+      /** Gossip: the nodes this member knows were removed (a leader that did not know takes them). */
+      readonly removed?: readonly string[];
     }
   | { readonly type: 'grant'; readonly node: string; readonly shard: number }
   | { readonly type: 'renew'; readonly node: string; readonly shard: number; readonly epoch: bigint }

@@ -36,8 +36,8 @@
  * Removals last. A `remove` request (the operator's) is kept in a removed set that every reply
  * carries (`removed`), so that each member learns it, keeps it in its data directory and turns
  * the removed node away at its own wire's handshake; a new leader starts with the removed set
- * its host held (`removed`), so a removed node never joins or gets a lease again, across leader
- * changes and restarts of every process.
+ * its host held (`removed`) and takes the removals its members' heartbeats list, so a removed
+ * node never joins or gets a lease again, across leader changes and restarts of every process.
  *
  * Members come from gossip: a node may join when the gossip table knows it and it was not
  * removed; a member's status in views is the gossip table's word (`status`); a lease is freed
@@ -211,6 +211,17 @@ export class GossipLeaseLeader implements LeaseAuthority {
    * across the leader change instead of joining again without them.
    */
   call = async (req: AuthorityRequest): Promise<AuthorityReply> => {
+    if (req.type === 'heartbeat' && req.removed !== undefined) {
+      // A member that knew of removals this leader did not (it was down when they happened).
+      const a = this.host.authority;
+      if (a.isMember(req.node) || a.isAdmitted(req.node)) {
+        for (const node of req.removed) {
+          if (node === req.node || this.removedSet.has(node)) continue;
+          this.removedSet.add(node);
+          a.step({ type: 'remove', node });
+        }
+      }
+    }
     if (req.type === 'heartbeat' && req.held !== undefined && req.held.length > 0) {
       const a = this.host.authority;
       a.tick(this.clock.now());

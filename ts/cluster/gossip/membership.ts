@@ -392,7 +392,10 @@ export class GossipMembership implements Membership {
 
   // --- inside --------------------------------------------------------------------------
 
-  private async route(req: AuthorityRequest): Promise<AuthorityReply> {
+  private async route(request: AuthorityRequest): Promise<AuthorityReply> {
+    // Heartbeats list the removals this member knows, for a leader that did not know them.
+    const req: AuthorityRequest =
+      request.type === 'heartbeat' && this.removedSet.size > 0 ? { ...request, removed: this.removed() } : request;
     this.reconcile();
     const leader = this.leader();
     if (leader === undefined) throw new Error('gossip holds no member alive');
