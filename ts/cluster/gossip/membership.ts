@@ -18,6 +18,11 @@
  * (suspect, dead -> failed; a member that left gossip is gone), live gossip members the
  * leader has not admitted yet added; a subscriber gets a view only when its version is
  * greater than the last one it got (views of a former leader are ignored).
+ *
+ * Removals: the leader's replies list the nodes removed from the cluster; this member takes
+ * them (saved through `saveRemoved` before the reply is used), refuses them in `admits` (the
+ * wire's handshake check), never counts them as leader, leaves them out of views, hands them to
+ * the leader it hosts and lists them in its heartbeats (for a leader that did not know).
  * docs/cluster.md, "Gossip membership".
  */
 import type { GossipMessage } from '../../codec/gossip.js';
