@@ -6,10 +6,20 @@
  * the leader removed is refused at the handshake, and when the leader goes the requests go to
  * the next one, whose grants carry greater epochs.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { decodeReply, encodeRequest } from '../../ts/cluster/codec.js';
 import type { GossipConfig } from '../../ts/cluster/gossip/config.js';
-import { defaultGossipLeader, GossipMembership } from '../../ts/cluster/gossip/membership.js';
+import {
+  defaultGossipLeader,
+  GossipMembership,
+  type GossipMembershipOptions,
+} from '../../ts/cluster/gossip/membership.js';
+import { loadGossipRemoved, saveGossipRemoved } from '../../ts/cluster/gossip/removed-file.js';
 import { GOSSIP_TAG, gossipName, MemoryGossipNet, wireGossipTransport } from '../../ts/cluster/gossip/transport.js';
+import type { LeaseAuthority } from '../../ts/cluster/lease-authority.js';
 import type { ClusterMeta } from '../../ts/cluster/meta.js';
 import type { LeaseEntry } from '../../ts/cluster/types.js';
 import { ManualClock } from '../../ts/core/clock.js';
@@ -116,7 +126,12 @@ class WireCluster {
   }
 
   /** A gossip membership of node `id` on its wire (the wire's call handler serves it). */
-  make(id: string, seeds: readonly string[], meta: ClusterMeta = META): GossipMembership {
+  make(
+    id: string,
+    seeds: readonly string[],
+    meta: ClusterMeta = META,
+    more: Pick<GossipMembershipOptions, 'removed' | 'saveRemoved'> = {},
+  ): GossipMembership {
     const node = this.nodes.get(id) as WireNode;
     const transport = wireGossipTransport(node.wire, gossipName(id, node.address));
     const gm = new GossipMembership({
@@ -129,6 +144,7 @@ class WireCluster {
       gossip: FAST,
       lease: LEASE,
       heartbeatEveryMs: 50,
+      ...more,
     });
     node.wire.onCall((from, body) =>
       body[0] === GOSSIP_TAG ? transport.handleCall(from, body) : gm.serve(from, body),
@@ -319,8 +335,9 @@ describe('GossipMembership over mutual TLS', () => {
     expect(err?.code).toMatch(/^PLX_WIRE_/);
     const after = (c.nodes.get('a') as WireNode).wire.refusals().slice(before);
     expect(after.some((x) => x.code === 'PLX_WIRE_NOT_MEMBER' && x.peer === 'c')).toBe(true);
-    // b, which does not lead, still admits c: only the authority knows removals.
-    expect(b.admits('c')).toBe(true);
+    // b, which does not lead, learns the removal from the leader's replies and refuses c too.
+    await until(() => !b.admits('c'), 'b to learn that c was removed');
+    expect(b.removed()).toEqual(['c']);
     // A node gossip does not know may connect (to join), and so may one it holds dead (to
     // come back and refute): only removal turns a node away.
     expect(a.admits('d')).toBe(true);
@@ -328,6 +345,123 @@ describe('GossipMembership over mutual TLS', () => {
     await until(() => a.gossipStatus('b') === 'failed', 'a to hold b dead');
     expect(a.admits('b')).toBe(true);
   });
+
+  it('a removal outlives a leader change: the new leader refuses the removed node, and so does every member’s handshake and data directory', async () => {
+    c = new WireCluster();
+    const ids = ['a', 'b', 'c', 'd'];
+    for (const id of ids) await c.add(id);
+    const dirs = new Map<string, string>();
+    for (const id of ids) dirs.set(id, await mkdtemp(join(tmpdir(), `plexus-gossip-removed-${id}-`)));
+    try {
+      const seeds = [c.name('a')];
+      const ms = new Map(
+        ids.map((id) => [
+          id,
+          c!.make(id, seeds, META, {
+            saveRemoved: (list) => saveGossipRemoved(dirs.get(id) as string, META.id, list),
+          }),
+        ]),
+      );
+      const [a, b, cm, d] = ids.map((id) => ms.get(id) as GossipMembership) as [
+        GossipMembership,
+        GossipMembership,
+        GossipMembership,
+        GossipMembership,
+      ];
+      for (const m of ms.values()) await m.join();
+      await until(() => [a, b, d].every((m) => m.view().members.length === 4), 'four members');
+      expect(a.leader()).toBe('a');
+      // The operator's removal reaches the leader over the wire (from b's certificate here).
+      const r = decodeReply(
+        await (c.nodes.get('b') as WireNode).wire.call('a', encodeRequest({ type: 'remove', node: 'c' })),
+      );
+      expect(r.ok).toBe(true);
+      expect(r.removed).toEqual(['c']);
+      // Every other member learns it from the leader's replies, refuses c at its wire and keeps
+      // the removed set in its data directory (read back from the file).
+      await until(() => [a, b, d].every((m) => !m.admits('c')), 'every member to refuse c');
+      for (const id of ['a', 'b', 'd']) {
+        await until(
+          async () => (await loadGossipRemoved(dirs.get(id) as string, META.id)).includes('c'),
+          `${id} to keep the removed set on disk`,
+        );
+      }
+      expect(await loadGossipRemoved(dirs.get('c') as string, META.id)).toEqual([]);
+      for (const m of [a, b, d]) expect(m.view().members.map((v) => v.id)).toEqual(['a', 'b', 'd']);
+      // The leader leaves; b, the next lowest id, leads with the removed set it held.
+      await a.leave();
+      await until(() => b.leader() === 'b' && d.leader() === 'b', 'b to lead');
+      const lb = b.authority() as LeaseAuthority;
+      expect(lb).toBeDefined();
+      expect(lb.isAdmitted('c')).toBe(false);
+      const join = await lb.call({ type: 'join', node: 'c', address: '', meta: META });
+      expect(join.ok).toBe(false);
+      expect(join.ok === false && join.message).toMatch(/removed/);
+      expect(join.removed).toEqual(['c']);
+      // c, still running, reaches neither b nor d: their handshakes turn it away.
+      const cWire = (c.nodes.get('c') as WireNode).wire;
+      for (const id of ['b', 'd']) {
+        const w = (c.nodes.get(id) as WireNode).wire;
+        const before = w.refusals().length;
+        const err = await cWire.call(id, encodeRequest({ type: 'view' })).then(
+          () => undefined,
+          (e: unknown) => e as { code?: string },
+        );
+        expect(err?.code).toMatch(/^PLX_WIRE_/);
+        expect(
+          w
+            .refusals()
+            .slice(before)
+            .some((x) => x.code === 'PLX_WIRE_NOT_MEMBER' && x.peer === 'c'),
+        ).toBe(true);
+      }
+      // The new leader grants b and d every shard, none to c, once its grace period is over.
+      await until(() => b.view().leases.length === META.shardCount, { timeoutMs: 15_000, what: 'every shard leased' });
+      expect(b.view().leases.every((l) => l.owner === 'b' || l.owner === 'd')).toBe(true);
+      expect(cm.held().every((l) => !b.view().leases.some((v) => v.shard === l.shard && v.epoch === l.epoch))).toBe(
+        true,
+      );
+      // A member started again from its data directory refuses c from the start, before any
+      // leader answered it.
+      const kept = await loadGossipRemoved(dirs.get('d') as string, META.id);
+      const restarted = new GossipMembership({
+        meta: META,
+        self: { id: 'e', address: '127.0.0.1:1' },
+        seeds: [],
+        transport: new MemoryGossipNet().transport(gossipName('e', '127.0.0.1:1')),
+        call: async () => {
+          throw new Error('no peer');
+        },
+        leader: defaultGossipLeader({ meta: META, lease: LEASE }),
+        removed: kept,
+      });
+      expect(restarted.admits('c')).toBe(false);
+      expect(restarted.admits('b')).toBe(true);
+      await restarted.close();
+    } finally {
+      for (const dir of dirs.values()) await rm(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
+
+  it('a leader that did not know of a removal learns it from a member’s heartbeats', async () => {
+    c = new WireCluster();
+    for (const id of ['a', 'b', 'x']) await c.add(id);
+    const seeds = [c.name('a')];
+    // b kept x's removal (its data directory); a, which leads, started without it.
+    const a = c.make('a', seeds);
+    const b = c.make('b', seeds, META, { removed: ['x'] });
+    const x = c.make('x', seeds);
+    await a.join();
+    await b.join();
+    expect(b.admits('x')).toBe(false);
+    await until(() => a.removed().includes('x'), 'a to learn x’s removal from b');
+    expect(a.admits('x')).toBe(false);
+    expect((a.authority() as LeaseAuthority).isAdmitted('x')).toBe(false);
+    // x, which a's gossip may know, is refused when it joins.
+    const e = await refusal(x.join());
+    expect(e.code).toMatch(/^PLX_CLUSTER_/);
+    expect(a.view().members.map((m) => m.id)).toEqual(['a', 'b']);
+  }, 30_000);
 
   it('when the leader leaves, requests go to the next lowest id, which keeps reported leases and grants the leaver’s shards at greater epochs', async () => {
     c = new WireCluster();

@@ -137,12 +137,16 @@ describe.skipIf(!built)('cluster node processes with gossip membership (build di
       .map((l) => JSON.parse(l) as Line);
     expect(lines[0]).toMatchObject({ cluster: 'c1', membership: 'gossip', leader: 'a' });
     expect(lines.at(-1)!.leased).toBe(SHARDS);
-    // The lease dump does not read a gossip cluster yet, and says so.
+    // The lease dump of the running cluster is the leader's view.
     const dump = await cli(['leases', '--config', files.get('c')!, '--dump', join(dir, 'leases.json')]);
-    expect(dump.code).toBe(1);
-    expect(dump.stderr).toContain('PLX_CLUSTER_UNAVAILABLE');
-    expect(dump.stderr).toContain('gossip');
-    expect(existsSync(join(dir, 'leases.json'))).toBe(false);
+    expect(dump.code, dump.stderr).toBe(0);
+    const dumped = JSON.parse(await readFile(join(dir, 'leases.json'), 'utf8')) as Line;
+    expect(dumped).toMatchObject({ cluster: 'c1', membership: 'gossip', source: 'leader', leader: 'a' });
+    expect(dumped.leases.length).toBe(SHARDS);
+    for (const l of dumped.leases as Line[]) {
+      expect(l.owner, `shard ${l.shard}`).toBe(view.get(l.shard)?.owner);
+      expect(l.epoch, `shard ${l.shard}`).toBe(view.get(l.shard)?.epoch);
+    }
     for (const n of ['a', 'b', 'c']) expect(ownedBy(n).length, n).toBeGreaterThan(0);
     // Every node sees the same owners (the leader's view reached them all).
     for (const p of [b, c]) {

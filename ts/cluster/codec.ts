@@ -52,6 +52,11 @@ export function decodeRequest(bytes: Uint8Array): AuthorityRequest {
       if (!h || !Number.isInteger(h.shard) || typeof h.epoch !== 'bigint') throw bad('held entries are {shard, epoch}');
     }
   }
+  if (r.type === 'heartbeat' && r.removed !== undefined) {
+    if (!Array.isArray(r.removed) || r.removed.some((n) => typeof n !== 'string')) {
+      throw bad('removed must be an array of node ids');
+    }
+  }
   if (r.type === 'join' && (typeof r.meta !== 'object' || r.meta === null || typeof r.address !== 'string')) {
     throw bad('join needs meta and address');
   }
@@ -66,6 +71,9 @@ export function decodeReply(bytes: Uint8Array): AuthorityReply {
   const r = parse(bytes, MAX_REPLY_BYTES, 'reply') as AuthorityReply | null;
   if (r === null || typeof r !== 'object' || typeof r.ok !== 'boolean' || typeof r.view !== 'object') {
     throw new PlexusError('PLX_CLUSTER_BAD_REQUEST', 'authority reply: not a reply');
+  }
+  if (r.removed !== undefined && (!Array.isArray(r.removed) || r.removed.some((n) => typeof n !== 'string'))) {
+    throw new PlexusError('PLX_CLUSTER_BAD_REQUEST', 'authority reply: removed must be an array of node ids');
   }
   return r;
 }

@@ -26,6 +26,8 @@ export type AuthorityRequest =
       readonly node: string;
       /** Leases to renew (or claim, when the authority assigned them), each keeping its epoch. */
       readonly held?: readonly { readonly shard: number; readonly epoch: bigint }[];
+      /** Gossip: the nodes this member knows were removed (a leader that did not know takes them). */
+      readonly removed?: readonly string[];
     }
   | { readonly type: 'grant'; readonly node: string; readonly shard: number }
   | { readonly type: 'renew'; readonly node: string; readonly shard: number; readonly epoch: bigint }
@@ -45,6 +47,8 @@ export type AuthorityReply =
       /** heartbeat: the shards of `held` renewed (the others are lost). */
       readonly renewed?: readonly number[];
       readonly ttlMs?: number;
+      /** Gossip leader: every node removed from the cluster (members keep the list durably). */
+      readonly removed?: readonly string[];
     }
   | {
       readonly ok: false;
@@ -52,6 +56,8 @@ export type AuthorityReply =
       readonly message: string;
       readonly details: Readonly<Record<string, unknown>>;
       readonly view: View;
+      /** Gossip leader: every node removed from the cluster (members keep the list durably). */
+      readonly removed?: readonly string[];
     };
 
 /** How a member reaches the authority: one request, one reply (in process or over the wire). */

@@ -16,13 +16,28 @@
  *   grant is above it) and, with per-node journals, the member whose store holds each shard.
  *   The state file is read from the authority node's data directory in the layout
  *   `plexus cluster init` writes (`nodes/<authority>/data`, beside this node's).
+ * - `gossip`, running: the view of the gossip leader (the members the config lists are asked
+ *   in order of id, following the leader a member that does not lead names), `source: 'leader'`:
+ *   owners and epochs, no expiry.
+ * - `gossip`, stopped (no member answers): the leases ended with the processes and no leader
+ *   kept them on disk. The dump gives what offline tools need to stay safe, `source:
+ *   'journals'`, `leases: []`: per shard the highest fencing epoch among the records of the
+ *   shared store's shard journals (`epochs`; a shard without records is absent), and the
+ *   greatest of them (`epochCeiling`). Any owner that appended wrote at or below it; a tool that
+ *   writes a shard's journal offline uses an epoch above its entry, so the journal fences every
+ *   earlier owner. The store is read from the config's `sharedDir` (or the store host's data
+ *   directory in the layout `plexus cluster init` writes).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { shardDir } from '../runtime/log-journal.js';
+import { openLog } from '../storage/index.js';
 import { loadAuthorityState } from './authority-state.js';
 import { decodeReply, encodeRequest } from './codec.js';
 import { writeFileDurably } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
+import { readShard } from './history.js';
+import type { AuthorityReply } from './lease-authority.js';
 import type { ClusterNodeConfig } from './node.js';
 
 export interface DumpedLease {
@@ -42,16 +57,29 @@ export interface DumpedLease {
 export interface LeaseDump {
   readonly cluster: string;
   readonly shardCount: number;
-  readonly membership: 'static' | 'etcd' | 'kubernetes';
-  /** `etcd`, `kubernetes`, `authority` (a running static cluster) or `authority.state` (a stopped one). */
-  readonly source: 'etcd' | 'kubernetes' | 'authority' | 'authority.state';
+  readonly membership: 'static' | 'etcd' | 'kubernetes' | 'gossip';
+  /**
+   * `etcd`, `kubernetes`, `authority` (a running static cluster), `authority.state` (a stopped
+   * one), `leader` (a running gossip cluster) or `journals` (a stopped one).
+   */
+  readonly source: 'etcd' | 'kubernetes' | 'authority' | 'authority.state' | 'leader' | 'journals';
   /** When the dump was taken (ISO 8601, this machine's wall clock). */
   readonly takenAt: string;
   readonly leases: readonly DumpedLease[];
-  /** etcd, kubernetes: every shard's last granted epoch (decimal), leased or not. */
+  /**
+   * etcd, kubernetes: every shard's last granted epoch (decimal), leased or not. gossip,
+   * stopped: every shard's highest epoch in its journal (shards with records only).
+   */
   readonly epochs?: Readonly<Record<string, string>>;
-  /** static, stopped: every epoch granted so far is at or below this (decimal). */
+  /**
+   * static, stopped: every epoch granted so far is at or below this (decimal). gossip, stopped:
+   * every epoch any journal record carries is at or below this.
+   */
   readonly epochCeiling?: string;
+  /** gossip, running: the member that leads. */
+  readonly leader?: string;
+  /** gossip, stopped: the shared store that was read. */
+  readonly store?: string;
   /** static, stopped, per-node journals: the member whose store holds each shard's journal. */
   readonly journalHomes?: Readonly<Record<string, string>>;
   /** The view version (static, running). */
@@ -135,6 +163,7 @@ export async function readLeases(cfg: ClusterNodeConfig, callAuthority: () => Pr
     leases.sort((a, b) => a.shard - b.shard);
     return { ...base, membership: 'kubernetes', source: 'kubernetes', leases, epochs };
   }
+  if (m?.kind === 'gossip') return readGossipLeases(cfg, base, callAuthority);
   const authority = cfg.authority as string;
   let reachError: unknown;
   try {
@@ -172,6 +201,102 @@ export async function readLeases(cfg: ClusterNodeConfig, callAuthority: () => Pr
     leases: [],
     epochCeiling: (state?.epochCeiling ?? 0n).toString(),
     journalHomes: Object.fromEntries([...(state?.homes ?? new Map())].map(([s, n]) => [String(s), n])),
+  };
+}
+
+/**
+ * The view of a gossip cluster from its leader: asks the members the config lists in order of
+ * id (the leader is the lowest live one), following the `details.leader` a member that does
+ * not lead answers with. PLX_CLUSTER_UNAVAILABLE naming each member's answer when none leads.
+ */
+export async function askGossipLeader(
+  cfg: ClusterNodeConfig,
+  call: ViewCaller,
+): Promise<{ readonly leader: string; readonly reply: AuthorityReply }> {
+  const queue = cfg.members.map((m) => m.id).sort();
+  const asked = new Set<string>();
+  const problems: string[] = [];
+  while (queue.length > 0) {
+    const id = queue.shift() as string;
+    if (asked.has(id)) continue;
+    asked.add(id);
+    try {
+      const reply = decodeReply(await call(id, encodeRequest({ type: 'view' })));
+      if (reply.ok) return { leader: id, reply };
+      const leader = reply.details.leader;
+      if (typeof leader === 'string' && !asked.has(leader)) queue.unshift(leader);
+      problems.push(`${id}: ${reply.message}`);
+    } catch (e) {
+      problems.push(`${id}: ${(e as Error).message}`);
+    }
+  }
+  throw clusterError(ClusterCode.UNAVAILABLE, `no member leads: ${problems.join('; ')}`, { asked: [...asked] });
+}
+
+/** Where the shared store of a gossip cluster's node config is (its `sharedDir`, or the store host's). */
+function sharedStoreDir(cfg: ClusterNodeConfig): string {
+  if (cfg.sharedDir !== undefined) return cfg.sharedDir;
+  const host = cfg.storeHost ?? cfg.self;
+  return host === cfg.self ? join(cfg.dataDir, 'shared') : join(cfg.dataDir, '..', '..', host, 'data', 'shared');
+}
+
+async function readGossipLeases(
+  cfg: ClusterNodeConfig,
+  base: { readonly cluster: string; readonly shardCount: number; readonly takenAt: string },
+  callAuthority: () => Promise<ViewCaller>,
+): Promise<LeaseDump> {
+  let reachError: unknown;
+  try {
+    const { leader, reply } = await askGossipLeader(cfg, await callAuthority());
+    return {
+      ...base,
+      membership: 'gossip',
+      source: 'leader',
+      leader,
+      viewVersion: reply.view.version,
+      leases: reply.view.leases.map((l) => ({
+        shard: l.shard,
+        owner: l.owner,
+        epoch: l.epoch.toString(),
+        expiresAt: null,
+      })),
+    };
+  } catch (e) {
+    reachError = e;
+  }
+  const store = sharedStoreDir(cfg);
+  if (!existsSync(store)) {
+    throw clusterError(
+      ClusterCode.UNAVAILABLE,
+      `no gossip member answers (${(reachError as Error).message}) and the shared store ${store} is not here: no leases to dump`,
+      { membership: 'gossip', store },
+      reachError,
+    );
+  }
+  const epochs: Record<string, string> = {};
+  let ceiling = 0n;
+  for (let s = 0; s < cfg.meta.shardCount; s++) {
+    const d = shardDir(store, s);
+    if (!existsSync(d)) continue;
+    const log = await openLog(d);
+    let top = 0n;
+    try {
+      for (const r of (await readShard(s, log)).records) if (r.epoch > top) top = r.epoch;
+    } finally {
+      await log.close();
+    }
+    if (top === 0n) continue;
+    epochs[String(s)] = top.toString();
+    if (top > ceiling) ceiling = top;
+  }
+  return {
+    ...base,
+    membership: 'gossip',
+    source: 'journals',
+    store,
+    leases: [],
+    epochs,
+    epochCeiling: ceiling.toString(),
   };
 }
 

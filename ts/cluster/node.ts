@@ -33,6 +33,7 @@ import { ensureDir } from './durable-file.js';
 import { ClusterCode, clusterError } from './errors.js';
 import { DEAD_LETTER_LOG, DeadLetters, EpochGate } from './fencing.js';
 import { defaultGossipLeader, GossipMembership } from './gossip/membership.js';
+import { loadGossipRemoved, saveGossipRemoved } from './gossip/removed-file.js';
 import { GOSSIP_TAG, gossipName, type WireGossipTransport, wireGossipTransport } from './gossip/transport.js';
 import { AuthorityHost } from './host.js';
 import { ClusterJournal } from './journal.js';
@@ -491,6 +492,9 @@ async function launch(
       : undefined;
   if (local) cleanups.push(() => local.close());
 
+  // Gossip: the nodes removed from the cluster, as this node kept them (refused at the
+  // handshake from the start, and by the leader it may host).
+  const removed = gossip ? new Set(await loadGossipRemoved(cfg.dataDir, meta.id)) : new Set<string>();
   let membership: Membership | undefined;
   let gm: GossipMembership | undefined;
   let transport: WireGossipTransport | undefined;
@@ -511,8 +515,8 @@ async function launch(
     resolve: addressOf,
     isMember: (node) => {
       // Gossip admits every node the cluster CA certified (the handshake checked that) but one
-      // the leader's authority removed.
-      if (gossip) return gm?.admits(node) ?? true;
+      // removed from the cluster (kept in the data directory, learned from the leader).
+      if (gossip) return gm ? gm.admits(node) : !removed.has(node);
       const a = host ?? local;
       return a ? a.isAdmitted(node) : cfg.members.some((m) => m.id === node);
     },
@@ -600,6 +604,8 @@ async function launch(
       clock: monotonicClock,
       ...(rate !== 1 ? { leaseClock: { now: () => performance.now() * rate } } : {}),
       ...(opts.onError ? { onError: opts.onError } : {}),
+      removed: [...removed],
+      saveRemoved: (list) => saveGossipRemoved(cfg.dataDir, meta.id, list),
     });
     membership = gm;
   } else {

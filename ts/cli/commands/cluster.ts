@@ -6,7 +6,7 @@ import { ClusterCode, clusterError } from '../../cluster/errors.js';
 import { DEAD_LETTER_LOG, listDeadLetters } from '../../cluster/fencing.js';
 import { initCluster } from '../../cluster/init.js';
 import type { AuthorityReply } from '../../cluster/lease-authority.js';
-import { readLeases, writeLeaseDump } from '../../cluster/lease-dump.js';
+import { askGossipLeader, readLeases, writeLeaseDump } from '../../cluster/lease-dump.js';
 import { type ClusterNodeConfig, readNodeConfig } from '../../cluster/node.js';
 import { runNodeProcess } from '../../cluster/node-main.js';
 import { readNodeTls } from '../../cluster/node-tls.js';
@@ -69,7 +69,10 @@ const HELP = [
   '        over the wire when it runs; when it is stopped its leases ended with it, and the',
   '        dump gives the epoch ceiling and journal homes of its authority.state (read from',
   '        nodes/<authority>/data). Unreachable and no state here: PLX_CLUSTER_UNAVAILABLE.',
-  '        gossip membership: not read yet (PLX_CLUSTER_UNAVAILABLE; status prints the leases).',
+  '        gossip: the leader\'s view when a member answers (source "leader"); when the',
+  '        cluster is stopped its leases ended with it, and the dump gives per shard the',
+  "        highest fencing epoch in the shared store's journals and their maximum as the",
+  '        epoch ceiling (source "journals"): an offline writer uses an epoch above it.',
   '  leave --config FILE',
   '        Asks the running node FILE configures to leave the cluster: it refuses new',
   '        activations, finishes running macrosteps, flushes its outboxes, hands each shard',
@@ -248,35 +251,6 @@ function clientWire(cfg: ClusterNodeConfig, deliveryDeadlineMs = 3000): Http2Wir
   });
 }
 
-/**
- * The view of a gossip cluster from its leader: asks the members the config lists in order of
- * id (the leader is the lowest live one), following the `details.leader` a member that does
- * not lead answers with.
- */
-async function askGossipLeader(
-  cfg: ClusterNodeConfig,
-  wire: Http2Wire,
-): Promise<{ readonly leader: string; readonly reply: AuthorityReply }> {
-  const queue = cfg.members.map((m) => m.id).sort();
-  const asked = new Set<string>();
-  const problems: string[] = [];
-  while (queue.length > 0) {
-    const id = queue.shift() as string;
-    if (asked.has(id)) continue;
-    asked.add(id);
-    try {
-      const reply = decodeReply(await wire.call(id, encodeRequest({ type: 'view' })));
-      if (reply.ok) return { leader: id, reply };
-      const leader = reply.details.leader;
-      if (typeof leader === 'string' && !asked.has(leader)) queue.unshift(leader);
-      problems.push(`${id}: ${reply.message}`);
-    } catch (e) {
-      problems.push(`${id}: ${(e as Error).message}`);
-    }
-  }
-  throw clusterError(ClusterCode.UNAVAILABLE, `no member leads: ${problems.join('; ')}`, { asked: [...asked] });
-}
-
 async function status(args: string[]): Promise<number> {
   const { values } = parse('cluster', { args, options: { config: { type: 'string' } } });
   if (!values.config) throw new UsageError('cluster', 'status needs --config FILE');
@@ -300,7 +274,7 @@ async function status(args: string[]): Promise<number> {
   const wire = clientWire(cfg);
   try {
     let r: AuthorityReply;
-    if (gossip) ({ leader: authority, reply: r } = await askGossipLeader(cfg, wire));
+    if (gossip) ({ leader: authority, reply: r } = await askGossipLeader(cfg, (id, body) => wire.call(id, body)));
     else r = decodeReply(await wire.call(authority, encodeRequest({ type: 'view' })));
     const v = r.view;
     json({
@@ -333,13 +307,6 @@ async function leases(args: string[]): Promise<number> {
   const { values } = parse('cluster', { args, options: { config: { type: 'string' }, dump: { type: 'string' } } });
   if (!values.config || !values.dump) throw new UsageError('cluster', 'leases needs --config FILE and --dump OUT');
   const cfg = await readNodeConfig(values.config);
-  if (cfg.membership?.kind === 'gossip') {
-    throw clusterError(
-      ClusterCode.UNAVAILABLE,
-      "leases --dump does not read a gossip cluster yet: its leases live in the gossip leader's memory only (plexus cluster status prints them while it runs)",
-      { field: 'membership', membership: 'gossip' },
-    );
-  }
   let wire: Http2Wire | undefined;
   try {
     const d = await readLeases(cfg, async () => {

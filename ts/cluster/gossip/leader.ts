@@ -6,8 +6,8 @@
  * (ts/cluster/lease-authority.ts) as a MemoryAuthority run by an AuthorityHost
  * (ts/cluster/authority.ts, ts/cluster/host.ts), with members, health and epochs from here.
  *
- * A leader keeps nothing on disk; a new one (after a leader change, or the same node started
- * again) starts with empty memory. What keeps it safe (docs/cluster.md, "The gossip lease leader"):
+ * A leader keeps nothing on disk (its members keep the removed set); a new one (after a leader
+ * change, or the same node started again) starts with empty memory but for that set. What keeps it safe (docs/cluster.md, "The gossip lease leader"):
  *
  * Tagged epochs. An epoch is a u64:
  *
@@ -32,6 +32,12 @@
  * `details.reason` `takeover` and `retryAfterMs`. View versions start at the start wall time in
  * ms times 1000 (and above the version of `previous`), so they exceed any version an earlier
  * leader published unless it published more than 1000 views per millisecond it led.
+ *
+ * Removals last. A `remove` request (the operator's) is kept in a removed set that every reply
+ * carries (`removed`), so that each member learns it, keeps it in its data directory and turns
+ * the removed node away at its own wire's handshake; a new leader starts with the removed set
+ * its host held (`removed`) and takes the removals its members' heartbeats list, so a removed
+ * node never joins or gets a lease again, across leader changes and restarts of every process.
  *
  * Members come from gossip: a node may join when the gossip table knows it and it was not
  * removed; a member's status in views is the gossip table's word (`status`); a lease is freed
@@ -109,6 +115,8 @@ export interface GossipLeaderOptions {
    * versions start above its version, and its grants of a shard above the epoch listed there.
    */
   readonly previous?: View;
+  /** Nodes removed from the cluster before this leader started (its host's removed set). */
+  readonly removed?: readonly string[];
   /** Tick period (default 50 ms): expiry and automatic assignment between requests. */
   readonly tickEveryMs?: number;
 }
@@ -130,6 +138,8 @@ export class GossipLeaseLeader implements LeaseAuthority {
   private readonly address: (node: string) => string | undefined;
   /** Epochs seen in `previous`: new grants go above them. */
   private readonly floors = new Map<number, bigint>();
+  /** Every node removed: `removed` at the start and each `remove` answered since. */
+  private readonly removedSet = new Set<string>();
 
   constructor(opts: GossipLeaderOptions) {
     const meta = clusterMeta(opts.meta);
@@ -172,6 +182,15 @@ export class GossipLeaseLeader implements LeaseAuthority {
       clock: opts.clock,
       ...(opts.tickEveryMs === undefined ? {} : { tickEveryMs: opts.tickEveryMs }),
     });
+    for (const node of opts.removed ?? []) {
+      this.removedSet.add(node);
+      this.host.authority.step({ type: 'remove', node });
+    }
+  }
+
+  /** Every node removed from the cluster, sorted. */
+  removed(): readonly string[] {
+    return [...this.removedSet].sort();
   }
 
   /** The state machine the leader runs (for inspection). */
@@ -192,6 +211,17 @@ export class GossipLeaseLeader implements LeaseAuthority {
    * across the leader change instead of joining again without them.
    */
   call = async (req: AuthorityRequest): Promise<AuthorityReply> => {
+    if (req.type === 'heartbeat' && req.removed !== undefined) {
+      // A member that knew of removals this leader did not (it was down when they happened).
+      const a = this.host.authority;
+      if (a.isMember(req.node) || a.isAdmitted(req.node)) {
+        for (const node of req.removed) {
+          if (node === req.node || this.removedSet.has(node)) continue;
+          this.removedSet.add(node);
+          a.step({ type: 'remove', node });
+        }
+      }
+    }
     if (req.type === 'heartbeat' && req.held !== undefined && req.held.length > 0) {
       const a = this.host.authority;
       a.tick(this.clock.now());
@@ -205,7 +235,9 @@ export class GossipLeaseLeader implements LeaseAuthority {
         }
       }
     }
-    return this.host.call(req);
+    const reply = await this.host.call(req);
+    if (req.type === 'remove' && reply.ok) this.removedSet.add(req.node);
+    return this.removedSet.size === 0 ? reply : { ...reply, removed: this.removed() };
   };
 
   /** Answers one request given as bytes (from the wire). */

@@ -18,6 +18,11 @@
  * (suspect, dead -> failed; a member that left gossip is gone), live gossip members the
  * leader has not admitted yet added; a subscriber gets a view only when its version is
  * greater than the last one it got (views of a former leader are ignored).
+ *
+ * Removals: the leader's replies list the nodes removed from the cluster; this member takes
+ * them (saved through `saveRemoved` before the reply is used), refuses them in `admits` (the
+ * wire's handshake check), never counts them as leader, leaves them out of views, hands them to
+ * the leader it hosts and lists them in its heartbeats (for a leader that did not know).
  * docs/cluster.md, "Gossip membership".
  */
 import type { GossipMessage } from '../../codec/gossip.js';
@@ -53,6 +58,8 @@ export interface GossipLeaderContext {
   address(node: string): string | undefined;
   /** The newest view this member held (from an earlier leader), when it held one. */
   readonly previous?: View;
+  /** Every node this member knows was removed from the cluster (the new leader keeps refusing them). */
+  readonly removed: readonly string[];
 }
 
 /** Makes the lease authority a member hosts while it leads. */
@@ -89,6 +96,7 @@ export function defaultGossipLeader(opts: DefaultGossipLeaderOptions): GossipLea
       status: (node) => ctx.status(node),
       address: (node) => ctx.address(node),
       ...(ctx.previous ? { previous: ctx.previous } : {}),
+      removed: ctx.removed,
       tickEveryMs: 20,
     });
 }
@@ -125,6 +133,13 @@ export interface GossipMembershipOptions {
   readonly joinTimeoutMs?: number;
   /** Called when a heartbeat to the leader fails. */
   readonly onError?: (e: unknown) => void;
+  /** Nodes removed from the cluster, as this member kept them (a node: `<dataDir>/gossip-removed.json`). */
+  readonly removed?: readonly string[];
+  /**
+   * Keeps the removed set durably when it grows (a node writes its file with fsync and an
+   * atomic rename); the reply that taught it is used only once this resolved.
+   */
+  readonly saveRemoved?: (removed: readonly string[]) => Promise<void>;
 }
 
 /** How bad a status is: a view shows the worse of the leader's and gossip's word. */
@@ -154,6 +169,10 @@ export class GossipMembership implements Membership {
   private closed = false;
   /** Whether the leader's authority has admitted this member once (heartbeats run from then). */
   private joined = false;
+  /** Nodes removed from the cluster: never admitted at the wire, never leader, never in views. */
+  private readonly removedSet: Set<string>;
+  /** The last save of the removed set (saves run one after another). */
+  private saving: Promise<void> = Promise.resolve();
 
   constructor(opts: GossipMembershipOptions) {
     this.opts = opts;
@@ -161,6 +180,7 @@ export class GossipMembership implements Membership {
     this.name = gossipName(opts.self.id, opts.self.address);
     this.clock = opts.clock ?? monotonicClock;
     this.seeds = opts.seeds.filter((s) => s !== this.name);
+    this.removedSet = new Set(opts.removed ?? []);
     this.swim = new Swim({
       name: this.name,
       ...(opts.gossip ? { config: opts.gossip } : {}),
@@ -225,22 +245,30 @@ export class GossipMembership implements Membership {
     for (const m of this.swim.members()) {
       if (m.state !== 'alive' && m.state !== 'suspect') continue;
       const id = parseGossipName(m.name)?.id;
-      if (id !== undefined && (low === undefined || id < low)) low = id;
+      if (id === undefined || this.removedSet.has(id)) continue;
+      if (low === undefined || id < low) low = id;
     }
     return low;
   }
 
   /**
    * Whether the wire lets `node` connect: every node with a certificate of the cluster's CA
-   * (the wire checks that), except one the hosted authority does not admit though gossip
-   * holds it live (it was removed). A node gossip does not know, or holds dead, may connect:
-   * it joins, or comes back and refutes.
+   * (the wire checks that), except one removed from the cluster: one this member learned was
+   * removed (from the leader's replies, or its data directory), or one the hosted authority
+   * does not admit though gossip holds it live. A node gossip does not know, or holds dead,
+   * may connect: it joins, or comes back and refutes.
    */
   admits(node: string): boolean {
+    if (node !== this.self && this.removedSet.has(node)) return false;
     const a = this.hosted;
     if (a === undefined || node === this.self) return true;
     const s = this.gossipStatus(node);
     return (s !== 'alive' && s !== 'suspect') || a.isAdmitted(node);
+  }
+
+  /** Every node this member knows was removed from the cluster, sorted. */
+  removed(): readonly string[] {
+    return [...this.removedSet].sort();
   }
 
   /** Whether `close` (or `leave`) ended this membership. */
@@ -362,17 +390,42 @@ export class GossipMembership implements Membership {
       };
       return encodeReply(r);
     }
-    return encodeReply(await a.call(req));
+    const reply = await a.call(req);
+    await this.learn(reply);
+    return encodeReply(reply);
   };
 
   // --- inside --------------------------------------------------------------------------
 
-  private async route(req: AuthorityRequest): Promise<AuthorityReply> {
+  private async route(request: AuthorityRequest): Promise<AuthorityReply> {
+    // Heartbeats list the removals this member knows, for a leader that did not know them.
+    const req: AuthorityRequest =
+      request.type === 'heartbeat' && this.removedSet.size > 0 ? { ...request, removed: this.removed() } : request;
     this.reconcile();
     const leader = this.leader();
     if (leader === undefined) throw new Error('gossip holds no member alive');
-    if (leader === this.self && this.hosted) return this.hosted.call(req);
-    return decodeReply(await this.opts.call(leader, encodeRequest(req)));
+    const reply =
+      leader === this.self && this.hosted
+        ? await this.hosted.call(req)
+        : decodeReply(await this.opts.call(leader, encodeRequest(req)));
+    await this.learn(reply);
+    return reply;
+  }
+
+  /**
+   * Takes the removed nodes a leader's reply lists: from then on this member's wire refuses
+   * them, and they are saved (`saveRemoved`) before the reply is used.
+   */
+  private async learn(reply: AuthorityReply): Promise<void> {
+    const fresh = (reply.removed ?? []).filter((n) => n !== this.self && !this.removedSet.has(n));
+    if (fresh.length === 0) return;
+    for (const n of fresh) this.removedSet.add(n);
+    this.stamp++;
+    const save = this.opts.saveRemoved;
+    if (save === undefined) return;
+    const list = this.removed();
+    this.saving = this.saving.catch(() => {}).then(() => save(list));
+    return this.saving;
   }
 
   /** Hosts the authority while this member leads, and only then. */
@@ -387,6 +440,7 @@ export class GossipMembership implements Membership {
           return g && g.state !== 'left' ? g.address : undefined;
         },
         ...(this.inner.view().version > 0 ? { previous: this.inner.view() } : {}),
+        removed: this.removed(),
       });
     } else if (!leads && this.hosted !== undefined) {
       this.hosted.close();
@@ -448,6 +502,7 @@ export class GossipMembership implements Membership {
     const seen = new Set<string>();
     for (const m of base.members) {
       seen.add(m.id);
+      if (this.removedSet.has(m.id)) continue;
       const g = this.gossipState(m.id);
       if (g?.state === 'left') continue;
       const gs: MemberStatus | undefined = g === undefined ? undefined : g.state === 'dead' ? 'failed' : g.state;
@@ -457,7 +512,7 @@ export class GossipMembership implements Membership {
     for (const m of this.swim.members()) {
       if (m.state !== 'alive' && m.state !== 'suspect') continue;
       const p = parseGossipName(m.name);
-      if (p === undefined || seen.has(p.id)) continue;
+      if (p === undefined || seen.has(p.id) || this.removedSet.has(p.id)) continue;
       seen.add(p.id);
       members.push({ id: p.id, address: p.address, status: m.state });
     }
