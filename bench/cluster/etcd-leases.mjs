@@ -74,7 +74,11 @@ const etcd = await startEtcd();
 // The Lease-API stand-in, its own process, on the same etcd; stopped by its PID.
 const kubeDir = tempDir('plexus-bench-kube-leases-');
 const kubeconfig = join(kubeDir, 'kubeconfig');
-const NS = 'plexus-bench';
+/**
+ * A namespace of its own for each Kubernetes case (a list returns the whole namespace, so one
+ * case's objects must not slow the next one's lists).
+ */
+const namespaceOf = (k) => `bench-${process.pid}-${k}`;
 const standIn = new Child(
   STAND_IN_SCRIPT,
   ['--etcd', etcd.clientUrls.join(','), '--kubeconfig', kubeconfig, '--prefix', `/plexus-bench/kube-${process.pid}/`],
@@ -119,15 +123,17 @@ const must = (r, what) => {
 };
 
 let run = 0;
-/** Authority objects (etcd or Kubernetes), one per client, on a fresh prefix; each joined. */
+/** Authority objects (etcd or Kubernetes), one per client, on a fresh prefix (etcd) or namespace (Kubernetes); each joined. */
 async function authorities(n, store = 'etcd') {
-  const prefix = store === 'etcd' ? `/plexus-bench/leases-${process.pid}-${run++}/` : `b${process.pid}-${run++}`;
+  const k = run++;
+  const prefix = store === 'etcd' ? `/plexus-bench/leases-${process.pid}-${k}/` : 'plexus-bench';
+  const namespace = namespaceOf(k);
   const out = [];
   for (let i = 0; i < n; i++) {
     const a =
       store === 'etcd'
         ? await EtcdAuthority.open({ etcd: { endpoints: etcd.clientUrls }, prefix, meta, members })
-        : await KubeAuthority.open({ kubeconfig, namespace: NS, prefix, meta, members });
+        : await KubeAuthority.open({ kubeconfig, namespace, prefix, meta, members });
     must(await a.call({ type: 'join', node: IDS[i], address: members[i].address, meta }), 'join');
     out.push(a);
   }
@@ -227,8 +233,8 @@ const cases = {
       kc.loadFromFile(kubeconfig);
       return kc.makeApiClient(k8s.CoordinationV1Api);
     });
-    const names = Array.from({ length: n }, (_, i) => `raw-${process.pid}-${run}-${i}`);
-    run++;
+    const NS = namespaceOf(run++);
+    const names = Array.from({ length: n }, (_, i) => `raw-${i}`);
     for (let i = 0; i < n; i++) {
       const now = new Date();
       await apis[i].createNamespacedLease({
@@ -311,6 +317,6 @@ for (const n of CLIENTS) {
 if (o.json)
   writeFileSync(
     o.json,
-    `${JSON.stringify({ bench: 'etcd-leases', caseMs: CASE_MS, repeats: REPEATS, rows, results }, null, 2)}\n`,
+    `${JSON.stringify({ bench: 'etcd-leases', caseMs: CASE_MS, repeats: REPEATS, standInPid: standIn.pid, rows, results }, null, 2)}\n`,
   );
 process.exit(0);

@@ -268,7 +268,7 @@ async function leaseRow(store, etcd) {
       holders[v] = start(v);
       await holders[v].waitFor((l) => l.ev === 'ready', 60_000, 'ready');
     }
-    return { rounds, lease };
+    return { rounds, lease, standInPid: standIn?.pid };
   } finally {
     for (const h of holders) await h?.stop();
     await standIn?.stop();
@@ -310,8 +310,8 @@ if (LEASE_ROWS.length > 0 && !etcdAvailable) {
   const etcd = await startEtcd();
   try {
     for (const { store, row } of LEASE_ROWS) {
-      const { rounds, lease } = await leaseRow(store, etcd);
-      rows.push({ row, store, config: lease, rounds });
+      const { rounds, lease, standInPid } = await leaseRow(store, etcd);
+      rows.push({ row, store, config: lease, rounds, ...(standInPid === undefined ? {} : { standInPid }) });
     }
   } finally {
     await etcd.stop();
@@ -319,7 +319,8 @@ if (LEASE_ROWS.length > 0 && !etcdAvailable) {
 }
 
 const s = (ms) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : '-');
-console.log('\nrow                                       signal   median   rounds (s)                 formula window');
+const W = Math.max(42, ...rows.map((r) => r.row.length + 2));
+console.log(`\n${'row'.padEnd(W)}signal   median   rounds (s)                 formula window`);
 for (const row of rows) {
   row.medians = {};
   for (const signal of SIGNALS) {
@@ -332,7 +333,7 @@ for (const row of rows) {
         ? `ttl ${s(row.config.ttlMs)}, renew every ${s(row.config.renewEveryMs)}`
         : '';
     console.log(
-      `${row.row.padEnd(42)}${signal.padEnd(9)}${s(median(xs)).padStart(7)}   ${xs
+      `${row.row.padEnd(W)}${signal.padEnd(9)}${s(median(xs)).padStart(7)}   ${xs
         .map((x) => (x / 1000).toFixed(2))
         .join(', ')
         .padEnd(26)} ${win}`,
