@@ -42,9 +42,10 @@ if (opts.help) {
   --time MS      sampling time per task in milliseconds (default 400)
 
   Not in the default run (they take minutes; real processes, a real etcd):
-  --filter membership          failure detection (gossip vs memberlist's LAN timings vs etcd lease
-                               expiry), false positives with Lifeguard on and off (5 minutes), etcd
-                               lease operations; about 11 minutes in all
+  --filter membership          failure detection (gossip vs memberlist's LAN timings vs etcd and
+                               Kubernetes lease expiry), false positives with Lifeguard on and off
+                               (5 minutes), etcd and Kubernetes (Lease-API stand-in) lease
+                               operations; about 15 minutes in all
   --filter failure-detection | false-positives | etcd-leases   one of them`);
   process.exit(0);
 }
@@ -518,7 +519,7 @@ if (!opts.filter || 'federation'.includes(opts.filter)) {
     console.log(`federation suite failed (exit ${r.status})`);
   }
 }
-// ---------- membership (bench/cluster/: failure detection, false positives, etcd lease operations).
+// ---------- membership (bench/cluster/: failure detection, false positives, etcd and Kubernetes lease operations).
 // Minutes long, so never in the default run: `--filter membership` runs all three, or name one. ----------
 const MEMBERSHIP = ['failure-detection', 'false-positives', 'etcd-leases'];
 for (const name of MEMBERSHIP) {
@@ -551,7 +552,14 @@ for (const name of MEMBERSHIP) {
       entries.push({
         suite: 'membership',
         case: `${row.case}, ${row.clients} client(s)`,
-        impl: row.case.includes('floor') ? 'etcd gateway floor' : 'plexus EtcdAuthority',
+        impl:
+          row.store === 'kube'
+            ? row.case.includes('floor')
+              ? 'client-node Lease floor (stand-in)'
+              : 'plexus KubeAuthority (stand-in)'
+            : row.case.includes('floor')
+              ? 'etcd gateway floor'
+              : 'plexus EtcdAuthority',
         opsPerSec: row.opsPerSec,
         p50Ms: row.p50Ms,
         p99Ms: row.p99Ms,

@@ -1,5 +1,6 @@
 // Lease operations against a real 3-member etcd on loopback (imports dist/: build first; etcd
-// on PATH), side by side in one run, with 1 and with 8 concurrent clients in this process:
+// on PATH), side by side in one run, with 1 and with 8 concurrent clients in this process,
+// for the etcd authority and the Kubernetes one:
 //
 // - EtcdAuthority renewals: each client (its own authority object and member) renews its one
 //   shard lease in a loop (`renew`: a read of the prefix, `/v3/lease/keepalive`, a
@@ -11,7 +12,17 @@
 //   (a grant raises the shard's epoch and writes the lease in one compare-and-set; the view
 //   it changes is published by another);
 // - the floor of a grant: `/v3/lease/grant` and the one txn (epoch and lease key compared and
-//   written), then the delete and `/v3/lease/revoke` a release makes.
+//   written), then the delete and `/v3/lease/revoke` a release makes;
+// - KubeAuthority renewals and grants (grant + release), the same loops through
+//   `@kubernetes/client-node` on the Lease-API stand-in of the tests (kube-stand-in.mjs, its own
+//   process, HTTPS with a test CA and a bearer token), which keeps the Lease objects in the
+//   same etcd. A renewal lists the Lease objects, replaces the shard's Lease (renewTime) and
+//   the member's (its sign of life), and reads again to publish the view;
+// - the floor of a Kubernetes renewal: a read and a replace of one Lease object through the
+//   client library's CoordinationV1Api, on the same stand-in.
+// The Kubernetes rows measure the client, the stand-in and etcd, not an API server (which
+// adds admission, authorization, its own etcd round trips and watch fan-out): an upper bound
+// for the client side only.
 //
 // Rates are operations per second over each case's wall time (grants: grant-and-release
 // cycles); latencies are per operation, p50 and p99. Each case runs --repeats times,
@@ -21,9 +32,11 @@
 //   --ms MS       each case's duration (default 5000; --quick: 1000)
 //   --repeats N   runs of every case (default 3; --quick: 1)
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { etcdAvailable, startEtcd } from './etcd-cluster.mjs';
-import { dist, median, onInterrupt, percentile } from './procs.mjs';
+import { STAND_IN_SCRIPT } from './kube-stand-in.mjs';
+import { Child, dist, median, onInterrupt, percentile, removeDir, tempDir } from './procs.mjs';
 
 const { values: o } = parseArgs({
   options: {
@@ -50,12 +63,27 @@ if (!etcdAvailable) {
   process.exit(0);
 }
 
-const [{ EtcdAuthority }, { EtcdGateway }] = await Promise.all([
+const [{ EtcdAuthority }, { EtcdGateway }, { KubeAuthority }, k8s] = await Promise.all([
   dist('cluster/etcd-authority.js'),
   dist('cluster/etcd-gateway.js'),
+  dist('cluster/kube-authority.js'),
+  import('@kubernetes/client-node'),
 ]);
 
 const etcd = await startEtcd();
+// The Lease-API stand-in, its own process, on the same etcd; stopped by its PID.
+const kubeDir = tempDir('plexus-bench-kube-leases-');
+const kubeconfig = join(kubeDir, 'kubeconfig');
+/**
+ * A namespace of its own for each Kubernetes case (a list returns the whole namespace, so one
+ * case's objects must not slow the next one's lists).
+ */
+const namespaceOf = (k) => `bench-${process.pid}-${k}`;
+const standIn = new Child(
+  STAND_IN_SCRIPT,
+  ['--etcd', etcd.clientUrls.join(','), '--kubeconfig', kubeconfig, '--prefix', `/plexus-bench/kube-${process.pid}/`],
+  { name: 'Lease-API stand-in' },
+);
 const meta = { id: 'bench', shardCount: 64, hashVersion: 1, replicationFactor: 1 };
 const IDS = Array.from({ length: Math.max(...CLIENTS) }, (_, i) => `c${i}`);
 const members = IDS.map((id, i) => ({ id, address: `127.0.0.1:${10_000 + i}` }));
@@ -95,12 +123,17 @@ const must = (r, what) => {
 };
 
 let run = 0;
-/** Authority objects, one per client, on a fresh prefix; each joined. */
-async function authorities(n) {
-  const prefix = `/plexus-bench/leases-${process.pid}-${run++}/`;
+/** Authority objects (etcd or Kubernetes), one per client, on a fresh prefix (etcd) or namespace (Kubernetes); each joined. */
+async function authorities(n, store = 'etcd') {
+  const k = run++;
+  const prefix = store === 'etcd' ? `/plexus-bench/leases-${process.pid}-${k}/` : 'plexus-bench';
+  const namespace = namespaceOf(k);
   const out = [];
   for (let i = 0; i < n; i++) {
-    const a = await EtcdAuthority.open({ etcd: { endpoints: etcd.clientUrls }, prefix, meta, members });
+    const a =
+      store === 'etcd'
+        ? await EtcdAuthority.open({ etcd: { endpoints: etcd.clientUrls }, prefix, meta, members })
+        : await KubeAuthority.open({ kubeconfig, namespace, prefix, meta, members });
     must(await a.call({ type: 'join', node: IDS[i], address: members[i].address, meta }), 'join');
     out.push(a);
   }
@@ -180,18 +213,74 @@ const cases = {
       await gw[i].leaseRevoke(id);
     });
   },
+  async 'KubeAuthority renew'(n) {
+    const { list } = await authorities(n, 'kube');
+    try {
+      const epochs = [];
+      for (let i = 0; i < n; i++)
+        epochs[i] = must(await list[i].call({ type: 'grant', node: IDS[i], shard: i }), 'grant').lease.epoch;
+      return await drive(n, async (i) =>
+        must(await list[i].call({ type: 'renew', node: IDS[i], shard: i, epoch: epochs[i] }), 'renew'),
+      );
+    } finally {
+      for (const a of list) a.close();
+    }
+  },
+  async 'Lease read + replace (floor)'(n) {
+    // One client library object per client, as each plexus process has its own.
+    const apis = Array.from({ length: n }, () => {
+      const kc = new k8s.KubeConfig();
+      kc.loadFromFile(kubeconfig);
+      return kc.makeApiClient(k8s.CoordinationV1Api);
+    });
+    const NS = namespaceOf(run++);
+    const names = Array.from({ length: n }, (_, i) => `raw-${i}`);
+    for (let i = 0; i < n; i++) {
+      const now = new Date();
+      await apis[i].createNamespacedLease({
+        namespace: NS,
+        body: {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name: names[i] },
+          spec: { holderIdentity: IDS[i], leaseDurationSeconds: 10, acquireTime: now, renewTime: now },
+        },
+      });
+    }
+    return drive(n, async (i) => {
+      const obj = await apis[i].readNamespacedLease({ name: names[i], namespace: NS });
+      if (obj.spec?.holderIdentity !== IDS[i]) throw new Error('the Lease changed holder');
+      obj.spec.renewTime = new Date();
+      // A replace carries the resourceVersion just read: a stale one is refused (409).
+      await apis[i].replaceNamespacedLease({ name: names[i], namespace: NS, body: obj });
+    });
+  },
+  async 'KubeAuthority grant + release'(n) {
+    const { list } = await authorities(n, 'kube');
+    try {
+      return await drive(n, async (i) => {
+        const g = must(await list[i].call({ type: 'grant', node: IDS[i], shard: i }), 'grant');
+        must(await list[i].call({ type: 'release', node: IDS[i], shard: i, epoch: g.lease.epoch }), 'release');
+      });
+    } finally {
+      for (const a of list) a.close();
+    }
+  },
 };
+/** Which store each case measures (the JSON rows carry it). */
+const storeOf = (name) => (name.startsWith('Kube') || name.startsWith('Lease ') ? 'kube' : 'etcd');
 
 const results = [];
 try {
+  await standIn.waitFor((l) => l.ev === 'ready', 60_000, 'ready');
   console.log(
-    `etcd lease operations: real 3-member etcd on loopback, ${CASE_MS} ms per case, ${REPEATS} run(s) (${new Date().toISOString()})`,
+    `lease operations: real 3-member etcd on loopback (Kubernetes rows: the Lease-API stand-in on it), ${CASE_MS} ms per case, ${REPEATS} run(s) (${new Date().toISOString()})`,
   );
   for (let r = 0; r < REPEATS; r++) {
     for (const n of CLIENTS) {
       for (const [name, fn] of Object.entries(cases)) {
         const x = await fn(n);
-        results.push({ case: name, clients: n, run: r + 1, ...x });
+        results.push({ case: name, store: storeOf(name), clients: n, run: r + 1, ...x });
         console.log(
           `  run ${r + 1} ${name.padEnd(38)} ${String(n).padStart(2)} client(s): ${x.opsPerSec.toFixed(0).padStart(6)} ops/s  p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms${x.errors ? `  (${x.errors} errors)` : ''}`,
         );
@@ -199,6 +288,8 @@ try {
     }
   }
 } finally {
+  await standIn.stop();
+  removeDir(kubeDir);
   await etcd.stop();
 }
 
@@ -209,6 +300,7 @@ for (const n of CLIENTS) {
     const xs = results.filter((x) => x.case === name && x.clients === n);
     const row = {
       case: name,
+      store: storeOf(name),
       clients: n,
       opsPerSec: median(xs.map((x) => x.opsPerSec)),
       p50Ms: median(xs.map((x) => x.p50Ms)),
@@ -225,6 +317,6 @@ for (const n of CLIENTS) {
 if (o.json)
   writeFileSync(
     o.json,
-    `${JSON.stringify({ bench: 'etcd-leases', caseMs: CASE_MS, repeats: REPEATS, rows, results }, null, 2)}\n`,
+    `${JSON.stringify({ bench: 'etcd-leases', caseMs: CASE_MS, repeats: REPEATS, standInPid: standIn.pid, rows, results }, null, 2)}\n`,
   );
 process.exit(0);

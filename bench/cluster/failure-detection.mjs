@@ -12,19 +12,27 @@
 //   200 ms, PushPullInterval 30 s), printed next to the window its formula gives;
 // - etcd lease expiry (bench/cluster/lease-holder.mjs): five processes each holding one
 //   shard lease through an EtcdAuthority on a real 3-member etcd (default LeaseConfig); the
-//   time until another process's grant of the signalled one's shard succeeds.
+//   time until another process's grant of the signalled one's shard succeeds;
+// - Kubernetes Lease expiry: the same with a KubeAuthority through @kubernetes/client-node on
+//   the Lease-API stand-in of the tests (bench/cluster/kube-stand-in.mjs, its own process),
+//   which keeps the Lease objects in the same etcd. Expiry by observation: the taker's grant
+//   succeeds once it has seen the victim's Lease unchanged for a lease length on its own
+//   clock, so about a lease length after the victim's last renewal, plus up to one
+//   observation (the taker's heartbeats and grant tries read the Leases).
 //
 // After each round the signalled process is killed by its PID and started again (but after the
 // last), and the next round waits until every member sees all five alive again (gossip) or it holds a new shard
-// (etcd). Every process is stopped by its PID, also on failure and on SIGINT.
+// (etcd, Kubernetes). Every process is stopped by its PID, also on failure and on SIGINT.
 //
-// node bench/cluster/failure-detection.mjs [--rounds N] [--quick] [--only gossip|memberlist|etcd] [--json FILE]
+// node bench/cluster/failure-detection.mjs [--rounds N] [--quick] [--only gossip|memberlist|etcd|kube] [--json FILE]
+//   --only ROWS  one row, or several separated by commas (default all)
 //   --rounds N   rounds per signal and row (default 3; --quick: 1)
 //   --json FILE  also write the rows as JSON
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { etcdAvailable, startEtcd } from './etcd-cluster.mjs';
+import { STAND_IN_SCRIPT } from './kube-stand-in.mjs';
 import { Child, dist, HERE, median, onInterrupt, removeDir, sleep, tempDir, writeCertificates } from './procs.mjs';
 
 const { values: o } = parseArgs({
@@ -38,7 +46,7 @@ const { values: o } = parseArgs({
 });
 if (o.help) {
   console.log(
-    'node bench/cluster/failure-detection.mjs [--rounds N] [--quick] [--only gossip|memberlist|etcd] [--json FILE]',
+    'node bench/cluster/failure-detection.mjs [--rounds N] [--quick] [--only gossip|memberlist|etcd|kube] [--json FILE]',
   );
   process.exit(0);
 }
@@ -191,30 +199,43 @@ async function gossipRow(label, config) {
   }
 }
 
-async function etcdRow() {
-  const etcd = await startEtcd();
+/**
+ * Lease expiry: five lease-holder processes, each holding one shard lease through an
+ * EtcdAuthority (`store` 'etcd') or a KubeAuthority on the Lease-API stand-in (`store` 'kube',
+ * its own process, kube-stand-in.mjs) on the same real etcd `etcd`.
+ */
+async function leaseRow(store, etcd) {
+  const label = store === 'etcd' ? 'etcd lease' : 'Kubernetes Lease';
   const holders = [];
+  let standIn;
+  const dir = tempDir('plexus-bench-fd-lease-');
   try {
-    const prefix = `/plexus-bench/fd-${process.pid}/`;
+    let where;
+    if (store === 'etcd') {
+      where = ['--etcd', etcd.clientUrls.join(','), '--prefix', `/plexus-bench/fd-${process.pid}/`];
+    } else {
+      const kubeconfig = join(dir, 'kubeconfig');
+      standIn = new Child(
+        STAND_IN_SCRIPT,
+        [
+          '--etcd',
+          etcd.clientUrls.join(','),
+          '--kubeconfig',
+          kubeconfig,
+          '--prefix',
+          `/plexus-bench/kube-fd-${process.pid}/`,
+        ],
+        { name: 'Lease-API stand-in' },
+      );
+      await standIn.waitFor((l) => l.ev === 'ready', 60_000, 'ready');
+      where = ['--kubeconfig', kubeconfig, '--namespace', 'plexus-bench', '--prefix', `fd-${process.pid}`];
+    }
     let nextShard = 0;
     const start = (i) => {
       const shard = nextShard++;
-      const c = new Child(
-        HOLDER,
-        [
-          '--id',
-          IDS[i],
-          '--etcd',
-          etcd.clientUrls.join(','),
-          '--shard',
-          String(shard),
-          '--members',
-          IDS.join(','),
-          '--prefix',
-          prefix,
-        ],
-        { name: `etcd ${IDS[i]}` },
-      );
+      const c = new Child(HOLDER, ['--id', IDS[i], ...where, '--shard', String(shard), '--members', IDS.join(',')], {
+        name: `${label} ${IDS[i]}`,
+      });
       c.shard = shard;
       return c;
     };
@@ -240,24 +261,25 @@ async function etcdRow() {
       const ms = g.at - t0;
       rounds.push({ signal, victim: IDS[v], allFailedMs: ms, epoch: g.epoch });
       console.log(
-        `  ${'etcd lease'.padEnd(22)} round ${r + 1} ${signal.padEnd(7)} ${IDS[v]}: shard ${shard} granted to ${IDS[(v + 1) % N]} (epoch ${g.epoch}) after ${ms} ms`,
+        `  ${label.padEnd(22)} round ${r + 1} ${signal.padEnd(7)} ${IDS[v]}: shard ${shard} granted to ${IDS[(v + 1) % N]} (epoch ${g.epoch}) after ${ms} ms`,
       );
       await holders[v].stop();
       if (r === ROUNDS * SIGNALS.length - 1) break;
       holders[v] = start(v);
       await holders[v].waitFor((l) => l.ev === 'ready', 60_000, 'ready');
     }
-    return { rounds, lease };
+    return { rounds, lease, standInPid: standIn?.pid };
   } finally {
     for (const h of holders) await h?.stop();
-    await etcd.stop();
+    await standIn?.stop();
+    removeDir(dir);
   }
 }
 
 const rows = [];
 const plexus = gossipConfigFor(DEFAULT_DETECTOR_CONFIG);
 const memberlist = gossipConfig(MEMBERLIST_LAN);
-const want = (name) => o.only === undefined || o.only === name;
+const want = (name) => o.only === undefined || o.only.split(',').includes(name);
 console.log(
   `failure detection: ${N} processes on loopback, ${ROUNDS} round(s) per signal (${new Date().toISOString()})`,
 );
@@ -274,18 +296,31 @@ if (want('memberlist')) {
     rounds,
   });
 }
-if (want('etcd')) {
-  if (etcdAvailable) {
-    const { rounds, lease } = await etcdRow();
-    rows.push({ row: 'etcd lease expiry (default LeaseConfig)', config: lease, rounds });
-  } else {
-    console.log('  etcd lease expiry: skipped, no etcd on PATH');
-    rows.push({ row: 'etcd lease expiry (default LeaseConfig)', skipped: 'no etcd on PATH', rounds: [] });
+const LEASE_ROWS = [
+  { store: 'etcd', row: 'etcd lease expiry (default LeaseConfig)' },
+  { store: 'kube', row: 'Kubernetes Lease expiry (default LeaseConfig, stand-in)' },
+].filter((x) => want(x.store));
+if (LEASE_ROWS.length > 0 && !etcdAvailable) {
+  for (const { row } of LEASE_ROWS) {
+    console.log(`  ${row}: skipped, no etcd on PATH`);
+    rows.push({ row, skipped: 'no etcd on PATH', rounds: [] });
+  }
+} else if (LEASE_ROWS.length > 0) {
+  // One real 3-member etcd under both rows: the etcd authority's keys and the stand-in's Lease objects.
+  const etcd = await startEtcd();
+  try {
+    for (const { store, row } of LEASE_ROWS) {
+      const { rounds, lease, standInPid } = await leaseRow(store, etcd);
+      rows.push({ row, store, config: lease, rounds, ...(standInPid === undefined ? {} : { standInPid }) });
+    }
+  } finally {
+    await etcd.stop();
   }
 }
 
 const s = (ms) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : '-');
-console.log('\nrow                                       signal   median   rounds (s)                 formula window');
+const W = Math.max(42, ...rows.map((r) => r.row.length + 2));
+console.log(`\n${'row'.padEnd(W)}signal   median   rounds (s)                 formula window`);
 for (const row of rows) {
   row.medians = {};
   for (const signal of SIGNALS) {
@@ -298,7 +333,7 @@ for (const row of rows) {
         ? `ttl ${s(row.config.ttlMs)}, renew every ${s(row.config.renewEveryMs)}`
         : '';
     console.log(
-      `${row.row.padEnd(42)}${signal.padEnd(9)}${s(median(xs)).padStart(7)}   ${xs
+      `${row.row.padEnd(W)}${signal.padEnd(9)}${s(median(xs)).padStart(7)}   ${xs
         .map((x) => (x / 1000).toFixed(2))
         .join(', ')
         .padEnd(26)} ${win}`,

@@ -1,5 +1,6 @@
-// One plexus process holding shard leases through an EtcdAuthority on a real etcd (imports
-// dist/: build first). It joins, takes a grant of --shard, and renews what it holds with a
+// One plexus process holding shard leases through an EtcdAuthority on a real etcd, or with
+// --kubeconfig through a KubeAuthority on Kubernetes Lease objects (the benches give it the
+// Lease-API stand-in, bench/cluster/kube-stand-in.mjs) (imports dist/: build first). It joins, takes a grant of --shard, and renews what it holds with a
 // heartbeat every `renewEveryMs` of the lease config (default LeaseConfig unless --lease).
 // On stdin, `{"cmd":"take","shard":N}` makes it ask for a grant of shard N every 50 ms until
 // one succeeds (the lease of the owner before it expired). JSON lines on stdout:
@@ -9,6 +10,8 @@
 //
 // node bench/cluster/lease-holder.mjs --id m0 --etcd http://127.0.0.1:2379,... --shard 0 \
 //   --members m0,m1,m2,m3,m4 [--prefix /plexus-bench/x/] [--lease '{"ttlMs":2000}']
+// node bench/cluster/lease-holder.mjs --id m0 --kubeconfig FILE --namespace NS --prefix LABEL \
+//   --shard 0 --members m0,m1,m2,m3,m4 [--lease '{"ttlMs":2000}']
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { dist } from './procs.mjs';
@@ -17,23 +20,34 @@ const { values: o } = parseArgs({
   options: {
     id: { type: 'string' },
     etcd: { type: 'string' },
+    kubeconfig: { type: 'string' },
+    namespace: { type: 'string', default: 'plexus-bench' },
     shard: { type: 'string' },
     members: { type: 'string' },
     prefix: { type: 'string', default: '/plexus-bench/leases/' },
     lease: { type: 'string', default: '{}' },
   },
 });
-const { EtcdAuthority } = await dist('cluster/etcd-authority.js');
 const out = (obj) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 const meta = { id: 'bench', shardCount: 64, hashVersion: 1, replicationFactor: 1 };
 const members = o.members.split(',').map((id, i) => ({ id, address: `127.0.0.1:${10_000 + i}` }));
-const authority = await EtcdAuthority.open({
-  etcd: { endpoints: o.etcd.split(',') },
-  prefix: o.prefix,
-  meta,
-  members,
-  lease: JSON.parse(o.lease),
-});
+const authority =
+  o.kubeconfig === undefined
+    ? await (await dist('cluster/etcd-authority.js')).EtcdAuthority.open({
+        etcd: { endpoints: o.etcd.split(',') },
+        prefix: o.prefix,
+        meta,
+        members,
+        lease: JSON.parse(o.lease),
+      })
+    : await (await dist('cluster/kube-authority.js')).KubeAuthority.open({
+        kubeconfig: o.kubeconfig,
+        namespace: o.namespace,
+        prefix: o.prefix,
+        meta,
+        members,
+        lease: JSON.parse(o.lease),
+      });
 const self = members.find((m) => m.id === o.id);
 const joined = await authority.call({ type: 'join', node: o.id, address: self.address, meta });
 if (!joined.ok) throw new Error(`join refused: ${joined.code} ${joined.message}`);

@@ -1,6 +1,8 @@
 /**
  * The membership benchmarks (bench/cluster/) run with `--quick` as a user runs them: real
- * gossip member processes over mutual TLS, a real 3-member etcd and lease-holder processes.
+ * gossip member processes over mutual TLS, a real 3-member etcd, lease-holder processes on it
+ * through EtcdAuthority and through KubeAuthority on the Lease-API stand-in (which the benches
+ * transpile from test/helpers/kube-lease-server.ts and run as its own process).
  * Each writes its rows with `--json`; the test checks the fields and what must hold whatever
  * the machine's load: nothing is declared failed before the suspicion minimum of its
  * configuration, no shard is granted again before its owner's lease could have run out, and
@@ -32,7 +34,7 @@ describe.skipIf(!built)('membership benchmarks, --quick (build dist first)', () 
 
   async function run(name: string, args: string[]): Promise<Json> {
     const out = join(dir, `${name}.json`);
-    const r = await runNode(bench(name), ['--quick', '--json', out, ...args], { timeoutMs: 240_000 });
+    const r = await runNode(bench(name), ['--quick', '--json', out, ...args], { timeoutMs: 360_000 });
     expect(r.code, r.stderr).toBe(0);
     return JSON.parse(await readFile(out, 'utf8'));
   }
@@ -50,16 +52,27 @@ describe.skipIf(!built)('membership benchmarks, --quick (build dist first)', () 
       expect(Number.isFinite(row.medians.SIGKILL)).toBe(true);
     }
     if (etcdAvailable) {
-      const lease = res.rows.find((r: Json) => r.row.startsWith('etcd'));
-      expect(lease.rounds).toHaveLength(2);
-      for (const x of lease.rounds) {
-        // The owner renewed at most renewEveryMs (plus one request) before the signal: its lease
-        // runs ttlMs from then, and another process's grant comes after.
-        expect(x.allFailedMs).toBeGreaterThanOrEqual(lease.config.ttlMs - lease.config.renewEveryMs - 1000);
-        expect(BigInt(x.epoch)).toBeGreaterThanOrEqual(2n);
+      const etcdRow = res.rows.find((r: Json) => r.row.startsWith('etcd'));
+      const kubeRow = res.rows.find((r: Json) => r.row.startsWith('Kubernetes'));
+      expect(etcdRow.store).toBe('etcd');
+      expect(kubeRow.store).toBe('kube');
+      for (const lease of [etcdRow, kubeRow]) {
+        expect(lease.rounds.map((x: Json) => x.signal).sort()).toEqual(['SIGKILL', 'SIGSTOP']);
+        for (const x of lease.rounds) {
+          // The owner renewed at most renewEveryMs (plus one request) before the signal: its lease
+          // runs ttlMs from then (etcd), or another process sees its last Lease revision unchanged
+          // for ttlMs from no earlier than that write (Kubernetes), and only then is a grant given.
+          expect(x.allFailedMs).toBeGreaterThanOrEqual(lease.config.ttlMs - lease.config.renewEveryMs - 1000);
+          expect(BigInt(x.epoch)).toBeGreaterThanOrEqual(2n);
+        }
+        expect(Number.isFinite(lease.medians.SIGKILL)).toBe(true);
+        expect(Number.isFinite(lease.medians.SIGSTOP)).toBe(true);
       }
+      // The stand-in process the bench started for the Kubernetes row was stopped by its PID.
+      expect(Number.isInteger(kubeRow.standInPid)).toBe(true);
+      expect(() => process.kill(kubeRow.standInPid, 0)).toThrow();
     }
-  }, 300_000);
+  }, 420_000);
 
   it('false positives: counts healthy members declared failed with Lifeguard on, off, and off with its longest timeout', async () => {
     const res = await run('false-positives', []);
@@ -85,28 +98,43 @@ describe.skipIf(!built)('membership benchmarks, --quick (build dist first)', () 
 });
 
 describe.skipIf(!built || !etcdAvailable)(
-  'etcd lease operations bench, --quick (skipped: no dist or no etcd on PATH)',
+  'lease operations bench, --quick (skipped: no dist or no etcd on PATH)',
   () => {
     afterAll(() => stopStarted());
 
-    it('measures authority renewals and grants next to the gateway floor, with 1 and 8 clients', async () => {
+    it('measures etcd and Kubernetes authority renewals and grants next to their floors, with 1 and 8 clients', async () => {
       const dir = await mkdtemp(join(tmpdir(), 'plexus-etcd-leases-bench-'));
       try {
         const out = join(dir, 'rows.json');
-        const r = await runNode(bench('etcd-leases'), ['--quick', '--json', out], { timeoutMs: 120_000 });
+        const r = await runNode(bench('etcd-leases'), ['--quick', '--json', out], { timeoutMs: 150_000 });
         expect(r.code, r.stderr).toBe(0);
         const res = JSON.parse(await readFile(out, 'utf8'));
-        expect(res.rows).toHaveLength(8);
+        expect(res.rows).toHaveLength(14);
         for (const row of res.rows) {
           expect([1, 8]).toContain(row.clients);
+          expect(['etcd', 'kube']).toContain(row.store);
           expect(row.opsPerSec).toBeGreaterThan(0);
           expect(row.p50Ms).toBeGreaterThan(0);
           expect(row.p99Ms).toBeGreaterThanOrEqual(row.p50Ms);
           expect(row.errors).toBe(0);
         }
+        const kube = res.rows.filter((x: Json) => x.store === 'kube');
+        expect(kube.map((x: Json) => `${x.case}/${x.clients}`).sort()).toEqual(
+          [
+            'KubeAuthority grant + release/1',
+            'KubeAuthority grant + release/8',
+            'KubeAuthority renew/1',
+            'KubeAuthority renew/8',
+            'Lease read + replace (floor)/1',
+            'Lease read + replace (floor)/8',
+          ].sort(),
+        );
+        // The stand-in process the bench started was stopped by the bench, by its PID.
+        expect(Number.isInteger(res.standInPid)).toBe(true);
+        expect(() => process.kill(res.standInPid, 0)).toThrow();
       } finally {
         await rm(dir, { recursive: true, force: true });
       }
-    }, 180_000);
+    }, 200_000);
   },
 );
