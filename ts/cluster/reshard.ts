@@ -309,6 +309,7 @@ export async function reshardCluster(o: ReshardOptions): Promise<ReshardSummary>
     for (const [i, place] of places.entries()) {
       if (!existsSync(place.from)) {
         done += n;
+        o.onProgress?.(done, total);
         continue;
       }
       const copy = join(staging, String(i));
