@@ -17,11 +17,12 @@
  *   old one (same records, same order, by a digest per actor); a difference refuses the
  *   reshard (PLX_CLUSTER_RESHARD_DAMAGED) and `<out>` is removed.
  * The old journals are read from a copy inside `<out>` (opening a log repairs a torn tail; the
- * copy takes the repair), removed once the new stores are written.
+ * copy takes the repair), removed once the new stores are written. Once verified, every file
+ * and directory of `<out>` is flushed (fsync) before the summary is returned.
  */
 import { createHash, type Hash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { cp, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { cp, mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { encodeClusterMeta, META_FILE } from '../codec/cluster-meta.js';
 import { decodeJournalRecord } from '../codec/journal-record.js';
@@ -155,6 +156,28 @@ async function readNodes(dir: string): Promise<NodeEntry[]> {
   }
   if (nodes.length === 0) throw refused('no-nodes', `${dir} holds no node config under nodes/`, { dir });
   return nodes;
+}
+
+/** Flushes every file and directory under `dir` to disk, the directory itself last (what `cp` wrote). */
+async function syncTree(dir: string): Promise<void> {
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) await syncTree(p);
+    else if (e.isFile()) {
+      const fh = await open(p, 'r');
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    }
+  }
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Where one old journal is read from and its new stores written. */
@@ -441,7 +464,13 @@ export async function reshardCluster(o: ReshardOptions): Promise<ReshardSummary>
       viewCeiling: oldState?.viewCeiling ?? 0,
       homes: layout === 'per-node' ? homes : new Map(),
     });
-    await stat(out);
+    await syncTree(out);
+    const parent = await open(dirname(out), 'r');
+    try {
+      await parent.sync();
+    } finally {
+      await parent.close();
+    }
     return {
       cluster: meta.id,
       layout,
