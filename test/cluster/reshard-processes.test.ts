@@ -104,6 +104,8 @@ describe.skipIf(!built)('plexus cluster reshard with node processes', () => {
       if (!homeOf.has(s)) homeOf.set(s, ha.consumed.has(target(i)) ? 'a' : 'b');
     }
     for (const l of st.leases as Line[]) {
+      // Every lease of the new cluster is above every epoch the old one used.
+      expect(BigInt(l.epoch)).toBeGreaterThan(BigInt(summary.epochCeiling));
       if (homeOf.has(l.shard)) expect(l.owner, `shard ${l.shard}`).toBe(homeOf.get(l.shard));
     }
 

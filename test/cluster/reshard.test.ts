@@ -219,6 +219,21 @@ describe('reshardCluster', () => {
       if (layout === 'per-node') {
         for (let t = 0; t < 2 * N; t++) expect(state?.homes.get(t)).toBe((t % N) % 2 === 0 ? 'a' : 'b');
       }
+      // A new store keeps the highest epoch of the records it holds: an append of an older epoch
+      // (an owner of the old layout) is fenced.
+      const busiest = all.reduce((x, y) => (y.records.length > x.records.length ? y : x));
+      // Epochs never go back within a shard: its last record has the highest.
+      const top = busiest.records.at(-1)?.epoch as bigint;
+      const root = roots[layout === 'shared' ? 0 : (busiest.shard % N) % 2] as string;
+      const stores = await openJournalShards(root, { fsync: 'never' });
+      try {
+        const log = (await stores.shard(busiest.shard)) as LogStorage;
+        expect(log.highestEpoch).toBe(top);
+        const stale = await refusal(log.append([macrostep(iri(0), 99)], { epoch: top - 1n }));
+        expect(stale.code).toBe('PLX_STORAGE_FENCED');
+      } finally {
+        await stores.close();
+      }
     });
   }
 
