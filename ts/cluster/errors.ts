@@ -39,6 +39,12 @@ export const ClusterCode = {
   AUTHORITY_STATE: 'PLX_CLUSTER_AUTHORITY_STATE',
   /** `plexus cluster init` over a directory that already holds a cluster, without `--force`. */
   EXISTS: 'PLX_CLUSTER_EXISTS',
+  /** `plexus cluster reshard` while a node of the cluster runs (a log of its held open by a live process). */
+  RESHARD_RUNNING: 'PLX_CLUSTER_RESHARD_RUNNING',
+  /** `plexus cluster reshard` found a journal it cannot read, a record in the wrong shard, or a copy that differs. */
+  RESHARD_DAMAGED: 'PLX_CLUSTER_RESHARD_DAMAGED',
+  /** `plexus cluster reshard` refused before writing: an out directory that exists, a membership it cannot reshard, ... */
+  RESHARD_REFUSED: 'PLX_CLUSTER_RESHARD_REFUSED',
   /** A file or directory the command or node config names cannot be read or created (missing, not a file or directory, no access). */
   BAD_PATH: 'PLX_CLUSTER_BAD_PATH',
   /** The TLS files of a node config cannot be used: not PEM, a key that is not the certificate's, a certificate the CA did not sign or that names another node. */

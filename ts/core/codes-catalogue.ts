@@ -85,6 +85,9 @@ export const PLX_CODES = [
   'PLX_CLUSTER_LISTEN',
   'PLX_CLUSTER_META_MISMATCH',
   'PLX_CLUSTER_REPLICATION_UNSUPPORTED',
+  'PLX_CLUSTER_RESHARD_DAMAGED',
+  'PLX_CLUSTER_RESHARD_REFUSED',
+  'PLX_CLUSTER_RESHARD_RUNNING',
   'PLX_CLUSTER_UNAVAILABLE',
   'PLX_CLUSTER_UNKNOWN_NODE',
   'PLX_CLUSTER_UNSUPPORTED',
@@ -331,6 +334,8 @@ export interface DeclaredDetails {
   H1624: { readonly reason: string };
   PLX_ADMISSION_LOG_CORRUPT: { readonly position: string; readonly why: string };
   PLX_CLUSTER_BAD_SHARD: { readonly shard: number };
+  PLX_CLUSTER_RESHARD_REFUSED: { readonly reason: string };
+  PLX_CLUSTER_RESHARD_RUNNING: { readonly pid: number; readonly lock: string; readonly locks: number };
   PLX_CORE_BAD_RETRY: { readonly field: string };
   PLX_CORE_CLOCK_BACKWARDS: { readonly now: number; readonly to: number };
   PLX_CRYPTO_BAD_HOST: { readonly host: string };

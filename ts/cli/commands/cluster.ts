@@ -13,6 +13,7 @@ import { readNodeTls } from '../../cluster/node-tls.js';
 import { Http2Wire } from '../../net/http2-wire.js';
 import { WIRE_SPIN_VARIABLE, wireSpinMs } from '../../net/http2-wire-shared.js';
 import { type Command, parse, UsageError } from '../command.js';
+import { RESHARD_HELP, reshard } from './cluster-reshard.js';
 
 const HELP = [
   'Usage: plexus cluster <subcommand> [options]',
@@ -83,6 +84,7 @@ const HELP = [
   '        the shared store (PLX_CLUSTER_BAD_REQUEST), per-node journals (nothing replicates',
   '        them yet: PLX_CLUSTER_REPLICATION_UNSUPPORTED), a node not running',
   '        (PLX_CLUSTER_UNAVAILABLE).',
+  ...RESHARD_HELP,
   '  dead-letters DIR',
   '        Lists the dead-letter log of a stopped node whose data directory is DIR',
   '        (frames dropped for a stale fencing epoch or past the hop limit). A DIR that',
@@ -104,6 +106,7 @@ const HELP = [
   '    --kube-namespace plexus --kubeconfig ~/.kube/config',
   '  plexus cluster init --dir ./c3 --id c3 --shards 64 --nodes a,b,c --membership gossip --seeds a,b',
   '  plexus cluster dead-letters ./c1/nodes/b/data',
+  '  plexus cluster reshard ./c1 ./c1-128 --json',
 ].join('\n');
 
 const json = (o: unknown) =>
@@ -396,7 +399,7 @@ async function deadLetters(args: string[]): Promise<number> {
 export const cluster: Command = {
   name: 'cluster',
   summary:
-    'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters; membership static, etcd or kubernetes)',
+    'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters, reshard; membership static, etcd or kubernetes)',
   help: HELP,
   async run(args: string[]): Promise<number> {
     const [sub, ...rest] = args;
@@ -417,6 +420,8 @@ export const cluster: Command = {
         return leave(rest);
       case 'dead-letters':
         return deadLetters(rest);
+      case 'reshard':
+        return reshard(rest);
       default:
         throw new UsageError('cluster', `unknown subcommand "${sub}"`);
     }
