@@ -1,6 +1,7 @@
 /**
  * `plexus cluster leases --dump FILE`: the leases of a cluster, running or stopped, as one
- * JSON document (the offline reshard reads it). Where they come from depends on the membership:
+ * JSON document (for operators and scripts; `plexus cluster reshard` reads a static cluster's
+ * authority.state itself). Where they come from depends on the membership:
  * - `etcd`: the `leases/<shard>` and `epochs/<shard>` keys under the cluster's prefix, read
  *   directly (running or stopped alike). A lease's `expiresAt` is on the clock of the authority
  *   object that wrote it (`holder`); a lease whose holder stopped renewing is dropped by etcd

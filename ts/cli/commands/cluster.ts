@@ -399,7 +399,7 @@ async function deadLetters(args: string[]): Promise<number> {
 export const cluster: Command = {
   name: 'cluster',
   summary:
-    'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters, reshard; membership static, etcd or kubernetes)',
+    'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters, reshard; membership static, etcd, kubernetes or gossip)',
   help: HELP,
   async run(args: string[]): Promise<number> {
     const [sub, ...rest] = args;
