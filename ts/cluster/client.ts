@@ -38,6 +38,8 @@ import { ClusterCode, clusterError } from './errors.js';
 export const CLIENT_TAG = 0x04;
 /** The largest client request (tag byte and JSON). */
 export const MAX_CLIENT_REQUEST = 64 * 1024;
+/** How long a member whose connection failed is tried only after the others (ms). */
+const DOWN_MS = 1000;
 /** The largest client reply read. */
 export const MAX_CLIENT_REPLY = 1024 * 1024;
 /** The longest time a member waits for a send's verdict or an ask's reply for a client (ms). */
@@ -195,6 +197,8 @@ type Attempt = { readonly ok: true; readonly reply: ClientReply } | { readonly o
  */
 export class ActorClient {
   private readonly sessions = new Map<string, http2.ClientHttp2Session>();
+  /** Members whose connection failed lately, until when they are tried only when all others are too. */
+  private readonly down = new Map<string, number>();
   private next = 0;
   private closed = false;
   readonly deadlineMs: number;
@@ -303,10 +307,13 @@ export class ActorClient {
     let attempts = 0;
     let failedInRow = 0;
     let last: PlexusError | undefined;
+    // Calls start at the members in turn (spreading the load), skipping one that failed lately.
+    let at = this.next++;
     for (;;) {
       const left = end - this.clock.now();
       if (left <= 0) break;
-      const member = this.members[this.next % this.members.length] as string;
+      at = this.pick(at);
+      const member = this.members[at % this.members.length] as string;
       attempts++;
       this.stats.attempts++;
       const body = encodeClientRequest({
@@ -321,8 +328,9 @@ export class ActorClient {
       if (a.ok) return a.reply;
       last = a.error;
       if (FINAL_CODES.has(a.error.code)) throw a.error;
-      // Another member next time; after a full round without an answer, pause first.
-      this.next++;
+      // Another member next; after a full round without an answer, pause first.
+      if (a.error.code.startsWith('PLX_WIRE_')) this.down.set(member, this.clock.now() + DOWN_MS);
+      at++;
       this.stats.failovers++;
       failedInRow++;
       if (failedInRow % this.members.length === 0) {
@@ -341,6 +349,16 @@ export class ActorClient {
       },
       last,
     );
+  }
+
+  /** The index from `at` on of the first member not marked down (`at` itself when all are). */
+  private pick(at: number): number {
+    const now = this.clock.now();
+    for (let i = 0; i < this.members.length; i++) {
+      const m = this.members[(at + i) % this.members.length] as string;
+      if ((this.down.get(m) ?? 0) <= now) return at + i;
+    }
+    return at;
   }
 
   private session(member: string): http2.ClientHttp2Session {
