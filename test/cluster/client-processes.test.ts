@@ -6,14 +6,13 @@
  * hangs, and every acknowledged send is in the journals exactly once. Needs `npm run build`.
  */
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { issueClientCertificate } from '../../ts/net/ca.js';
-import { type Started, startNode } from '../helpers/processes.js';
+import { runNode, type Started, startNode } from '../helpers/processes.js';
 import { until } from '../helpers/until.js';
 import {
+  CLI,
   initProcCluster,
   type Line,
   NodeProc,
@@ -51,21 +50,20 @@ describe.skipIf(!existsSync(new URL('../../dist/cluster/client.js', import.meta.
       }
       const [a, b, c] = run.procs as [NodeProc, NodeProc, NodeProc];
       await statusWithAllLeases(a, SHARDS, 20_000);
-      // The client's certificate, as `plexus cluster client-cert` writes it.
-      const ca = {
-        cluster: 'c1',
-        cert: await readFile(join(run.dir, 'ca.pem'), 'utf8'),
-        key: await readFile(join(run.dir, 'ca-key.pem'), 'utf8'),
-      };
-      const creds = await issueClientCertificate(ca, 'loadgen');
-      await writeFile(join(run.dir, 'client-cert.pem'), creds.cert);
-      await writeFile(join(run.dir, 'client-key.pem'), creds.key, { mode: 0o600 });
+      // The client's certificate, from `plexus cluster client-cert`.
+      const made = await runNode(CLI, ['client-cert', '--dir', run.dir, '--name', 'loadgen'], { timeoutMs: 30_000 });
+      expect(made.code).toBe(0);
+      const files_ = JSON.parse(made.stdout.trim()) as Line;
+      expect(files_.name).toBe('loadgen.client.c1.plexus.internal');
+      // A second time is refused: the files are there.
+      const again = await runNode(CLI, ['client-cert', '--dir', run.dir, '--name', 'loadgen'], { timeoutMs: 30_000 });
+      expect([again.code, again.stderr.split(' ')[0]]).toEqual([1, 'PLX_CLUSTER_EXISTS']);
       client = startNode(CLIENT, [
         JSON.stringify({
           members,
-          cert: join(run.dir, 'client-cert.pem'),
-          key: join(run.dir, 'client-key.pem'),
-          ca: join(run.dir, 'ca.pem'),
+          cert: files_.cert,
+          key: files_.key,
+          ca: files_.ca,
           deadlineMs: DEADLINE_MS,
           workers: 6,
           actors: 24,

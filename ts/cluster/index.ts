@@ -21,6 +21,7 @@ export {
   MAX_CLIENT_REQUEST,
   serveClients,
 } from './client.js';
+export { type ClientCertFiles, writeClientCertificate } from './client-cert.js';
 export { decodeReply, decodeRequest, encodeReply, encodeRequest, serveAuthority } from './codec.js';
 export {
   type ClusterConfig,
