@@ -6,7 +6,7 @@
  * another CA is refused at the handshake, and a client certificate can neither join nor send
  * frames. The request codec's bounds are checked first.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,11 +18,12 @@ import {
   isClientDeadline,
   MAX_CLIENT_REQUEST,
 } from '../../ts/cluster/client.js';
+import { writeClientCertificate } from '../../ts/cluster/client-cert.js';
 import { encodeRequest } from '../../ts/cluster/codec.js';
 import { initCluster } from '../../ts/cluster/init.js';
 import { type ClusterNode, launchClusterNode, readNodeConfig } from '../../ts/cluster/node.js';
 import { ownerOf } from '../../ts/cluster/types.js';
-import { createClusterCa, issueClientCertificate } from '../../ts/net/ca.js';
+import { clientOfCertificate, createClusterCa, issueClientCertificate } from '../../ts/net/ca.js';
 import { Http2Wire } from '../../ts/net/http2-wire.js';
 import { freePort, freePorts } from '../helpers/ports.js';
 import { refusal, thrownRefusal } from '../helpers/refusal.js';
@@ -56,6 +57,34 @@ describe('client requests', () => {
     }
     const big = thrownRefusal(() => encodeClientRequest({ ...ok, data: 'x'.repeat(MAX_CLIENT_REQUEST) }));
     expect(big.code).toBe('PLX_CLUSTER_BAD_REQUEST');
+  });
+});
+
+describe('client certificates', () => {
+  it('writes DIR/clients/<name>/ signed by the cluster CA, and refuses bad names, no cluster and existing files', async () => {
+    const d = await mkdtemp(join(tmpdir(), 'plexus-client-cert-'));
+    try {
+      await initCluster({ dir: d, id: 'c7', shards: 4, nodes: ['a'], ports: await freePorts(1) });
+      const f = await writeClientCertificate({ dir: d, client: 'web' });
+      expect(f.name).toBe('web.client.c7.plexus.internal');
+      expect(f.cert).toBe(join(d, 'clients', 'web', 'cert.pem'));
+      expect((await stat(f.key)).mode & 0o777).toBe(0o600);
+      expect(clientOfCertificate(await readFile(f.cert, 'utf8'))).toEqual({ cluster: 'c7', client: 'web' });
+      expect(await readFile(f.ca, 'utf8')).toBe(await readFile(join(d, 'ca.pem'), 'utf8'));
+      // A node certificate names no client.
+      expect(clientOfCertificate(await readFile(join(d, 'nodes', 'a', 'cert.pem'), 'utf8'))).toBeUndefined();
+      const exists = await refusal(writeClientCertificate({ dir: d, client: 'web' }));
+      expect(exists.code).toBe('PLX_CLUSTER_EXISTS');
+      const first = await readFile(f.cert, 'utf8');
+      await writeClientCertificate({ dir: d, client: 'web', force: true });
+      expect(await readFile(f.cert, 'utf8')).not.toBe(first);
+      expect((await refusal(writeClientCertificate({ dir: d, client: 'Not_A_Label' }))).code).toBe('PLX_WIRE_BAD_NAME');
+      expect((await refusal(writeClientCertificate({ dir: join(d, 'nope'), client: 'web' }))).code).toMatch(
+        /^PLX_CLUSTER_BAD_(PATH|META)$/,
+      );
+    } finally {
+      await rm(d, { recursive: true, force: true });
+    }
   });
 });
 
