@@ -44,7 +44,7 @@ export const commands: readonly CommandEntry[] = [
   {
     name: 'cluster',
     summary:
-      'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters, reshard; membership static, etcd, kubernetes or gossip)',
+      'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters, reshard, client-cert; membership static, etcd, kubernetes or gossip)',
     load: async () => (await import('./commands/cluster.js')).cluster,
   },
 ];

@@ -9,6 +9,19 @@
 export { HASH_VERSION, META_FILE } from '../codec/cluster-meta.js';
 export { type AuthorityOptions, type AuthorityReady, MemoryAuthority, rankedOwner } from './authority.js';
 export { BUILTIN_CHARTS, counterChart, relayChart } from './charts.js';
+export {
+  ActorClient,
+  type ActorClientOptions,
+  CLIENT_TAG,
+  type ClientReply,
+  type ClientRequest,
+  decodeClientRequest,
+  encodeClientRequest,
+  isClientDeadline,
+  MAX_CLIENT_REQUEST,
+  serveClients,
+} from './client.js';
+export { type ClientCertFiles, writeClientCertificate } from './client-cert.js';
 export { decodeReply, decodeRequest, encodeReply, encodeRequest, serveAuthority } from './codec.js';
 export {
   type ClusterConfig,

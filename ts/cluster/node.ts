@@ -15,6 +15,7 @@ import { mkdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { type Clock, type ClockTimers, monotonicClock, systemClock, type TimerHandle } from '../core/clock.js';
 import { delay, heldClock } from '../core/retry.js';
+import { isClientPeer } from '../net/ca.js';
 import { Http2Wire } from '../net/http2-wire.js';
 import type { Wire } from '../net/types.js';
 import { DEFAULT_NODE_LOG_LANES, journalStoreMode, NODE_LOG_DIR } from '../runtime/journal-dir.js';
@@ -26,6 +27,7 @@ import { MultiplexedLog } from '../storage/multiplexed-log.js';
 import type { LogStorage } from '../storage/types.js';
 import { rankedOwner } from './authority.js';
 import { BUILTIN_CHARTS } from './charts.js';
+import { CLIENT_TAG, serveClients } from './client.js';
 import { decodeReply, encodeRequest, serveAuthority } from './codec.js';
 import { type ClusterConfig, clusterConfig, type DetectorConfig, type LeaseConfig } from './config.js';
 import { CONTROL_TAG, serveControl } from './control.js';
@@ -513,6 +515,8 @@ async function launch(
     host: hostName || '127.0.0.1',
     port: Number(me.address.slice(cut + 1)),
     resolve: addressOf,
+    // Programs outside the cluster call with client certificates (ts/cluster/client.ts).
+    admitsClients: true,
     isMember: (node) => {
       // Gossip admits every node the cluster CA certified (the handshake checked that) but one
       // removed from the cluster (kept in the data directory, learned from the leader).
@@ -571,7 +575,15 @@ async function launch(
     },
   });
   if (gossip) transport = wireGossipTransport(wire, gossipName(cfg.self, address));
+  const clients = serveClients(() => leaving?.node);
   wire.onCall(async (from, body) => {
+    if (body[0] === CLIENT_TAG) return clients(from, body);
+    if (isClientPeer(from)) {
+      throw clusterError(ClusterCode.BAD_REQUEST, `node ${cfg.self} takes only client requests from ${from}`, {
+        reason: 'client',
+        from,
+      });
+    }
     if (body[0] === CONTROL_TAG) return control(from, body);
     if (body[0] === GOSSIP_TAG && transport) return transport.handleCall(from, body);
     if (body[0] === STORE_TAG) {

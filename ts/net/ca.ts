@@ -78,6 +78,91 @@ export function nodeIdentityPolicy(cluster: string): IdentityPolicy<string> {
   return { kind: 'node', identify: (cert) => nodeOfPeer(cert, cluster) };
 }
 
+/**
+ * Programs outside the cluster (ts/cluster/client.ts, `ActorClient`) hold a client certificate
+ * of the cluster CA naming `<client>.client.<cluster>.plexus.internal`. Its first label is
+ * followed by another one, so it is never a node name (`nodeOfName` takes one label only):
+ * such a certificate cannot join, be gossiped or hold a lease. A wire that admits clients
+ * identifies it as `client:<client>` (a colon: never a node id), for calls only.
+ */
+export const CLIENT_PEER_PREFIX = 'client:';
+
+/** The DNS name of a client certificate. */
+export function clientName(client: string, cluster: string): string {
+  return `${label('client', client)}.client.${label('cluster', cluster)}.${NAME_SUFFIX}`;
+}
+
+/** The client a DNS name names for `cluster`, or undefined when it is not a client name of it. */
+export function clientOfName(name: string, cluster: string): string | undefined {
+  const suffix = `.client.${cluster}.${NAME_SUFFIX}`;
+  if (!name.endsWith(suffix)) return undefined;
+  const client = name.slice(0, -suffix.length);
+  return isDnsLabel(client) ? client : undefined;
+}
+
+/** Whether a wire peer id is a client's (`client:<client>`), not a node's. */
+export function isClientPeer(peer: string): boolean {
+  return peer.startsWith(CLIENT_PEER_PREFIX);
+}
+
+/**
+ * The cluster wire's identity policy when it admits clients: a node name gives the node id
+ * (as `nodeIdentityPolicy`); else a certificate whose only DNS name is one client name of
+ * `cluster` gives `client:<client>`.
+ */
+export function wireIdentityPolicy(cluster: string, clients: boolean): IdentityPolicy<string> {
+  if (!clients) return nodeIdentityPolicy(cluster);
+  return {
+    kind: 'node',
+    identify: (cert) => {
+      const node = nodeOfPeer(cert, cluster);
+      if (node !== undefined) return node;
+      const names = (cert?.subjectaltname ?? '').split(', ').filter((e) => e.startsWith('DNS:'));
+      if (names.length !== 1) return undefined;
+      const client = clientOfName((names[0] as string).slice(4), cluster);
+      return client === undefined ? undefined : `${CLIENT_PEER_PREFIX}${client}`;
+    },
+  };
+}
+
+/** Issues client `client`'s certificate (valid 1 year by default) with a fresh Ed25519 key. */
+export async function issueClientCertificate(
+  ca: ClusterCa,
+  client: string,
+  opts: { notAfter?: Date } = {},
+): Promise<{
+  readonly client: string;
+  readonly name: string;
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+}> {
+  const name = clientName(client, ca.cluster);
+  const creds = await issueCertificate(ca, { commonName: name, altNames: [{ type: 'dns', value: name }] }, opts);
+  return { client, name, ...creds, ca: ca.cert };
+}
+
+/**
+ * The cluster and client a client certificate (PEM) names, or undefined when its only DNS
+ * subjectAltName is not a client name.
+ */
+export function clientOfCertificate(
+  certPem: string,
+): { readonly cluster: string; readonly client: string } | undefined {
+  let names: string[];
+  try {
+    const cert = new x509.X509Certificate(certPem);
+    const san = cert.getExtension(x509.SubjectAlternativeNameExtension);
+    names = (san?.names.items ?? []).filter((n) => n.type === 'dns').map((n) => n.value);
+  } catch {
+    return undefined;
+  }
+  if (names.length !== 1) return undefined;
+  const m = /^([^.]+)\.client\.([^.]+)\.plexus\.internal$/.exec(names[0] as string);
+  if (!m || !isDnsLabel(m[1] as string) || !isDnsLabel(m[2] as string)) return undefined;
+  return { client: m[1] as string, cluster: m[2] as string };
+}
+
 function pem(labelText: string, der: ArrayBuffer): string {
   const lines =
     Buffer.from(der)

@@ -15,6 +15,7 @@ import {
   encodeAck,
 } from '../codec/cluster-frame.js';
 import { isPlexusError, PlexusError } from '../core/errors.js';
+import { isClientPeer } from './ca.js';
 import { AckSink } from './http2-ack-sink.js';
 import {
   ACKS_PATH,
@@ -47,7 +48,7 @@ interface InboundEntry {
 
 /** What the inbound side is given by its wire. */
 export interface InboundDeps {
-  readonly opts: Pick<Http2WireOptions, 'cluster' | 'isMember' | 'host' | 'port'>;
+  readonly opts: Pick<Http2WireOptions, 'cluster' | 'isMember' | 'admitsClients' | 'host' | 'port'>;
   /** Server options and the node a client certificate names. */
   readonly endpoint: TlsEndpoint<string>;
   /** Deduplicates frames and hands them to the frame handler. */
@@ -104,7 +105,7 @@ export class Http2Inbound {
       const node = this.endpoint.accept(socket).identity;
       (socket as unknown as { plexusPeer?: string }).plexusPeer = node;
       socket.setNoDelay(true);
-      if (node === undefined || !this.opts.isMember(node)) {
+      if (node === undefined || !this.admitted(node)) {
         this.refuse({
           code: 'PLX_WIRE_NOT_MEMBER',
           ...(node ? { peer: node } : {}),
@@ -119,7 +120,7 @@ export class Http2Inbound {
     server.on('session', (session) => {
       const socket = session.socket as unknown as { destroyed?: boolean; plexusPeer?: string } | undefined;
       const node = socket && !socket.destroyed ? socket.plexusPeer : undefined;
-      if (node === undefined || !this.opts.isMember(node)) {
+      if (node === undefined || !this.admitted(node)) {
         session.destroy();
         return;
       }
@@ -132,11 +133,17 @@ export class Http2Inbound {
     server.on('stream', (stream, headers) => {
       const from = (stream.session as unknown as { plexusPeer?: string } | undefined)?.plexusPeer;
       stream.on('error', () => {});
-      if (from === undefined || !this.opts.isMember(from)) {
+      if (from === undefined || !this.admitted(from)) {
         if (from !== undefined) {
           this.refuse({ code: 'PLX_WIRE_NOT_MEMBER', peer: from, message: `node ${from} is no longer a member` });
           stream.session?.destroy();
         }
+        stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+        return;
+      }
+      if (isClientPeer(from) && headers[':path'] !== CALL_PATH) {
+        // A program outside the cluster only calls: no frames into mailboxes, no ACK stream.
+        this.refuse({ code: 'PLX_WIRE_NOT_MEMBER', peer: from, message: `client ${from} may only call` });
         stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
         return;
       }
@@ -157,6 +164,11 @@ export class Http2Inbound {
     const a = server.address();
     if (a === null || typeof a === 'string') throw new PlexusError('PLX_WIRE_LISTEN', 'no TCP address');
     return `${this.opts.host ?? '127.0.0.1'}:${a.port}`;
+  }
+
+  /** Whether a peer may use this server: a current member, or a client when clients are admitted. */
+  private admitted(peer: string): boolean {
+    return isClientPeer(peer) ? this.opts.admitsClients === true : this.opts.isMember(peer);
   }
 
   /** The port the server listens on. */

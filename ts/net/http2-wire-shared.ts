@@ -31,6 +31,12 @@ export interface Http2WireOptions extends WireTuning {
   /** Whether a node is a current member; asked on every new connection. */
   readonly isMember: (node: string) => boolean;
   /**
+   * Whether programs outside the cluster may connect with a client certificate of the cluster
+   * CA (ts/net/ca.ts, `clientName`; default false). A client is admitted for calls only, as
+   * peer `client:<client>`: it never opens frame or ACK streams and is never asked `isMember`.
+   */
+  readonly admitsClients?: boolean;
+  /**
    * TCP connections per peer (default 1). More connections confine a lost packet's stall to
    * the pairs of one connection (HTTP/2's head-of-line blocking), at the price of a write,
    * a read and an ACK write per connection per round: on a lossless link one is fastest.

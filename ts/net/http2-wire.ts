@@ -33,7 +33,7 @@ import { MAX_CLUSTER_FRAME } from '../codec/cluster-frame.js';
 import { PlexusError } from '../core/errors.js';
 import { heldClock } from '../core/retry.js';
 import type { Spinner } from '../core/spinner.js';
-import { nodeIdentityPolicy, nodeName } from './ca.js';
+import { nodeName, wireIdentityPolicy } from './ca.js';
 import { Http2Inbound } from './http2-inbound.js';
 import { DEFAULT_STREAM_CAP, Http2Outbound } from './http2-outbound.js';
 import { type Http2WireOptions, WirePolling, wireSpinMs } from './http2-wire-shared.js';
@@ -66,7 +66,7 @@ export class Http2Wire implements Wire {
     this.receiver = new Receiver(opts.dedupCapacity ?? 65_536);
     const maxFrame = Math.min(opts.maxFrameBytes ?? MAX_CLUSTER_FRAME, MAX_CLUSTER_FRAME);
     this.poll = new WirePolling(wireSpinMs(opts.spinMs));
-    const endpoint = tlsEndpoint(opts.tls, nodeIdentityPolicy(opts.cluster));
+    const endpoint = tlsEndpoint(opts.tls, wireIdentityPolicy(opts.cluster, opts.admitsClients === true));
     this.inbound = new Http2Inbound({
       opts,
       endpoint,

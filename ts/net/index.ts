@@ -3,14 +3,21 @@
  * the cluster CA that issues its node certificates. docs/cluster.md describes them.
  */
 export {
+  CLIENT_PEER_PREFIX,
   type ClusterCa,
+  clientName,
+  clientOfCertificate,
+  clientOfName,
   createClusterCa,
+  isClientPeer,
+  issueClientCertificate,
   issueNodeCertificate,
   NAME_SUFFIX,
   type NodeCredentials,
   nodeName,
   nodeOfName,
   nodeOfPeer,
+  wireIdentityPolicy,
 } from './ca.js';
 export { Http2Wire } from './http2-wire.js';
 export {

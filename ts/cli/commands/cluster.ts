@@ -1,5 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { writeClientCertificate } from '../../cluster/client-cert.js';
 import { decodeReply, encodeRequest } from '../../cluster/codec.js';
 import { decodeControlReply, encodeControl } from '../../cluster/control.js';
 import { ClusterCode, clusterError } from '../../cluster/errors.js';
@@ -85,6 +86,11 @@ const HELP = [
   '        them yet: PLX_CLUSTER_REPLICATION_UNSUPPORTED), a node not running',
   '        (PLX_CLUSTER_UNAVAILABLE).',
   ...RESHARD_HELP,
+  '  client-cert --dir DIR --name NAME [--force]',
+  '        Writes DIR/clients/NAME/ (cert.pem, key.pem, ca.pem): a client certificate of',
+  '        the cluster CA for a program outside the cluster (ActorClient, docs/cluster.md,',
+  '        "Programs outside the cluster"). It names NAME.client.<id>.plexus.internal: nodes',
+  '        take calls from it, never a member. Existing files: PLX_CLUSTER_EXISTS unless --force.',
   '  dead-letters DIR',
   '        Lists the dead-letter log of a stopped node whose data directory is DIR',
   '        (frames dropped for a stale fencing epoch or past the hop limit). A DIR that',
@@ -355,6 +361,16 @@ async function leave(args: string[]): Promise<number> {
   }
 }
 
+async function clientCert(args: string[]): Promise<number> {
+  const { values } = parse('cluster', {
+    args,
+    options: { dir: { type: 'string' }, name: { type: 'string' }, force: { type: 'boolean' } },
+  });
+  if (!values.dir || !values.name) throw new UsageError('cluster', 'client-cert needs --dir DIR and --name NAME');
+  json(await writeClientCertificate({ dir: values.dir, client: values.name, force: values.force === true }));
+  return 0;
+}
+
 /** What a node writes into its data directory when it first starts. */
 const NODE_DIR_MARKS = ['cluster.meta', 'journal', 'shared', DEAD_LETTER_LOG];
 
@@ -399,7 +415,7 @@ async function deadLetters(args: string[]): Promise<number> {
 export const cluster: Command = {
   name: 'cluster',
   summary:
-    'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters, reshard; membership static, etcd, kubernetes or gossip)',
+    'run and inspect a cluster of actor nodes (init, node, status, leases, leave, dead-letters, reshard, client-cert; membership static, etcd, kubernetes or gossip)',
   help: HELP,
   async run(args: string[]): Promise<number> {
     const [sub, ...rest] = args;
@@ -422,6 +438,8 @@ export const cluster: Command = {
         return deadLetters(rest);
       case 'reshard':
         return reshard(rest);
+      case 'client-cert':
+        return clientCert(rest);
       default:
         throw new UsageError('cluster', `unknown subcommand "${sub}"`);
     }
