@@ -408,12 +408,15 @@ describe('GossipMembership over mutual TLS', () => {
           (e: unknown) => e as { code?: string },
         );
         expect(err?.code).toMatch(/^PLX_WIRE_/);
-        expect(
-          w
-            .refusals()
-            .slice(before)
-            .some((x) => x.code === 'PLX_WIRE_NOT_MEMBER' && x.peer === 'c'),
-        ).toBe(true);
+        // The caller may see its call fail before the refusing side has recorded why.
+        await until(
+          () =>
+            w
+              .refusals()
+              .slice(before)
+              .some((x) => x.code === 'PLX_WIRE_NOT_MEMBER' && x.peer === 'c'),
+          { timeoutMs: 5_000, what: `${id} to record its refusal of c` },
+        );
       }
       // The new leader grants b and d every shard, none to c, once its grace period is over.
       await until(() => b.view().leases.length === META.shardCount, { timeoutMs: 15_000, what: 'every shard leased' });
