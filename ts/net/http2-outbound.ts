@@ -280,7 +280,9 @@ export class Http2Outbound {
     );
     s.once('connect', (_session, socket) => {
       (socket as TLSSocket).setNoDelay?.(true);
-      s.setLocalWindowSize(SESSION_WINDOW);
+      // A session closed between its handshake and this event (the wire closing, the peer
+      // refusing) takes no window change: setLocalWindowSize would throw outside any caller.
+      if (!s.destroyed && !s.closed) s.setLocalWindowSize(SESSION_WINDOW);
     });
     s.on('error', (e) => {
       for (const st of p.streams.values()) if (st.slot % this.poolSize === index) st.lastError = e;

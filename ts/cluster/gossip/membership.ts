@@ -163,6 +163,10 @@ export class GossipMembership implements Membership {
   private stamp = 0;
   private cache: { base: View; stamp: number; view: View } | undefined;
   private delivered = 0;
+  /** The leader whose views `stampOffset` applies to, the offset, and the newest version handed on. */
+  private stampLeader: string | undefined;
+  private stampOffset = 0;
+  private stampHeld = 0;
   private readonly listeners = new Set<ViewListener>();
   private readonly waiters = new Set<() => void>();
   private left = false;
@@ -409,7 +413,28 @@ export class GossipMembership implements Membership {
         ? await this.hosted.call(req)
         : decodeReply(await this.opts.call(leader, encodeRequest(req)));
     await this.learn(reply);
-    return reply;
+    return this.restamp(leader, reply);
+  }
+
+  /**
+   * Puts a leader's view on this member's version line. A leader numbers its views from its
+   * start (tagged, ms x 1000), but a member may have held a view of another leader that started
+   * later (two members led for a moment while the cluster formed): the views of the leader it
+   * follows now would then all look older and be ignored. So the first reply of each new leader
+   * fixes an offset that puts its views just above the newest one held, and its later views keep
+   * their order. A reply from a member that no longer leads by this member's table is made
+   * older than anything held, so it changes nothing.
+   */
+  private restamp(from: string, reply: AuthorityReply): AuthorityReply {
+    const v = reply.view;
+    if (this.leader() !== from) return { ...reply, view: { ...v, version: 0 } };
+    if (this.stampLeader !== from) {
+      this.stampLeader = from;
+      this.stampOffset = v.version <= this.stampHeld ? this.stampHeld + 1 - v.version : 0;
+    }
+    const version = v.version + this.stampOffset;
+    if (version > this.stampHeld) this.stampHeld = version;
+    return this.stampOffset === 0 ? reply : { ...reply, view: { ...v, version } };
   }
 
   /**
